@@ -1,0 +1,1 @@
+# Marker so that `from bindings cimport sysio` resolves.  Declarations only.

@@ -1,0 +1,1 @@
+"""kafka-engine: a Kafka-compatible commit log for Python."""

@@ -1,0 +1,245 @@
+"""Configuration with Kafka's key names and defaults.
+
+Topic-level keys (``segment.bytes``, ``retention.ms``, ...) live in
+:class:`LogConfig`; each has a broker-level default under Kafka's ``log.``-style
+name (``log.segment.bytes``, ``log.retention.ms``, ...) in :class:`EngineConfig`.
+Unknown keys and values of the wrong type or range raise
+:class:`~engine.errors.InvalidConfigError`.
+
+Durability follows Kafka: ``flush.messages=1`` makes every append wait for
+``fdatasync`` before it is acknowledged (concurrent appenders share one sync:
+group commit); the default leaves data in the page cache, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .errors import InvalidConfigError
+
+__all__ = ["TOPIC_CONFIG_DEFAULTS", "EngineConfig", "LogConfig", "parse_properties"]
+
+LONG_MAX = 9223372036854775807
+_COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str, Any], int]:
+    def conv(key: str, value: Any) -> int:
+        if isinstance(value, bool):
+            raise InvalidConfigError(f"{key}: expected an integer, got {value!r}")
+        try:
+            v = int(value)
+        except (TypeError, ValueError):
+            raise InvalidConfigError(f"{key}: expected an integer, got {value!r}") from None
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise InvalidConfigError(f"{key}: {v} is outside [{lo}, {hi}]")
+        return v
+
+    return conv
+
+
+def _float(lo: float, hi: float) -> Callable[[str, Any], float]:
+    def conv(key: str, value: Any) -> float:
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise InvalidConfigError(f"{key}: expected a number, got {value!r}") from None
+        if not lo <= v <= hi:
+            raise InvalidConfigError(f"{key}: {v} is outside [{lo}, {hi}]")
+        return v
+
+    return conv
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise InvalidConfigError(f"{key}: expected true or false, got {value!r}")
+
+
+def _choice(*options: str) -> Callable[[str, Any], str]:
+    def conv(key: str, value: Any) -> str:
+        s = str(value).strip()
+        if s not in options:
+            raise InvalidConfigError(f"{key}: {s!r} is not one of {', '.join(options)}")
+        return s
+
+    return conv
+
+
+def _cleanup_policy(key: str, value: Any) -> str:
+    parts = sorted({p.strip() for p in str(value).split(",") if p.strip()})
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise InvalidConfigError(f"{key}: {value!r} must be delete, compact or both")
+    return ",".join(parts)
+
+
+# key -> (default, converter, broker-level key)
+_TOPIC_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any], str]] = {
+    "segment.bytes": (1073741824, _int(14, 2**31 - 1), "log.segment.bytes"),
+    "segment.ms": (604800000, _int(1), "log.roll.ms"),
+    "segment.jitter.ms": (0, _int(0), "log.roll.jitter.ms"),
+    "segment.index.bytes": (10485760, _int(4 * 12), "log.index.size.max.bytes"),
+    "index.interval.bytes": (4096, _int(0), "log.index.interval.bytes"),
+    "retention.bytes": (-1, _int(-1), "log.retention.bytes"),
+    "retention.ms": (604800000, _int(-1), "log.retention.ms"),
+    "max.message.bytes": (1048588, _int(0), "message.max.bytes"),
+    "flush.messages": (LONG_MAX, _int(1), "log.flush.interval.messages"),
+    "flush.ms": (LONG_MAX, _int(0), "log.flush.interval.ms"),
+    "cleanup.policy": ("delete", _cleanup_policy, "log.cleanup.policy"),
+    "compression.type": ("producer", _choice(*_COMPRESSION_TYPES), "compression.type"),
+    "message.timestamp.type": (
+        "CreateTime", _choice("CreateTime", "LogAppendTime"), "log.message.timestamp.type"),
+    "message.timestamp.before.max.ms": (LONG_MAX, _int(0), "log.message.timestamp.before.max.ms"),
+    "message.timestamp.after.max.ms": (3600000, _int(0), "log.message.timestamp.after.max.ms"),
+    "min.insync.replicas": (1, _int(1), "min.insync.replicas"),
+    "preallocate": (False, _bool, "log.preallocate"),
+    "file.delete.delay.ms": (60000, _int(0), "log.segment.delete.delay.ms"),
+    "delete.retention.ms": (86400000, _int(0), "log.cleaner.delete.retention.ms"),
+    "min.compaction.lag.ms": (0, _int(0), "log.cleaner.min.compaction.lag.ms"),
+    "max.compaction.lag.ms": (LONG_MAX, _int(1), "log.cleaner.max.compaction.lag.ms"),
+    "min.cleanable.dirty.ratio": (0.5, _float(0.0, 1.0), "log.cleaner.min.cleanable.ratio"),
+    "unclean.leader.election.enable": (False, _bool, "unclean.leader.election.enable"),
+}
+
+TOPIC_CONFIG_DEFAULTS: dict[str, Any] = {k: v[0] for k, v in _TOPIC_KEYS.items()}
+
+# Engine (broker) level keys that are not a topic default.
+_ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
+    "log.dirs": ("./data", lambda k, v: str(v)),
+    "num.partitions": (1, _int(1)),
+    "default.replication.factor": (1, _int(1)),
+    "auto.create.topics.enable": (True, _bool),
+    "log.retention.check.interval.ms": (300000, _int(1)),
+    "log.flush.scheduler.interval.ms": (LONG_MAX, _int(1)),
+    "log.flush.offset.checkpoint.interval.ms": (60000, _int(0)),
+    "log.flush.start.offset.checkpoint.interval.ms": (60000, _int(0)),
+    "num.recovery.threads.per.data.dir": (1, _int(1)),
+    "broker.id": (0, _int(-1)),
+    "node.id": (0, _int(-1)),
+}
+_BROKER_TO_TOPIC = {v[2]: k for k, v in _TOPIC_KEYS.items()}
+# Kafka also accepts the hour/minute forms of a few broker keys.
+_TIME_ALIASES = {
+    "log.roll.hours": ("log.roll.ms", 3600000),
+    "log.retention.hours": ("log.retention.ms", 3600000),
+    "log.retention.minutes": ("log.retention.ms", 60000),
+}
+
+
+class LogConfig(Mapping[str, Any]):
+    """The effective configuration of one topic: defaults overlaid with overrides.
+
+    Behaves as a read-only mapping of Kafka key names to typed values;
+    :attr:`overrides` holds only what was set explicitly (what Kafka's
+    DescribeConfigs reports as a topic config rather than a default).
+    """
+
+    __slots__ = ("_values", "overrides")
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None,
+                 defaults: Mapping[str, Any] | None = None):
+        values = dict(TOPIC_CONFIG_DEFAULTS)
+        if defaults:
+            values.update(defaults)
+        self.overrides: dict[str, Any] = {}
+        for key, raw in (overrides or {}).items():
+            if key not in _TOPIC_KEYS:
+                raise InvalidConfigError(f"unknown topic config key {key!r}")
+            self.overrides[key] = _TOPIC_KEYS[key][1](key, raw)
+        values.update(self.overrides)
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def with_overrides(self, changes: Mapping[str, Any]) -> "LogConfig":
+        merged = dict(self.overrides)
+        merged.update(changes)
+        defaults = {k: v for k, v in self._values.items() if k not in self.overrides}
+        return LogConfig(merged, defaults)
+
+    def __repr__(self) -> str:
+        return f"LogConfig({self.overrides!r})"
+
+    # Attribute-style access for the hot keys (read by the storage layer).
+    @property
+    def segment_bytes(self) -> int:
+        return self._values["segment.bytes"]
+
+    @property
+    def index_interval_bytes(self) -> int:
+        return self._values["index.interval.bytes"]
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self._values["max.message.bytes"]
+
+    @property
+    def durable(self) -> bool:
+        """True when every append waits for fdatasync (``flush.messages=1``)."""
+        return self._values["flush.messages"] == 1
+
+
+@dataclass
+class EngineConfig:
+    """Engine-wide settings: Kafka's broker keys, including the ``log.*`` topic defaults."""
+
+    values: dict[str, Any]
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any] | None = None) -> "EngineConfig":
+        values: dict[str, Any] = {k: v[0] for k, v in _ENGINE_KEYS.items()}
+        for tkey, (default, _conv, bkey) in _TOPIC_KEYS.items():
+            values[bkey] = default
+        for key, raw in (settings or {}).items():
+            if key in _TIME_ALIASES:
+                target, mult = _TIME_ALIASES[key]
+                values[target] = _int(0)(key, raw) * mult
+            elif key in _ENGINE_KEYS:
+                values[key] = _ENGINE_KEYS[key][1](key, raw)
+            elif key in _BROKER_TO_TOPIC:
+                tkey = _BROKER_TO_TOPIC[key]
+                values[key] = _TOPIC_KEYS[tkey][1](key, raw)
+            else:
+                raise InvalidConfigError(f"unknown configuration key {key!r}")
+        return cls(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """The broker-level defaults, keyed by topic key name."""
+        return {tkey: self.values[bkey] for tkey, (_d, _c, bkey) in _TOPIC_KEYS.items()}
+
+    def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
+        return LogConfig(overrides, self.topic_defaults())
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse a Java-style ``server.properties`` file (``key=value`` / ``key: value``, ``#`` comments)."""
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in s:
+                k, v = s.split(sep, 1)
+                out[k.strip()] = v.strip()
+                break
+        else:
+            raise InvalidConfigError(f"line {lineno}: expected key=value, got {line!r}")
+    return out
