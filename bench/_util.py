@@ -1,0 +1,57 @@
+"""Timing helpers shared by the benchmark runner and the pytest-benchmark suites.
+
+Every row measures the engine and its reference in the same run, interleaved
+(reference, engine, reference, engine, ...), and reports the best of each:
+on a noisy shared machine the best run is the least disturbed one.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+import time
+from typing import Callable
+
+
+def best_of(fn: Callable[[], float | None], repeat: int) -> float:
+    """Best (smallest) wall time of `repeat` calls; fn may return its own measured seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        own = fn()
+        dt = own if own is not None else time.perf_counter() - t0
+        best = min(best, dt)
+    return best
+
+
+def interleave(engine: Callable[[], float | None], reference: Callable[[], float | None],
+               repeat: int) -> tuple[float, float]:
+    """Best times of engine and reference, run alternately `repeat` times each."""
+    be = br = float("inf")
+    for _ in range(repeat):
+        br = min(br, best_of(reference, 1))
+        be = min(be, best_of(engine, 1))
+    return be, br
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def drop_file(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def fmt_rate(value: float, unit: str) -> str:
+    if unit == "B/s":
+        if value >= 1e9:
+            return f"{value / 1e9:.2f} GB/s"
+        return f"{value / 1e6:.0f} MB/s"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M rec/s"
+    return f"{value / 1e3:.0f} k rec/s"

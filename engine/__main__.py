@@ -1,0 +1,292 @@
+"""Command line: ``python -m engine <command>``.
+
+Commands:
+  topics    create / list / describe / delete / alter topics of a data directory
+  produce   send lines from stdin as records
+  consume   print records to stdout
+  dump-log  list every batch of a segment file (offsets, sizes, codec, CRC check)
+  bench     run the storage benchmarks, print the table and write JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Sequence
+
+__all__ = ["main"]
+
+_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+class Progress:
+    """A one-line progress report on stderr, only when stderr is a terminal."""
+
+    def __init__(self, label: str, total: int | None = None, enabled: bool | None = None):
+        self.label = label
+        self.total = total
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.done = 0
+        self._last = 0.0
+        self._start = time.monotonic()
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and now - self._last > 0.2:
+            self._last = now
+            rate = self.done / max(now - self._start, 1e-9)
+            if self.total:
+                msg = f"\r{self.label}: {self.done:,}/{self.total:,} ({100 * self.done / self.total:.0f}%)"
+            else:
+                msg = f"\r{self.label}: {self.done:,}"
+            sys.stderr.write(f"{msg}  {rate:,.0f}/s ")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _parse_kv(pairs: Sequence[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in pairs or ():
+        if "=" not in item:
+            raise SystemExit(f"error: expected key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _open(args: argparse.Namespace, read_only: bool = False):
+    import engine
+
+    return engine.open(args.data_dir, _parse_kv(getattr(args, "config", None)) or None,
+                       read_only=read_only, background=False)
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    read_only = args.action in ("list", "describe")
+    with _open(args, read_only=read_only and os.path.isdir(args.data_dir)) as eng:
+        if args.action == "create":
+            eng.create_topic(args.topic, args.partitions, _parse_kv(args.topic_config))
+            print(f"Created topic {args.topic}.")
+        elif args.action == "list":
+            for name in eng.list_topics():
+                print(name)
+        elif args.action == "delete":
+            eng.delete_topic(args.topic)
+            print(f"Deleted topic {args.topic}.")
+        elif args.action == "alter":
+            eng.alter_topic_config(args.topic, _parse_kv(args.topic_config), args.delete_config or ())
+            print(f"Altered topic {args.topic}.")
+        else:
+            names = [args.topic] if args.topic else eng.list_topics()
+            for name in names:
+                d = eng.describe_topic(name)
+                overrides = ",".join(f"{k}={v}" for k, v in sorted(d.overrides.items()))
+                print(f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}"
+                      f"\tConfigs: {overrides}")
+                for p in d.partitions:
+                    print(f"\tPartition: {p.partition}\tLogStartOffset: {p.log_start_offset}"
+                          f"\tHighWatermark: {p.high_watermark}\tLogEndOffset: {p.log_end_offset}"
+                          f"\tSize: {p.size_bytes}\tSegments: {p.segments}")
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    settings: dict[str, Any] = {"linger_ms": args.linger_ms}
+    if args.compression:
+        settings["compression_type"] = args.compression
+    sep = args.key_separator.encode() if args.key_separator else None
+    progress = Progress(f"produce {args.topic}")
+    n = 0
+    with _open(args) as eng:
+        eng.ensure_topic(args.topic)
+        with eng.producer(**settings) as producer:
+            for line in sys.stdin.buffer:
+                line = line.rstrip(b"\r\n")
+                key = None
+                if sep is not None and sep in line:
+                    key, line = line.split(sep, 1)
+                producer.send(args.topic, line, key=key, partition=args.partition)
+                n += 1
+                progress.update()
+            producer.flush()
+    progress.close()
+    print(f"Produced {n} records to {args.topic}.", file=sys.stderr)
+    return 0
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    out = sys.stdout.buffer
+    with _open(args, read_only=True) as eng:
+        consumer = eng.consumer(auto_offset_reset="earliest" if args.from_beginning else "latest")
+        n_parts = eng.partitions_for(args.topic)
+        parts = [args.partition] if args.partition is not None else list(range(n_parts))
+        consumer.assign([(args.topic, p) for p in parts])
+        if args.offset is not None:
+            for p in parts:
+                consumer.seek((args.topic, p), args.offset)
+        elif args.from_beginning:
+            consumer.seek_to_beginning()
+        n = 0
+        idle_deadline = time.monotonic() + args.timeout_ms / 1000.0
+        while args.max_messages is None or n < args.max_messages:
+            batch = consumer.poll(timeout_ms=100,
+                                  max_records=None if args.max_messages is None
+                                  else min(500, args.max_messages - n))
+            if not batch:
+                if time.monotonic() > idle_deadline:
+                    break
+                continue
+            idle_deadline = time.monotonic() + args.timeout_ms / 1000.0
+            for rec in batch:
+                if args.print_offsets:
+                    out.write(f"{rec.partition}\t{rec.offset}\t{rec.timestamp}\t".encode())
+                if args.print_key:
+                    out.write((rec.key if rec.key is not None else b"null") + b"\t")
+                out.write((rec.value if rec.value is not None else b"null") + b"\n")
+                n += 1
+        out.flush()
+    print(f"Processed a total of {n} messages", file=sys.stderr)
+    return 0
+
+
+def cmd_dump_log(args: argparse.Namespace) -> int:
+    from . import _native
+
+    path = args.file
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+    n = 0
+    bad = 0
+    print(f"Dumping {path}")
+    while pos < len(data):
+        try:
+            h = _native.read_header(data, pos)
+        except Exception as e:  # not a v2 header: report and stop, like Kafka's tool
+            print(f"position: {pos} error: {e}")
+            bad += 1
+            break
+        if h.batch_length < 49 or pos + h.size > len(data):
+            print(f"position: {pos} partial batch: {len(data) - pos} bytes left, batch claims {h.size}")
+            break
+        try:
+            _native.verify_batch(data, pos, path)
+            valid = True
+        except Exception:
+            valid = False
+            bad += 1
+        print(f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
+              f"baseSequence: {h.base_sequence} lastSequence: "
+              f"{h.base_sequence + h.last_offset_delta if h.base_sequence >= 0 else -1} "
+              f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
+              f"partitionLeaderEpoch: {h.partition_leader_epoch} "
+              f"isTransactional: {str(h.is_transactional).lower()} "
+              f"isControl: {str(h.is_control).lower()} position: {pos} "
+              f"CreateTime: {h.max_timestamp} size: {h.size} magic: {h.magic} "
+              f"compresscodec: {_CODECS.get(h.codec, h.codec)} crc: {h.crc} isvalid: {str(valid).lower()}")
+        if args.print_records and valid:
+            for off, ts, key, value, headers in _native.decode_batch(data, pos, False):
+                hdrs = ",".join(f"{k}:{v!r}" for k, v in headers)
+                print(f"| offset: {off} CreateTime: {ts} keySize: {-1 if key is None else len(key)} "
+                      f"valueSize: {-1 if value is None else len(value)} headers: {hdrs}"
+                      + (f" key: {key!r} payload: {value!r}" if args.print_payload else ""))
+        n += 1
+        pos += h.size
+    print(f"{n} batches, {bad} invalid", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from bench.runner import run_all
+
+    results = run_all(quick=args.quick, only=args.only, data_dir=args.bench_dir)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def with_dir(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--data-dir", default="./data", help="data directory (default ./data)")
+        sp.add_argument("--config", action="append", metavar="KEY=VALUE",
+                        help="engine config (Kafka broker keys), repeatable")
+
+    t = sub.add_parser("topics", help="create, list, describe, alter or delete topics")
+    with_dir(t)
+    t.add_argument("action", choices=["create", "list", "describe", "delete", "alter"])
+    t.add_argument("topic", nargs="?")
+    t.add_argument("--partitions", type=int, default=None)
+    t.add_argument("--topic-config", action="append", metavar="KEY=VALUE",
+                   help="topic config (segment.bytes, retention.ms, ...), repeatable")
+    t.add_argument("--delete-config", action="append", metavar="KEY")
+    t.set_defaults(func=cmd_topics)
+
+    pr = sub.add_parser("produce", help="send stdin lines as records")
+    with_dir(pr)
+    pr.add_argument("topic")
+    pr.add_argument("--partition", type=int, default=None)
+    pr.add_argument("--key-separator", default=None, help="split each line into key and value")
+    pr.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    pr.add_argument("--linger-ms", type=int, default=5)
+    pr.set_defaults(func=cmd_produce)
+
+    c = sub.add_parser("consume", help="print records to stdout")
+    with_dir(c)
+    c.add_argument("topic")
+    c.add_argument("--partition", type=int, default=None)
+    c.add_argument("--offset", type=int, default=None)
+    c.add_argument("--from-beginning", action="store_true")
+    c.add_argument("--max-messages", type=int, default=None)
+    c.add_argument("--timeout-ms", type=int, default=1000,
+                   help="stop after this long without new records")
+    c.add_argument("--print-key", action="store_true")
+    c.add_argument("--print-offsets", action="store_true")
+    c.set_defaults(func=cmd_consume)
+
+    d = sub.add_parser("dump-log", help="list the batches of a .log segment")
+    d.add_argument("file")
+    d.add_argument("--print-records", action="store_true")
+    d.add_argument("--print-payload", action="store_true")
+    d.set_defaults(func=cmd_dump_log)
+
+    b = sub.add_parser("bench", help="run the storage benchmarks")
+    b.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    b.add_argument("--only", action="append", help="run only rows whose name contains this")
+    b.add_argument("--json", default="bench-results.json", help="where to write the JSON results")
+    b.add_argument("--bench-dir", default=None, help="scratch directory (default: a temp dir)")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .errors import EngineError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except EngineError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""The embedded engine: one data directory opened in-process.
+
+::
+
+    import engine
+    with engine.open("./data") as eng:
+        eng.create_topic("events", partitions=3, config={"retention.ms": 86_400_000})
+        with eng.producer(linger_ms=5) as p:
+            p.send("events", b"hello", key=b"user-1")
+        c = eng.consumer()
+        c.assign([("events", 0)])
+        records = c.poll(timeout_ms=100)
+        table = eng.read_arrow("events", 0)
+
+One process writes a data directory at a time (a lock file; a second writer
+gets :class:`~engine.errors.DataDirLockedError` naming the holder).  Opens with
+``read_only=True`` may sit beside the writer, in the same or another process:
+they change nothing on disk and never see records above the high watermark the
+writer publishes.
+
+Concurrency: admin operations (create/delete/alter) are serialised by one
+lock; produce and fetch go straight to the partition logs, which are
+thread-safe.  Appenders wake waiting consumers through one condition variable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from .config import EngineConfig, LogConfig
+from .errors import (
+    ClosedError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    ReadOnlyError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from .metadata import LocalMetadataStore, TopicMetadata, new_topic_id, write_partition_metadata
+from .storage.manager import LogManager
+
+__all__ = ["Engine", "PartitionDescription", "TopicDescription", "open"]
+
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def validate_topic_name(name: str) -> None:
+    if not isinstance(name, str) or not _TOPIC_RE.match(name) or name in (".", ".."):
+        raise InvalidTopicError(
+            f"invalid topic name {name!r}: use 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'")
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+    size_bytes: int
+    segments: int
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    partitions: list[PartitionDescription]
+    config: dict[str, Any]
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine:
+    """An open data directory.  Use :func:`engine.open` to make one."""
+
+    def __init__(self, path: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,
+                 read_only: bool = False, background: bool = True):
+        self.path = os.fspath(path)
+        self.read_only = read_only
+        settings = dict(config or {})
+        settings["log.dirs"] = self.path
+        self.config = EngineConfig.from_mapping(settings)
+        if not read_only:
+            os.makedirs(self.path, exist_ok=True)
+        elif not os.path.isdir(self.path):
+            raise FileNotFoundError(f"data directory {self.path} does not exist")
+        self._admin = threading.RLock()
+        self._arrived = threading.Condition(threading.Lock())
+        self._closed = False
+        # The lock is taken by the LogManager before the metadata is touched.
+        self.logs = LogManager(self.path, self.config, read_only=read_only,
+                               config_for=self._log_config_for)
+        try:
+            self._meta = LocalMetadataStore(self.path, read_only=read_only)
+            self._adopt_unregistered_partitions()
+            if background and not read_only:
+                self.logs.start_background(1.0)
+        except BaseException:
+            self.logs.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------
+    def close(self) -> None:
+        """Flush, write checkpoints and the clean-shutdown marker, release the lock."""
+        with self._admin:
+            if self._closed:
+                return
+            self._closed = True
+            self.logs.close()
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the engine is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise ReadOnlyError(f"{self.path} is open read-only")
+
+    @property
+    def recovery_report(self) -> list:
+        """What the open found and repaired after an unclean shutdown (empty after a clean one)."""
+        return list(self.logs.recovery_report)
+
+    # -- metadata --------------------------------------------------------
+    def _log_config_for(self, topic: str) -> LogConfig:
+        meta = self._meta.topics().get(topic) if hasattr(self, "_meta") else None
+        return self.config.log_config(meta.config if meta else None)
+
+    def _adopt_unregistered_partitions(self) -> None:
+        """Partition directories with no metadata entry (e.g. copied from Kafka) become topics."""
+        known = self._meta.topics()
+        found: dict[str, int] = {}
+        for topic, partition in self.logs.logs():
+            found[topic] = max(found.get(topic, 0), partition + 1)
+        for topic, n in found.items():
+            if topic not in known and not self.read_only:
+                self._meta.put_topic(TopicMetadata(topic, new_topic_id(), n, {}))
+
+    def _topic(self, name: str) -> TopicMetadata:
+        if self.read_only:
+            self._meta.reload()
+        meta = self._meta.topics().get(name)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return meta
+
+    def topic_config(self, name: str) -> LogConfig:
+        return self.config.log_config(self._topic(name).config)
+
+    def partitions_for(self, topic: str) -> int:
+        return self._topic(topic).partitions
+
+    # -- admin -----------------------------------------------------------
+    def create_topic(self, name: str, partitions: int | None = None,
+                     config: Mapping[str, Any] | None = None, replication_factor: int = 1) -> None:
+        """Create a topic (Kafka config keys in `config`; unknown keys raise InvalidConfigError)."""
+        self._check_writable()
+        validate_topic_name(name)
+        n = self.config["num.partitions"] if partitions is None else partitions
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise InvalidPartitionsError(f"partitions must be a positive integer, got {partitions!r}")
+        if replication_factor != 1:
+            from .errors import InvalidReplicationFactorError
+            raise InvalidReplicationFactorError(
+                f"replication factor {replication_factor} is larger than the 1 available broker")
+        log_config = self.config.log_config(config)  # validates keys and values
+        with self._admin:
+            if name in self._meta.topics():
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            topic_id = new_topic_id()
+            for p in range(n):
+                log = self.logs.create_log(name, p, log_config)
+                write_partition_metadata(log.dir, topic_id)
+            self._meta.put_topic(TopicMetadata(name, topic_id, n, dict(log_config.overrides)))
+
+    def ensure_topic(self, name: str) -> TopicMetadata:
+        """The topic's metadata, creating it when `auto.create.topics.enable` allows."""
+        try:
+            return self._topic(name)
+        except UnknownTopicOrPartitionError:
+            if self.read_only or not self.config["auto.create.topics.enable"]:
+                raise
+        with self._admin:
+            if name not in self._meta.topics():
+                self.create_topic(name)
+            return self._topic(name)
+
+    def delete_topic(self, name: str) -> None:
+        self._check_writable()
+        with self._admin:
+            meta = self._topic(name)
+            for p in range(meta.partitions):
+                try:
+                    self.logs.delete_log(name, p)
+                except UnknownTopicOrPartitionError:
+                    pass
+            self._meta.remove_topic(name)
+
+    def create_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to `total` partitions (Kafka never shrinks)."""
+        self._check_writable()
+        with self._admin:
+            meta = self._topic(name)
+            if total <= meta.partitions:
+                raise InvalidPartitionsError(
+                    f"topic {name!r} has {meta.partitions} partitions; the new count must be larger")
+            cfg = self.config.log_config(meta.config)
+            for p in range(meta.partitions, total):
+                log = self.logs.create_log(name, p, cfg)
+                write_partition_metadata(log.dir, meta.topic_id)
+            self._meta.put_topic(TopicMetadata(name, meta.topic_id, total, meta.config))
+
+    def alter_topic_config(self, name: str, set: Mapping[str, Any] | None = None,
+                           delete: Iterable[str] = ()) -> None:
+        """Set and/or remove config overrides of a topic (IncrementalAlterConfigs)."""
+        self._check_writable()
+        with self._admin:
+            meta = self._topic(name)
+            overrides = dict(meta.config)
+            overrides.update(set or {})
+            for key in delete:
+                overrides.pop(key, None)
+            cfg = self.config.log_config(overrides)
+            for p in range(meta.partitions):
+                self.logs.get_log(name, p).update_config(cfg)
+            self._meta.put_topic(TopicMetadata(name, meta.topic_id, meta.partitions,
+                                               dict(cfg.overrides)))
+
+    def list_topics(self) -> list[str]:
+        self._check_open()
+        if self.read_only:
+            self._meta.reload()
+        return sorted(self._meta.topics())
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        self._check_open()
+        meta = self._topic(name)
+        cfg = self.config.log_config(meta.config)
+        parts = []
+        for p in range(meta.partitions):
+            log = self.log(name, p)
+            parts.append(PartitionDescription(
+                p, log.log_start_offset, log.high_watermark, log.log_end_offset,
+                log.size_bytes, log.num_segments))
+        return TopicDescription(name, meta.topic_id, parts, dict(cfg), dict(meta.config))
+
+    def log(self, topic: str, partition: int):
+        """The PartitionLog of one partition (UnknownTopicOrPartitionError if absent)."""
+        self._check_open()
+        return self.logs.get_log(topic, partition)
+
+    # -- data ------------------------------------------------------------
+    def producer(self, **settings: Any):
+        """A producer writing straight into this engine (see engine.client.producer.Producer)."""
+        from .client.producer import Producer
+        self._check_writable()
+        return Producer(self, **settings)
+
+    def consumer(self, **settings: Any):
+        """A consumer reading from this engine (see engine.client.consumer.Consumer)."""
+        from .client.consumer import Consumer
+        self._check_open()
+        return Consumer(self, **settings)
+
+    def read_arrow(self, topic: str, partition: int, start: int | None = None,
+                   end: int | None = None, *, max_rows: int | None = None):
+        """Records [start, end) of one partition as a pyarrow.Table with Spark's Kafka schema.
+
+        `start` defaults to the log start offset and `end` to the high
+        watermark; records above the high watermark are never returned.
+        """
+        from .arrow import read_log_arrow
+        log = self.log(topic, partition)
+        return read_log_arrow(log, topic, partition, start, end, max_rows=max_rows)
+
+    # -- notifications between appenders and waiting consumers -----------
+    def notify_appended(self) -> None:
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def wait_for_data(self, timeout_s: float) -> None:
+        if timeout_s <= 0:
+            return
+        if self.read_only:
+            time.sleep(min(timeout_s, 0.005))
+            return
+        with self._arrived:
+            self._arrived.wait(timeout_s)
+
+
+def open(path: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,
+         read_only: bool = False, background: bool = True) -> Engine:
+    """Open (creating if needed) a data directory in-process.
+
+    `config` takes Kafka's broker keys (``num.partitions``, ``log.segment.bytes``,
+    ``log.retention.ms``, ``log.flush.interval.messages``, ...).  Use as a
+    context manager so the directory is closed cleanly.
+    """
+    return Engine(path, config, read_only=read_only, background=background)

@@ -1,0 +1,45 @@
+"""Value objects shared by the embedded producer and consumer (Kafka's names)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class RawBatch(NamedTuple):
+    """One stored record batch, exactly as on disk (still compressed)."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    data: memoryview
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int

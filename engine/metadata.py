@@ -1,0 +1,154 @@
+"""Topic metadata for the embedded (single-node) default: which topics exist,
+their ids, partition counts and config overrides.
+
+Kafka keeps this in ZooKeeper or KRaft, not in the log directory; the cluster
+work will put a ZooKeeper-backed store behind the same small interface
+(:class:`MetadataStore`).  The local store is one JSON document,
+``<data dir>/engine-topics.json``, always replaced atomically (temp file,
+fsync, rename, fsync dir), plus Kafka's own ``meta.properties`` at the top of
+the data directory and ``partition.metadata`` in each partition directory.
+
+Format of ``engine-topics.json``::
+
+    {"version": 1,
+     "topics": {"<name>": {"topic_id": "<22-char base64 uuid>",
+                           "partitions": <int>,
+                           "config": {"<kafka key>": <value>, ...}}}}
+
+Not thread-safe by itself: the Engine serialises admin operations.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .errors import CorruptRecordError
+
+__all__ = ["LocalMetadataStore", "MetadataStore", "TopicMetadata", "atomic_write"]
+
+TOPICS_FILE = "engine-topics.json"
+META_PROPERTIES = "meta.properties"
+PARTITION_METADATA = "partition.metadata"
+
+
+@dataclass
+class TopicMetadata:
+    name: str
+    topic_id: str
+    partitions: int
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+class MetadataStore(Protocol):
+    def topics(self) -> dict[str, TopicMetadata]: ...
+    def put_topic(self, topic: TopicMetadata) -> None: ...
+    def remove_topic(self, name: str) -> None: ...
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Replace `path` with `data`: temp file, fsync, rename, fsync of the directory."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def new_topic_id() -> str:
+    """A Kafka topic id: a random UUID, URL-safe base64 without padding (22 chars), never zero."""
+    while True:
+        raw = uuid.uuid4().bytes
+        if any(raw):
+            return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+class LocalMetadataStore:
+    """The JSON-file metadata store of one data directory."""
+
+    def __init__(self, data_dir: str, read_only: bool = False):
+        self.data_dir = data_dir
+        self.read_only = read_only
+        self._path = os.path.join(data_dir, TOPICS_FILE)
+        self._topics: dict[str, TopicMetadata] = {}
+        self.cluster_id: str | None = None
+        self.reload()
+        if not read_only:
+            self._ensure_meta_properties()
+
+    def reload(self) -> None:
+        try:
+            with open(self._path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            self._topics = {}
+            return
+        try:
+            doc = json.loads(raw)
+            if doc.get("version") != 1:
+                raise ValueError(f"unknown version {doc.get('version')!r}")
+            self._topics = {
+                name: TopicMetadata(name, t["topic_id"], int(t["partitions"]), dict(t.get("config", {})))
+                for name, t in doc["topics"].items()
+            }
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptRecordError(f"unreadable topic metadata ({e})", self._path) from None
+
+    def _ensure_meta_properties(self) -> None:
+        path = os.path.join(self.data_dir, META_PROPERTIES)
+        props: dict[str, str] = {}
+        try:
+            with open(path) as f:
+                for line in f:
+                    if "=" in line and not line.startswith("#"):
+                        k, v = line.strip().split("=", 1)
+                        props[k] = v
+        except FileNotFoundError:
+            pass
+        if "cluster.id" not in props:
+            props = {"version": "1", "cluster.id": new_topic_id(), "node.id": "0"}
+            body = "#\n#" + "\n".join(f"{k}={v}" for k, v in props.items()) + "\n"
+            atomic_write(path, body.encode())
+        self.cluster_id = props["cluster.id"]
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        return dict(self._topics)
+
+    def _save(self) -> None:
+        doc = {
+            "version": 1,
+            "topics": {
+                t.name: {"topic_id": t.topic_id, "partitions": t.partitions, "config": t.config}
+                for t in sorted(self._topics.values(), key=lambda t: t.name)
+            },
+        }
+        atomic_write(self._path, json.dumps(doc, indent=1, sort_keys=True).encode())
+
+    def put_topic(self, topic: TopicMetadata) -> None:
+        self._topics[topic.name] = topic
+        self._save()
+
+    def remove_topic(self, name: str) -> None:
+        self._topics.pop(name, None)
+        self._save()
+
+
+def write_partition_metadata(partition_dir: str, topic_id: str) -> None:
+    """Kafka's ``partition.metadata``: ``version: 0`` and the topic id."""
+    atomic_write(os.path.join(partition_dir, PARTITION_METADATA),
+                 f"version: 0\ntopic_id: {topic_id}\n".encode())
