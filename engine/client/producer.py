@@ -1,0 +1,225 @@
+"""The embedded producer: records batched per partition and appended straight
+to the partition logs of an open Engine — no network, no serialisation beyond
+Kafka's record batch format.
+
+Batching follows Kafka's producer: a partition's open batch is closed and
+appended when it reaches ``batch_size`` bytes or has waited ``linger_ms``
+(a background thread drains lingering batches), and on ``flush()``.
+Partitioning follows Kafka's Java client: an explicit partition wins, else
+murmur2 of the key, else a sticky partition that changes when a batch fills.
+
+Concurrency: ``send`` may be called from several threads.  Choosing the
+partition, encoding the record into the open batch and making its future
+happen in one native call that holds the GIL and takes no lock
+(csrc/producer.pyx); closing batches and appending them happen under the
+producer lock, so a partition's batches reach the log in the order their
+records were sent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, NamedTuple, Sequence
+
+from .. import _native
+from ..errors import ClosedError, InvalidConfigError, UnknownTopicOrPartitionError
+
+__all__ = ["AppendResult", "Producer", "SendFuture"]
+
+SendFuture = _native.SendFuture
+
+_CODECS = {"none": 0, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_SETTINGS = {"linger_ms": 5, "batch_size": 1048576, "compression_type": "none", "acks": "all"}
+
+
+class AppendResult(NamedTuple):
+    """Where one appended batch landed (``send_batch``)."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+
+
+class Producer(_native.ProducerCore):
+    """Sends records to an Engine's topics.
+
+    Settings (Kafka's producer keys with ``.`` written as ``_``):
+    ``linger_ms`` (5), ``batch_size`` (1 MiB), ``compression_type``
+    ("none", "gzip", "snappy", "lz4", "zstd"), ``acks`` (accepted for
+    compatibility; an embedded append is acknowledged when the log has it,
+    after fdatasync for topics with ``flush.messages=1``).
+    """
+
+    def __init__(self, engine: Any, **settings: Any):
+        unknown = set(settings) - set(_SETTINGS)
+        if unknown:
+            raise InvalidConfigError(f"unknown producer setting(s): {', '.join(sorted(unknown))}")
+        cfg = {**_SETTINGS, **settings}
+        codec = str(cfg["compression_type"]).lower()
+        if codec not in _CODECS:
+            raise InvalidConfigError(f"compression_type must be one of {', '.join(_CODECS)}, got {codec!r}")
+        if not isinstance(cfg["linger_ms"], (int, float)) or cfg["linger_ms"] < 0:
+            raise InvalidConfigError(f"linger_ms must be >= 0, got {cfg['linger_ms']!r}")
+        if not isinstance(cfg["batch_size"], int) or cfg["batch_size"] < 1:
+            raise InvalidConfigError(f"batch_size must be a positive integer, got {cfg['batch_size']!r}")
+        if str(cfg["acks"]) not in ("0", "1", "-1", "all"):
+            raise InvalidConfigError(f"acks must be 0, 1, -1 or all, got {cfg['acks']!r}")
+        self._engine = engine
+        self._codec = _CODECS[codec]
+        self._linger_s = cfg["linger_ms"] / 1000.0
+        self._batch_size = cfg["batch_size"]
+        self._eager = self._linger_s == 0
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._lingerer: threading.Thread | None = None
+        if self._linger_s > 0:
+            self._lingerer = threading.Thread(target=self._linger_loop, name="producer-linger",
+                                              daemon=True)
+            self._lingerer.start()
+
+    # -- topics ------------------------------------------------------------
+    def _accumulator(self, topic: str) -> Any:
+        """The topic's accumulator, made on first use (auto-creating the topic if allowed)."""
+        meta = self._engine.ensure_topic(topic)
+        with self._lock:
+            acc = self._accs.get(topic)
+            if acc is None or acc.num_partitions != meta.partitions:
+                if acc is not None:
+                    self._drain_all(acc)
+                acc = _native.TopicAccumulator(topic, meta.partitions, self._codec,
+                                               self._batch_size, self._flush_partition)
+                self._accs[topic] = acc
+            return acc
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return list(range(self._engine.partitions_for(topic)))
+
+    # send() is inherited from the native ProducerCore: partition choice, encoding
+    # and the future in one C call; it calls _drain_ready when a batch is full.
+
+    def send_batch(self, topic: str, values: Any, keys: Any = None, timestamps: Any = None,
+                   headers: Sequence[Any] | None = None, partition: int | None = None) -> list[AppendResult]:
+        """Append many records at once (lists or pyarrow arrays); returns where each batch landed.
+
+        With `partition` None: records with keys go to murmur2(key)'s
+        partition, keyless ones to one partition per call (sticky).
+        """
+        if self._closed:
+            raise ClosedError("the producer is closed")
+        acc = self._accs.get(topic) or self._accumulator(topic)
+        nparts = acc.num_partitions
+        n = len(values)
+        for name, col in (("keys", keys), ("timestamps", timestamps), ("headers", headers)):
+            if col is not None and len(col) != n:
+                raise ValueError(f"{name} and values differ in length ({len(col)} != {n})")
+        if partition is not None or keys is None or nparts == 1:
+            target = acc.sticky if partition is None else partition
+            groups = [(target, values, keys, timestamps, headers)]
+        else:
+            groups = self._group_by_partition(acc, values, keys, timestamps, headers)
+        out: list[AppendResult] = []
+        for p, vals, ks, tss, hs in groups:
+            if not 0 <= p < nparts:
+                raise UnknownTopicOrPartitionError(f"partition {p} of {topic!r} does not exist")
+            batches = _native.build_batches(vals, ks, tss, hs, self._codec, self._batch_size)
+            with self._lock:
+                self._append_window(acc, p)  # records sent earlier go first
+                log = self._engine.log(topic, p)
+                for data in batches:
+                    info = log.append(data)
+                    out.append(AppendResult(topic, p, info.first_offset, info.last_offset))
+        self._engine.notify_appended()
+        return out
+
+    @staticmethod
+    def _group_by_partition(acc: Any, values: Any, keys: Any, timestamps: Any,
+                            headers: Any) -> list[tuple]:
+        import numpy as np
+
+        key_list = keys.to_pylist() if hasattr(keys, "to_pylist") else list(keys)
+        n = acc.num_partitions
+        sticky = acc.sticky
+        parts = np.fromiter(
+            (sticky if k is None else _native.default_partition(k, n) for k in key_list),
+            dtype=np.int64, count=len(key_list))
+        groups = []
+        for p in np.unique(parts):
+            idx = np.nonzero(parts == p)[0]
+
+            def pick(col: Any) -> Any:
+                if col is None:
+                    return None
+                if hasattr(col, "take"):
+                    return col.take(idx)
+                return [col[i] for i in idx]
+
+            groups.append((int(p), pick(values), pick(keys), pick(timestamps), pick(headers)))
+        return groups
+
+    # -- closing batches -----------------------------------------------------------
+    def _append_window(self, acc: Any, partition: int) -> None:
+        """Append the partition's drain window to its log (caller holds the lock)."""
+        data, count, outcome = acc.drain(partition)
+        if not count:
+            return
+        try:
+            info = self._engine.log(acc.topic, partition).append(data)
+            if info.log_append_time is not None and info.log_append_time >= 0:
+                outcome.log_append_time = info.log_append_time
+            outcome.base_offset = info.first_offset
+        except Exception as e:  # the futures carry it, as Kafka's do
+            outcome.error = e
+        self._engine.notify_appended()
+
+    def _drain_ready(self, acc: Any, partition: int) -> None:
+        with self._lock:
+            for p in acc.ready():
+                self._append_window(acc, p)
+            if self._eager:
+                self._append_window(acc, partition)
+
+    def _drain_all(self, acc: Any) -> int:
+        parts = acc.nonempty()
+        for p in parts:
+            self._append_window(acc, p)
+        return len(parts)
+
+    def _flush_partition(self, topic: str, partition: int) -> None:
+        with self._lock:
+            acc = self._accs.get(topic)
+            if acc is not None:
+                self._append_window(acc, partition)
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Append every open batch now; returns how many partitions had records."""
+        with self._lock:
+            return sum(self._drain_all(acc) for acc in list(self._accs.values()))
+
+    def _linger_loop(self) -> None:
+        period = max(self._linger_s / 2, 0.001)
+        while not self._closed:
+            self._wake.wait(period)
+            if self._closed:
+                break
+            with self._lock:
+                for acc in list(self._accs.values()):
+                    for p in acc.expired(self._linger_s):
+                        self._append_window(acc, p)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush and stop; further sends raise ClosedError."""
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._wake.set()
+        if self._lingerer is not None:
+            self._lingerer.join()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
