@@ -66,3 +66,17 @@ cdef enum:
     WALK_BAD_CRC = 4
     WALK_BAD_OFFSETS = 5         # offsets not increasing, lastOffsetDelta < 0, count mismatch
     WALK_ZERO_TAIL = 6           # zero-filled bytes (preallocated or power-lost tail)
+
+# Compression (codec.pyx).  A decompressed batch payload larger than this is
+# treated as corrupt unless the caller passes its own bound: it stops a
+# hostile frame (zstd/lz4/gzip "bomb") from allocating without limit.
+cdef enum:
+    MAX_DECOMPRESSED_DEFAULT = 268435456      # 256 MiB
+    SNAPPY_XERIAL_BLOCK = 32768               # what snappy-java / the Java client write
+    SNAPPY_XERIAL_HEADER = 16                 # magic 8 + version 4 + compatible 4
+    LZ4_FLG_BLOCK_INDEPENDENT = 0x20
+    LZ4_FLG_CONTENT_SIZE = 0x08
+
+# Record layout (records.pyx, builder.pyx, scan.pyx); see records.pyx.
+cdef enum:
+    MAX_RECORD_OVERHEAD = 21                  # length 5 + attributes 1 + tsDelta 10 + offsetDelta 5
