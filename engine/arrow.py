@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["KAFKA_SCHEMA", "HEADERS_TYPE", "batches_to_table", "scanner"]
+__all__ = ["HEADERS_TYPE", "KAFKA_SCHEMA", "batches_to_table", "iter_log_batches", "read_log_arrow", "scanner"]
 
 #: Element type of the ``headers`` column: ``list<struct<key: string, value: binary>>``.
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -53,4 +53,65 @@ def batches_to_table(
     """
     sc = scanner(check_crc)
     sc.feed(data, start, end, start_offset, end_offset)
+    return sc.finish(topic, partition)
+
+
+def _resolve_range(log, start: int | None, end: int | None) -> tuple[int, int]:
+    from .errors import OffsetOutOfRangeError
+
+    hw = log.high_watermark
+    lso = log.log_start_offset
+    start = lso if start is None else start
+    end = hw if end is None else min(end, hw)
+    if start < lso or start > hw:
+        raise OffsetOutOfRangeError(
+            f"start offset {start} is outside [{lso}, {hw}] of {log.topic}-{log.partition}")
+    return start, max(start, end)
+
+
+def iter_log_batches(log, topic: str, partition: int, start: int | None = None,
+                     end: int | None = None, *, max_rows: int = 65536,
+                     check_crc: bool = True):
+    """Yield ``pyarrow.RecordBatch`` es of at most `max_rows` rows for offsets [start, end).
+
+    Reads the segment files in place (read-only maps of complete batches below
+    the high watermark), decompressing as it goes.
+    """
+    start, end = _resolve_range(log, start, end)
+    if start >= end:
+        return
+    sc = scanner(check_crc)
+    offset = start
+    for sl in log.segments_for_range(start, end):
+        view = sl.view()
+        pos = 0
+        while True:
+            offset, pos = sc.feed(view, pos, -1, offset, end, sl.path, max_rows, sl.position)
+            if sc.num_rows >= max_rows:
+                yield sc.finish(topic, partition, False)
+                continue
+            break
+        if offset >= end:
+            break
+    if sc.num_rows:
+        yield sc.finish(topic, partition, False)
+
+
+def read_log_arrow(log, topic: str, partition: int, start: int | None = None,
+                   end: int | None = None, *, max_rows: int | None = None,
+                   check_crc: bool = True) -> pa.Table:
+    """Offsets [start, end) of one partition log as a table with :data:`KAFKA_SCHEMA`.
+
+    `start` defaults to the log start offset, `end` to the high watermark (and
+    is capped there).  `max_rows` limits the number of rows returned.
+    """
+    start, end = _resolve_range(log, start, end)
+    sc = scanner(check_crc)
+    if start < end:
+        offset = start
+        limit = -1 if max_rows is None else max_rows
+        for sl in log.segments_for_range(start, end):
+            offset, _pos = sc.feed(sl.view(), 0, -1, offset, end, sl.path, limit, sl.position)
+            if offset >= end or (max_rows is not None and sc.num_rows >= max_rows):
+                break
     return sc.finish(topic, partition)
