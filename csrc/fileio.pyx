@@ -107,3 +107,35 @@ def sendfile_nonblocking(int out_fd, int in_fd, int64_t offset, int64_t count):
             return -EAGAIN
         raise os_error(err)
     return n
+
+
+# Aligned 8-byte atomic load/store on a shared mapping (the published high
+# watermark, see engine/storage/log.py): one store, never torn for a reader
+# in another process mapping the same file.
+cdef extern from *:
+    """
+    static inline void engine_store_i64(void *p, long long v) {
+        __atomic_store_n((long long *)p, v, __ATOMIC_RELEASE);
+    }
+    static inline long long engine_load_i64(const void *p) {
+        return __atomic_load_n((const long long *)p, __ATOMIC_ACQUIRE);
+    }
+    """
+    void engine_store_i64(void* p, long long v) nogil
+    long long engine_load_i64(const void* p) nogil
+
+
+def store_i64_atomic(buf, Py_ssize_t offset, long long value):
+    """Store a native-endian int64 at an 8-byte aligned `offset` of a writable buffer, atomically."""
+    cdef uint8_t[::1] mv = buf
+    if offset < 0 or offset % 8 or offset + 8 > mv.shape[0]:
+        raise ValueError("offset must be 8-byte aligned and inside the buffer")
+    engine_store_i64(&mv[0] + offset, value)
+
+
+def load_i64_atomic(buf, Py_ssize_t offset):
+    """Load a native-endian int64 at an 8-byte aligned `offset`, atomically (read-only buffers accepted)."""
+    cdef const uint8_t[::1] mv = buf
+    if offset < 0 or offset % 8 or offset + 8 > mv.shape[0]:
+        raise ValueError("offset must be 8-byte aligned and inside the buffer")
+    return engine_load_i64(&mv[0] + offset)
