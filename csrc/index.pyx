@@ -23,6 +23,8 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memset, memcpy
 from posix cimport mman, unistd
+from posix cimport fcntl as pfcntl
+from libc.errno cimport EOPNOTSUPP, EINVAL
 from posix.types cimport off_t
 
 import os as _os
@@ -106,7 +108,7 @@ cdef class _MappedIndex:
     cdef int _remap(self, Py_ssize_t new_len) except -1:
         """Set the file length to new_len (writable only) and map it again."""
         cdef void* m
-        cdef int prot
+        cdef int prot, rc
         if self._map != NULL:
             mman.munmap(self._map, self._map_len)
             self._map = NULL
@@ -114,6 +116,12 @@ cdef class _MappedIndex:
         if self.writable:
             if unistd.ftruncate(self._fd, <off_t>new_len) != 0:
                 raise os_error(errno, self.path)
+            if new_len > 0:
+                # Reserve the blocks now: a store into an mmap'd hole on a full
+                # file system would be SIGBUS, not an error we can report.
+                rc = pfcntl.posix_fallocate(self._fd, 0, <off_t>new_len)
+                if rc != 0 and rc != EOPNOTSUPP and rc != EINVAL:
+                    raise os_error(rc, self.path)
         if new_len <= 0:
             return 0
         prot = mman.PROT_READ | (mman.PROT_WRITE if self.writable else 0)

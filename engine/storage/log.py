@@ -359,12 +359,16 @@ class PartitionLog:
             first, last, maxts, off_maxts, nb, nrec = _native.assign_offsets(
                 buf, self.log_end_offset, epoch, lat, False, cfg["max.message.bytes"], not assign_offsets)
             size = len(buf)
-            seg = self._maybe_roll(size, maxts, last)
+            seg = self._segments[-1]
             try:
+                seg = self._maybe_roll(size, maxts, last)
                 seg.append(last, maxts, off_maxts, buf)
             except OSError as e:
-                if os.fstat(seg.fd).st_size != seg.size:
-                    self._failed = e  # could not cut the partial batch back: go offline
+                try:
+                    if os.fstat(seg.fd).st_size != seg.size:
+                        self._failed = e  # could not cut the partial batch back: go offline
+                except OSError:
+                    self._failed = e
                 raise KafkaStorageError(e.errno, f"append to {seg.log_path} failed: {e.strerror}") from e
             if self.leader_epoch_cache.assign(epoch, first):
                 self._flush_epoch_cache()
@@ -396,7 +400,11 @@ class PartitionLog:
             return old
         new_base = self.log_end_offset
         old.on_become_inactive()
-        seg = LogSegment(self.dir, new_base, self.config, create=True)
+        try:
+            seg = LogSegment(self.dir, new_base, self.config, create=True)
+        except OSError:
+            old.make_active()  # keep appending to the old segment's (re-grown) indexes later
+            raise
         self._segments.append(seg)
         self._bases.append(new_base)
         return seg
