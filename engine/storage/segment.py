@@ -257,9 +257,8 @@ class LogSegment:
         position = self.size
         if position > INT32_MAX - n + 1 and position > 0:
             raise ValueError("segment would exceed 2 GiB")
-        if self.rolling_based_timestamp is None and position == 0:
-            self.rolling_based_timestamp = int.from_bytes(
-                bytes(memoryview(buf)[_OFF_MAX_TIMESTAMP:_OFF_MAX_TIMESTAMP + 8]), "big", signed=True)
+        if position == 0:
+            self.rolling_based_timestamp = max_timestamp  # Kafka: the first append's largest timestamp
         try:
             _native.pwrite_all(self._file.fd, buf, position)
         except OSError:
