@@ -581,7 +581,7 @@ class PartitionLog:
                 seg = self._segments[i]
                 if seg.base_offset >= end:
                     break
-                fs = seg.complete_slice(offset, end, self._max_position(seg, end))
+                fs = seg.complete_slice(offset, end, self._max_position(seg, hw))
                 if fs is not None:
                     out.append(fs)
                 i += 1
