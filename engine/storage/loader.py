@@ -134,7 +134,11 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
                 need, reason = True, f"index failed its sanity check: {e.reason}"
         if need:
             before = seg.size
-            r, truncated = seg.recover(rebuild_cache if rebuild_cache is not None else cache)
+            ecache = rebuild_cache if rebuild_cache is not None else cache
+            if ecache is cache:
+                cache.truncate_from_end(base)  # epochs at/after this segment come from its batches
+            prior = [e for e, o in ecache.entries if o < base]
+            r, truncated = seg.recover(ecache, last_epoch=prior[-1] if prior else -1)
             stats.segments_scanned += 1
             stats.bytes_scanned += before
             if reason.startswith("index"):

@@ -533,6 +533,7 @@ class PartitionLog:
             if self.read_only:
                 limit = min(limit, hw)
             slices: list[FileSlice] = []
+            bounds: list[tuple[int, int, int]] = []  # (index position, expected first base, max position)
             if start_offset < limit:
                 remaining = max_bytes
                 i = self._floor_index(start_offset)
@@ -546,6 +547,10 @@ class PartitionLog:
                     fs = seg.read(offset, remaining, max_pos, min_one_batch and first)
                     if fs is not None and fs.size > 0:
                         slices.append(fs)
+                        if verify:
+                            ioff, ipos = seg.index.lookup(offset) if seg.index_ok else (seg.base_offset, 0)
+                            bounds.append((min(ipos, fs.position), seg.base_offset if ipos == 0 else -1,
+                                           max_pos, offset))
                         remaining -= fs.size
                         first = False
                         if fs.position + fs.size < max_pos:
@@ -554,7 +559,7 @@ class PartitionLog:
                     if i < len(self._segments):
                         offset = self._segments[i].base_offset
         if verify:
-            slices = [_verified(s) for s in slices]
+            slices = [_verified(s, b) for s, b in zip(slices, bounds)]
             slices = [s for s in slices if s.size > 0]
         return FetchInfo(slices, start_offset, hw, lso, leo)
 
@@ -758,14 +763,37 @@ class PartitionLog:
                 f"hw={self.high_watermark}, leo={self.log_end_offset}, segments={len(self._segments)})")
 
 
-def _verified(fs: FileSlice) -> FileSlice:
-    """Check every complete batch of the slice (structure + CRC); cut the partial tail."""
-    data = fs.read()
-    _headers, end = _native.list_batches(data, 0, len(data), True, fs.path, fs.position)
-    if end == 0 and len(data) > 0:
-        # Not even one complete batch: tell a bad header from a short slice.
-        if len(data) >= 17:
-            blen = struct.unpack_from(">i", data, 8)[0]
-            if blen < 49 or data[16] != 2:
-                _native.verify_batch(data, 0, fs.path)
-    return FileSlice(fs._file, fs.position, end, fs.start_offset, fs.end_offset)
+def _verified(fs: FileSlice, bound) -> FileSlice:
+    """The consumer's checked read: structure + CRC of every complete batch, contiguous offsets.
+
+    Checks from the offset-index entry at or before the slice (so a corrupt
+    baseOffset just before the fetch position is seen too) up to the slice
+    end; a batch that claims to run past `max_position` (below the high
+    watermark every batch is complete) is corrupt, not a partial tail.
+    Raises CorruptRecordError naming the file and the byte position.
+    """
+    from ..errors import CorruptRecordError
+
+    start_pos, first_base, max_pos, start_offset = bound
+    end_pos = fs.position + fs.size
+    data = os.pread(fs.fd, end_pos - start_pos, start_pos) if end_pos > start_pos else b""
+    headers, end = _native.list_batches(data, 0, len(data), True, fs.path, start_pos)
+    expect = first_base
+    for h in headers:
+        if (expect >= 0 and h.base_offset != expect) or h.records_count != h.last_offset_delta + 1:
+            raise CorruptRecordError("offsets not contiguous", fs.path, h.position)
+        expect = h.next_offset
+    if end < len(data):
+        rest = data[end:]
+        if len(rest) >= 17:
+            blen = struct.unpack_from(">i", rest, 8)[0]
+            if blen < 49 or rest[16] != 2 or start_pos + end + 12 + blen > max_pos:
+                raise CorruptRecordError("batch runs past the end of the log below the high watermark"
+                                         if blen >= 49 and rest[16] == 2 else "bad batch header",
+                                         fs.path, start_pos + end)
+    if headers:
+        served = [h for h in headers if h.position >= fs.position]
+        if served and not (served[0].base_offset <= start_offset <= served[0].last_offset):
+            raise CorruptRecordError("batch offsets do not cover the fetch offset", fs.path, served[0].position)
+    cut = start_pos + end - fs.position
+    return FileSlice(fs._file, fs.position, max(cut, 0), fs.start_offset, fs.end_offset)
