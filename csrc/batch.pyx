@@ -269,7 +269,7 @@ def scan_segment(data, int64_t base_offset, Py_ssize_t start=0, Py_ssize_t end=-
                  int64_t index_interval=4096, int64_t min_next_offset=-1,
                  bint check_crc=True, int32_t last_epoch=-1, int64_t bytes_since_index=0,
                  int64_t max_timestamp=-1, int64_t offset_of_max_timestamp=-1,
-                 int64_t last_time_entry=-1):
+                 int64_t last_time_entry=-1, bint strict=False):
     """Walk the batches of one segment's .log bytes, as Kafka's recovery does.
 
     Validates structure and (optionally) CRC of every batch from `start`,
@@ -279,6 +279,11 @@ def scan_segment(data, int64_t base_offset, Py_ssize_t start=0, Py_ssize_t end=-
     bytes passed since the last one; the first batch is never indexed).  Stops
     at the first partial, zero-filled or invalid batch; `status` says which.
     Never raises for bad data.
+
+    With `strict` (a log that is never compacted) offsets must be contiguous
+    (each baseOffset == previous lastOffset + 1, the first == max(base_offset,
+    min_next_offset)) and partitionLeaderEpoch must not decrease: baseOffset
+    and the epoch are outside the CRC, so this is what catches their corruption.
     """
     cdef const uint8_t[::1] mv = data
     cdef Py_ssize_t pos, size
@@ -302,7 +307,10 @@ def scan_segment(data, int64_t base_offset, Py_ssize_t start=0, Py_ssize_t end=-
             break
         base = load_i64(&mv[0] + pos)
         last = base + load_i32(&mv[0] + pos + OFF_LAST_OFFSET_DELTA)
-        if base < next_off or last - base_offset > 2147483647:
+        if base < next_off or last - base_offset > 2147483647 or (strict and base != next_off):
+            st = WALK_BAD_OFFSETS
+            break
+        if strict and <int32_t>load_i32(&mv[0] + pos + OFF_LEADER_EPOCH) < last_epoch:
             st = WALK_BAD_OFFSETS
             break
         maxts = load_i64(&mv[0] + pos + OFF_MAX_TIMESTAMP)

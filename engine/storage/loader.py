@@ -1,0 +1,211 @@
+"""LogLoader: open a partition directory, recovering it after an unclean shutdown.
+
+Files handled (kafka-storage-format.md §5, §8): ``<base>.log/.index/.timeindex``,
+leftovers ``*.deleted`` / ``*.cleaned`` / ``*.swap``, orphan index files,
+``leader-epoch-checkpoint``.
+
+Rules (Kafka's LogLoader):
+* Always: delete ``.deleted`` and ``.cleaned`` files; complete a ``.log.swap``
+  (rename over the ``.log``, drop its indexes so they are rebuilt); delete
+  index files without a ``.log`` (orphans).  Each change is a RecoveryEvent.
+* Clean shutdown (marker present): indexes are loaded and sanity-checked, not
+  rebuilt; no segment is scanned (``stats.segments_scanned`` stays 0) unless
+  an index fails its check.
+* Unclean: every segment holding offsets at or above the recovery point, and
+  any segment whose index is missing or fails its check, is recovered
+  (``LogSegment.recover``: CRC-checked walk, `.log` cut after the last valid
+  batch, indexes rebuilt).  After the first segment that lost bytes, every
+  later segment is deleted (its offsets would leave a gap).
+* Read-only: nothing is changed on disk; corrupt indexes are not used.
+
+Concurrency: runs inside PartitionLog's constructor, before the log is shared.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .. import _native
+from ..errors import CorruptIndexError, CorruptRecordError
+from . import checkpoint, files
+from .log import LeaderEpochCache, RecoveryEvent, RecoveryStats
+from .segment import LogSegment
+
+__all__ = ["LoadedLog", "discover_new_segments", "load_partition"]
+
+
+@dataclass
+class LoadedLog:
+    segments: list
+    epoch_cache: LeaderEpochCache
+    stats: RecoveryStats
+
+
+def _event(stats: RecoveryStats, path: str, position, dropped: int, reason: str) -> None:
+    stats.events.append(RecoveryEvent(path, position, dropped, reason))
+
+
+def _remove_leftovers(d: str, stats: RecoveryStats) -> None:
+    names = sorted(os.listdir(d))
+    for name in names:
+        path = os.path.join(d, name)
+        if name.endswith(files.DELETED_SUFFIX) or name.endswith(files.CLEANED_SUFFIX) or name.endswith(".tmp"):
+            size = os.path.getsize(path) if os.path.isfile(path) else 0
+            os.unlink(path)
+            _event(stats, path, None, 0, f"removed leftover {name.rsplit('.', 1)[-1]} file ({size} bytes)")
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(files.SWAP_SUFFIX):
+            continue
+        path = os.path.join(d, name)
+        target = path[: -len(files.SWAP_SUFFIX)]
+        if target.endswith(files.LOG_SUFFIX):
+            os.replace(path, target)
+            stem = target[: -len(files.LOG_SUFFIX)]
+            for suf in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+                try:
+                    os.unlink(stem + suf)
+                except FileNotFoundError:
+                    pass
+            _event(stats, target, None, 0, "completed a .swap segment (indexes will be rebuilt)")
+        else:
+            os.unlink(path)
+            _event(stats, path, None, 0, "removed .swap index file (rebuilt from the log)")
+    logs = {n[: -len(files.LOG_SUFFIX)] for n in os.listdir(d) if n.endswith(files.LOG_SUFFIX)}
+    for name in sorted(os.listdir(d)):
+        for suf in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
+            if name.endswith(suf) and name[: -len(suf)] not in logs:
+                os.unlink(os.path.join(d, name))
+                _event(stats, os.path.join(d, name), None, 0, "removed orphan index file")
+
+
+def _segment_bases(d: str) -> list[int]:
+    out = []
+    for name in os.listdir(d):
+        if name.endswith(files.LOG_SUFFIX):
+            try:
+                out.append(files.offset_from_filename(name))
+            except ValueError:
+                continue
+    return sorted(out)
+
+
+def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_start_offset: int) -> LoadedLog:
+    d, cfg, ro = log.dir, log.config, log.read_only
+    stats = RecoveryStats()
+    epoch_path = os.path.join(d, files.LEADER_EPOCH_CHECKPOINT)
+    if ro:
+        return _load_read_only(log, stats, epoch_path)
+    _remove_leftovers(d, stats)
+    bases = _segment_bases(d)
+    segments: list[LogSegment] = []
+    cache = LeaderEpochCache(epoch_path)
+    epoch_ok = True
+    try:
+        entries = checkpoint.read_epoch_checkpoint(epoch_path)
+        if entries is None:
+            epoch_ok = False
+        else:
+            cache.entries = entries
+    except checkpoint.CheckpointError as e:
+        epoch_ok = False
+        _event(stats, epoch_path, None, 0, f"distrusted: {e.reason}; rebuilt from the log")
+    rebuild_epochs = not epoch_ok
+    rebuild_cache = LeaderEpochCache(epoch_path) if rebuild_epochs else None
+    truncated_at: int | None = None
+    for i, base in enumerate(bases):
+        if truncated_at is not None:
+            # Offsets after a truncation would leave a gap: delete (Kafka §8.6).
+            seg = LogSegment(d, base, cfg)
+            _event(stats, seg.log_path, 0, seg.size, "deleted: follows a truncated segment")
+            seg.delete()
+            continue
+        is_last = i == len(bases) - 1
+        seg = LogSegment(d, base, cfg)
+        next_base = bases[i + 1] if not is_last else None
+        need = False
+        reason = ""
+        if not had_clean_shutdown and (next_base is None or next_base > recovery_point):
+            need, reason = True, "unflushed (at or above the recovery point)"
+        else:
+            try:
+                seg.sanity_check(deep=not had_clean_shutdown)
+            except CorruptIndexError as e:
+                need, reason = True, f"index failed its sanity check: {e.reason}"
+        if need:
+            before = seg.size
+            ecache = rebuild_cache if rebuild_cache is not None else cache
+            if ecache is cache:
+                cache.truncate_from_end(base)  # epochs at/after this segment come from its batches
+            prior = [e for e, o in ecache.entries if o < base]
+            r, truncated = seg.recover(ecache, last_epoch=prior[-1] if prior else -1)
+            stats.segments_scanned += 1
+            stats.bytes_scanned += before
+            if reason.startswith("index"):
+                _event(stats, seg.index_path, None, 0, reason + "; rebuilt")
+            if truncated > 0:
+                _event(stats, seg.log_path, r.valid_end, truncated,
+                       f"{reason}: {r.reason}" if r.status not in (0,) else reason)
+                truncated_at = seg.next_offset
+        elif rebuild_cache is not None:
+            _collect_epochs(seg, rebuild_cache)
+        segments.append(seg)
+    if rebuild_cache is not None:
+        cache.entries = rebuild_cache.entries
+    if not segments:
+        start = max(log_start_offset, recovery_point if not bases else 0)
+        segments.append(LogSegment(d, start, cfg, create=True))
+    # An empty non-active segment at the end after truncation keeps its base; fine.
+    segments[-1].make_active()
+    leo = segments[-1].next_offset
+    changed = cache.truncate_from_end(leo)
+    if segments[0].base_offset > 0:
+        changed |= cache.truncate_from_start(max(segments[0].base_offset, log_start_offset))
+    if changed or rebuild_epochs:
+        cache.flush()
+    return LoadedLog(segments, cache, stats)
+
+
+def _collect_epochs(seg: LogSegment, cache: LeaderEpochCache) -> None:
+    if seg.size == 0:
+        return
+    headers, _ = _native.list_batches(seg._data(), 0, seg.size, False, seg.log_path)
+    for h in headers:
+        cache.assign(h.partition_leader_epoch, h.base_offset)
+
+
+def _load_read_only(log, stats: RecoveryStats, epoch_path: str) -> LoadedLog:
+    d, cfg = log.dir, log.config
+    segments = []
+    for base in _segment_bases(d):
+        segments.append(_open_read_only(d, base, cfg, stats))
+    if not segments:
+        raise FileNotFoundError(f"no segments in {d}")
+    try:
+        entries = checkpoint.read_epoch_checkpoint(epoch_path) or []
+    except checkpoint.CheckpointError as e:
+        _event(stats, epoch_path, None, 0, f"distrusted: {e.reason}")
+        entries = []
+    return LoadedLog(segments, LeaderEpochCache(None, entries), stats)
+
+
+def _open_read_only(d: str, base: int, cfg, stats: RecoveryStats) -> LogSegment:
+    seg = LogSegment(d, base, cfg, writable=False)
+    try:
+        seg.index.sanity_check()
+        seg.time_index.sanity_check()
+    except (CorruptIndexError, CorruptRecordError) as e:
+        seg.index_ok = False
+        _event(stats, seg.index_path, None, 0, f"index not used (read-only open): {e}")
+    return seg
+
+
+def discover_new_segments(log) -> None:
+    """Read-only opens: add segments the writer created since (called under log._lock)."""
+    known = set(log._bases)
+    for base in _segment_bases(log.dir):
+        if base not in known and base > log._bases[-1]:
+            log._segments[-1].refresh_size()
+            seg = _open_read_only(log.dir, base, log.config, log.recovery_stats)
+            log._segments.append(seg)
+            log._bases.append(base)

@@ -1,0 +1,799 @@
+"""PartitionLog: one partition's log (Kafka's UnifiedLog + LocalLog analogue).
+
+On disk (``<topic>-<partition>/``): segments ``<base>.log/.index/.timeindex``
+(segment.py), ``leader-epoch-checkpoint`` (checkpoint.py) and our
+``.highwatermark`` publication file::
+
+    .highwatermark   64 bytes, little-endian int64 fields, each 8-byte aligned
+        0   high watermark      (written with one atomic 8-byte store)
+        8   log start offset    (atomic store)
+        16  magic 0x4B48574D31  ("KHWM1"), identifies the format
+
+A read-only open in another process maps the file read-only and reads the
+high watermark with one atomic 8-byte load (``_native.load_i64_atomic``); it
+never serves an offset at or above it, and only complete batches.
+
+Offsets, named and ordered (asserted after every change):
+``log_start_offset <= high_watermark <= log_end_offset`` and
+``recovery_point <= log_end_offset``.  ``recovery_point``: every byte below it
+is fdatasync'd.  In durable mode (``flush.messages=1``) an append returns only
+after an fdatasync covered its bytes, and the automatic high watermark moves
+only over synced bytes, so a reader never sees data a power loss could take.
+
+Lock rule: ``self._lock`` (an RLock) guards the segment list, every segment
+and index call, and every offset field.  It is held for validation, the
+``pwrite`` and index updates of an append, and for the position lookups of a
+read; it is NOT held while a caller reads the bytes of a returned FileSlice,
+nor during an fdatasync.  Durable appends wait on ``self._sync_cond``
+(a separate Condition): the first waiter becomes the sync leader, takes the
+list of unsynced segment files under ``_lock``, releases it, fdatasyncs them,
+then wakes every appender whose bytes are covered (group commit).  Lock order:
+``_lock`` may be taken while holding nothing; ``_sync_cond`` is never held
+while acquiring ``_lock``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .. import _native
+from ..errors import (
+    ClosedError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    ReadOnlyError,
+)
+from . import checkpoint, files
+from .segment import FileSlice, LogSegment
+
+__all__ = ["AppendInfo", "FetchInfo", "LeaderEpochCache", "PartitionLog", "HighWatermarkFile",
+           "RecoveryEvent"]
+
+HWM_MAGIC = 0x4B48574D31
+HWM_SIZE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What one append wrote: offsets [first_offset, last_offset], size bytes."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    batches: int
+    records: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchInfo:
+    """A read: slices of complete-or-partial batches starting at the batch holding start_offset."""
+
+    slices: list
+    start_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.slices)
+
+    def read(self) -> bytes:
+        return b"".join(s.read() for s in self.slices)
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryEvent:
+    """One thing the loader changed or distrusted (the recovery report)."""
+
+    path: str
+    position: int | None
+    bytes_dropped: int
+    reason: str
+
+
+@dataclass
+class RecoveryStats:
+    segments_scanned: int = 0
+    bytes_scanned: int = 0
+    events: list = field(default_factory=list)
+
+
+class HighWatermarkFile:
+    """The `.highwatermark` publication file (layout in the module docstring)."""
+
+    def __init__(self, path: str, writable: bool):
+        self.path = path
+        self.writable = writable
+        self._map: mmap.mmap | None = None
+        if writable:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                if os.fstat(fd).st_size != HWM_SIZE:
+                    os.ftruncate(fd, HWM_SIZE)
+                self._map = mmap.mmap(fd, HWM_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            finally:
+                os.close(fd)
+            if _native.load_i64_atomic(self._map, 16) != HWM_MAGIC:
+                _native.store_i64_atomic(self._map, 16, HWM_MAGIC)
+        else:
+            self._try_map()
+
+    def _try_map(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            if os.fstat(fd).st_size < HWM_SIZE:
+                return False
+            m = mmap.mmap(fd, HWM_SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        if _native.load_i64_atomic(m, 16) != HWM_MAGIC:
+            m.close()
+            return False
+        self._map = m
+        return True
+
+    def publish(self, high_watermark: int, log_start_offset: int) -> None:
+        if self._map is not None:
+            _native.store_i64_atomic(self._map, 8, log_start_offset)
+            _native.store_i64_atomic(self._map, 0, high_watermark)
+
+    def read(self) -> tuple[int, int] | None:
+        """(high_watermark, log_start_offset) or None when not published."""
+        if self._map is None and not self._try_map():
+            return None
+        assert self._map is not None
+        return _native.load_i64_atomic(self._map, 0), _native.load_i64_atomic(self._map, 8)
+
+    def close(self) -> None:
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:
+                pass
+            self._map = None
+
+
+class LeaderEpochCache:
+    """epoch -> start offset (Kafka's LeaderEpochFileCache), persisted in leader-epoch-checkpoint."""
+
+    def __init__(self, path: str | None, entries: list[tuple[int, int]] | None = None):
+        self.path = path
+        self.entries: list[tuple[int, int]] = list(entries or [])
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else -1
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that `epoch` starts at `start_offset`; True if the cache changed."""
+        if epoch < 0:
+            return False
+        if self.entries and epoch <= self.entries[-1][0]:
+            return False
+        # Drop entries that conflict (start at or after the new epoch's start).
+        while self.entries and self.entries[-1][1] >= start_offset:
+            self.entries.pop()
+        self.entries.append((epoch, start_offset))
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> bool:
+        """Remove epochs starting at or after end_offset (log truncated to end_offset)."""
+        n = len(self.entries)
+        self.entries = [(e, o) for e, o in self.entries if o < end_offset]
+        return len(self.entries) != n
+
+    def truncate_from_start(self, start_offset: int) -> bool:
+        """Log start moved: the epoch covering start_offset now starts there."""
+        keep = [(e, o) for e, o in self.entries if o >= start_offset]
+        older = [(e, o) for e, o in self.entries if o < start_offset]
+        if older and (not keep or keep[0][1] > start_offset):
+            keep.insert(0, (older[-1][0], start_offset))
+        changed = keep != self.entries
+        self.entries = keep
+        return changed
+
+    def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch`, its end offset); (-1, -1) if unknown (Kafka's rule)."""
+        if not self.entries or epoch < self.entries[0][0]:
+            return -1, -1
+        if epoch >= self.entries[-1][0]:
+            return self.entries[-1][0], log_end_offset
+        for i, (e, _o) in enumerate(self.entries):
+            if e > epoch:
+                return self.entries[i - 1][0], self.entries[i][1]
+        return self.entries[-1][0], log_end_offset  # pragma: no cover
+
+    def flush(self) -> None:
+        if self.path is not None:
+            checkpoint.write_epoch_checkpoint(self.path, self.entries)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PartitionLog:
+    """A partition's segments, offsets, flush policy, retention and HW publication.
+
+    Normally created by LogManager (which runs the loader); ``PartitionLog(...)``
+    directly opens/creates the directory, recovering it when
+    ``had_clean_shutdown`` is False.  See the module docstring for the lock rule.
+    """
+
+    def __init__(self, directory: str, config, *, topic: str | None = None, partition: int | None = None,
+                 read_only: bool = False, auto_high_watermark: bool = True,
+                 had_clean_shutdown: bool = True, recovery_point: int = 0,
+                 log_start_offset: int = 0, high_watermark: int | None = None,
+                 clock=_now_ms):
+        from .loader import load_partition  # local import: loader uses this module's types
+
+        if topic is None or partition is None:
+            topic, partition = files.parse_partition_dir(os.path.basename(os.path.normpath(directory)))
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.read_only = read_only
+        self.auto_high_watermark = auto_high_watermark
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._sync_cond = threading.Condition(threading.Lock())
+        self._sync_in_progress = False
+        self._synced_offset = 0
+        self._closed = False
+        self._failed: BaseException | None = None
+        self.sync_count = 0           # fdatasync rounds (group commit shares one round)
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._last_flush_ms = clock()
+        if not read_only:
+            os.makedirs(directory, exist_ok=True)
+        loaded = load_partition(self, had_clean_shutdown=had_clean_shutdown,
+                                recovery_point=recovery_point, log_start_offset=log_start_offset)
+        self._segments: list[LogSegment] = loaded.segments
+        self._bases = [s.base_offset for s in self._segments]
+        self.leader_epoch_cache: LeaderEpochCache = loaded.epoch_cache
+        self.recovery_stats: RecoveryStats = loaded.stats
+        self.log_end_offset: int = self._segments[-1].next_offset if self._segments else 0
+        self.log_start_offset: int = min(max(log_start_offset, self._segments[0].base_offset
+                                             if self._segments else 0), self.log_end_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset) if not read_only else 0
+        self._synced_offset = self.recovery_point
+        self._hw_file = HighWatermarkFile(os.path.join(directory, files.HIGH_WATERMARK_FILE), not read_only)
+        if read_only:
+            self.high_watermark = self._read_published_hw(high_watermark)
+        else:
+            hw = self.log_end_offset if auto_high_watermark else (high_watermark or 0)
+            self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+        self._check_offsets()
+
+    # -- offsets ---------------------------------------------------------
+    def _check_offsets(self) -> None:
+        if self.read_only:
+            return
+        assert self.log_start_offset <= self.high_watermark <= self.log_end_offset, (
+            self.log_start_offset, self.high_watermark, self.log_end_offset)
+        assert self.recovery_point <= self.log_end_offset, (self.recovery_point, self.log_end_offset)
+
+    def _read_published_hw(self, fallback: int | None) -> int:
+        pub = self._hw_file.read()
+        if pub is not None:
+            return pub[0]
+        return fallback if fallback is not None else 0
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise ClosedError(f"log {self.dir} is closed")
+        if self.read_only:
+            raise ReadOnlyError(f"log {self.dir} is open read-only")
+        if self._failed is not None:
+            raise KafkaStorageError(f"log {self.dir} is offline after an I/O error: {self._failed}")
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (clamped to [log_start_offset, log_end_offset]) and publish it."""
+        self._check_writable()
+        with self._lock:
+            hw = min(max(offset, self.log_start_offset), self.log_end_offset)
+            self.high_watermark = hw
+            self._hw_file.publish(hw, self.log_start_offset)
+            self._check_offsets()
+            return hw
+
+    def _maybe_advance_hw(self, offset: int) -> None:
+        # called with _lock held
+        if self.auto_high_watermark and offset > self.high_watermark:
+            self.high_watermark = min(offset, self.log_end_offset)
+            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+
+    # -- append ----------------------------------------------------------
+    def append(self, buf, leader_epoch: int | None = None, *, assign_offsets: bool = True,
+               log_append_time: int | None = None) -> AppendInfo:
+        """Validate, stamp offsets (and epoch), write, index, roll; durable mode waits for fdatasync.
+
+        `buf` holds one or more complete v2 batches.  A bytearray or writable
+        memoryview is patched in place; anything else is copied once.  With
+        ``assign_offsets=False`` (a follower) the batches keep their offsets,
+        which must start at or above the log end offset.  On an I/O error
+        (ENOSPC, EIO, EFBIG) the segment is cut back to its size before the
+        append and KafkaStorageError is raised: no half batch is ever visible.
+        """
+        self._check_writable()
+        if not isinstance(buf, bytearray):
+            mv = memoryview(buf)
+            if mv.readonly or not mv.c_contiguous:
+                buf = bytearray(mv)
+        cfg = self.config
+        if log_append_time is None and cfg["message.timestamp.type"] == "LogAppendTime":
+            log_append_time = self.clock()
+        lat = -1 if log_append_time is None else log_append_time
+        with self._lock:
+            self._check_writable()
+            epoch = leader_epoch if leader_epoch is not None else max(self.leader_epoch_cache.latest_epoch, 0)
+            first, last, maxts, off_maxts, nb, nrec = _native.assign_offsets(
+                buf, self.log_end_offset, epoch, lat, False, cfg["max.message.bytes"], not assign_offsets)
+            size = len(buf)
+            seg = self._segments[-1]
+            try:
+                seg = self._maybe_roll(size, maxts, last)
+                seg.append(last, maxts, off_maxts, buf)
+            except OSError as e:
+                try:
+                    if os.fstat(seg.fd).st_size != seg.size:
+                        self._failed = e  # could not cut the partial batch back: go offline
+                except OSError:
+                    self._failed = e
+                raise KafkaStorageError(e.errno, f"append to {seg.log_path} failed: {e.strerror}") from e
+            if self.leader_epoch_cache.assign(epoch, first):
+                self._flush_epoch_cache()
+            self.log_end_offset = last + 1
+            durable = cfg["flush.messages"] <= self.log_end_offset - self.recovery_point
+            if not (durable or cfg.durable):
+                self._maybe_advance_hw(self.log_end_offset)
+            self._check_offsets()
+            end = self.log_end_offset
+        if durable or cfg.durable:
+            self._await_sync(end)
+        return AppendInfo(first, last, maxts, off_maxts, lat, nb, nrec, size)
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int) -> LogSegment:
+        seg = self._segments[-1]
+        if seg.size > 0 and seg.should_roll(size, max_ts, last_offset, self.clock()):
+            seg = self._roll_locked()
+        return seg
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        self._check_writable()
+        with self._lock:
+            return self._roll_locked()
+
+    def _roll_locked(self) -> LogSegment:
+        old = self._segments[-1]
+        if old.size == 0:
+            return old
+        new_base = self.log_end_offset
+        old.on_become_inactive()
+        try:
+            seg = LogSegment(self.dir, new_base, self.config, create=True)
+        except OSError:
+            old.make_active()  # keep appending to the old segment's (re-grown) indexes later
+            raise
+        self._segments.append(seg)
+        self._bases.append(new_base)
+        return seg
+
+    # -- durability ------------------------------------------------------
+    def _await_sync(self, target: int) -> None:
+        """Return once every byte below offset `target` is fdatasync'd (group commit)."""
+        with self._sync_cond:
+            while self._synced_offset < target:
+                if not self._sync_in_progress:
+                    self._sync_in_progress = True
+                    break
+                self._sync_cond.wait()
+            else:
+                return
+        try:
+            upto = self._sync_round()
+        except BaseException:
+            with self._sync_cond:
+                self._sync_in_progress = False
+                self._sync_cond.notify_all()
+            raise
+        with self._sync_cond:
+            if upto > self._synced_offset:
+                self._synced_offset = upto
+            self._sync_in_progress = False
+            self._sync_cond.notify_all()
+
+    def _sync_round(self) -> int:
+        """fdatasync every segment with unsynced bytes; returns the offset now covered."""
+        with self._lock:
+            upto = self.log_end_offset
+            work = [(s, s.file, s.size) for s in self._segments if s.flushed_size < s.size]
+        try:
+            for _seg, f, _size in work:
+                if f.fd >= 0:
+                    _native.fdatasync(f.fd)
+        except OSError as e:
+            with self._lock:
+                self._failed = e
+            raise KafkaStorageError(e.errno, f"fdatasync in {self.dir} failed: {e.strerror}") from e
+        with self._lock:
+            self.sync_count += 1
+            for seg, _f, size in work:
+                if size > seg.flushed_size:
+                    seg.flushed_size = size
+            upto = min(upto, self.log_end_offset)
+            if upto > self.recovery_point:
+                self.recovery_point = upto
+            self._maybe_advance_hw(upto)
+            self._check_offsets()
+        self._last_flush_ms = self.clock()
+        return upto
+
+    def flush(self, up_to: int | None = None) -> int:
+        """fdatasync everything below `up_to` (default: the log end offset); returns the recovery point."""
+        self._check_writable()
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        if target > self.recovery_point:
+            self._await_sync(target)
+        return self.recovery_point
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """flush.ms policy (called periodically): flush if the last flush is older than flush.ms."""
+        if self.read_only or self._closed:
+            return False
+        now = self.clock() if now_ms is None else now_ms
+        if self.log_end_offset > self.recovery_point and now - self._last_flush_ms >= self.config["flush.ms"]:
+            self.flush()
+            return True
+        return False
+
+    def _flush_epoch_cache(self) -> None:
+        self.leader_epoch_cache.flush()
+
+    # -- read ------------------------------------------------------------
+    def _floor_index(self, offset: int) -> int:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return max(i, 0)
+
+    def _max_position(self, seg: LogSegment, limit: int) -> int:
+        """Byte bound in `seg` for offsets below `limit`: start of the batch holding `limit`."""
+        if limit >= seg.next_offset:
+            return seg.size
+        found = seg.translate_offset(limit)
+        return seg.size if found is None else found[0]
+
+    def refresh(self) -> None:
+        """Read-only opens: pick up the writer's new HW, bytes and segments."""
+        if not self.read_only:
+            return
+        with self._lock:
+            self.high_watermark = self._read_published_hw(self.high_watermark)
+            pub = self._hw_file.read()
+            if pub is not None:
+                self.log_start_offset = max(self.log_start_offset, pub[1])
+            if self.high_watermark > self.log_end_offset:
+                from .loader import discover_new_segments
+                discover_new_segments(self)
+                self._segments[-1].refresh_size()
+                self.log_end_offset = self._segments[-1].next_offset
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True, verify: bool = False) -> FetchInfo:
+        """Slices from the batch holding `start_offset`, about `max_bytes` long.
+
+        Bounded by `max_offset` (default: the high watermark; a follower
+        passes the log end offset).  Slices may end inside a batch (clients
+        drop the partial tail) except with ``verify=True``, which returns
+        complete batches only after checking each one's structure and CRC and
+        raises CorruptRecordError (file + position) on a bad one — the
+        consumer's checked read path.  OffsetOutOfRangeError outside
+        [log_start_offset, log_end_offset].
+        """
+        if self._closed:
+            raise ClosedError(f"log {self.dir} is closed")
+        if self.read_only:
+            self.refresh()
+        with self._lock:
+            hw, lso, leo = self.high_watermark, self.log_start_offset, self.log_end_offset
+            visible_end = min(hw, leo) if self.read_only else leo
+            if start_offset < lso or start_offset > visible_end:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} is outside [{lso}, {visible_end}] of {self.topic}-{self.partition}")
+            limit = hw if max_offset is None else min(max_offset, leo)
+            if self.read_only:
+                limit = min(limit, hw)
+            slices: list[FileSlice] = []
+            bounds: list[tuple[int, int, int]] = []  # (index position, expected first base, max position)
+            if start_offset < limit:
+                remaining = max_bytes
+                i = self._floor_index(start_offset)
+                offset = start_offset
+                first = True
+                while i < len(self._segments) and (remaining > 0 or (first and min_one_batch)):
+                    seg = self._segments[i]
+                    if seg.base_offset >= limit:
+                        break
+                    max_pos = self._max_position(seg, limit)
+                    fs = seg.read(offset, remaining, max_pos, min_one_batch and first)
+                    if fs is not None and fs.size > 0:
+                        slices.append(fs)
+                        if verify:
+                            ioff, ipos = seg.index.lookup(offset) if seg.index_ok else (seg.base_offset, 0)
+                            bounds.append((min(ipos, fs.position), seg.base_offset if ipos == 0 else -1,
+                                           max_pos, offset))
+                        remaining -= fs.size
+                        first = False
+                        if fs.position + fs.size < max_pos:
+                            break
+                    i += 1
+                    if i < len(self._segments):
+                        offset = self._segments[i].base_offset
+        if verify:
+            slices = [_verified(s, b) for s, b in zip(slices, bounds)]
+            slices = [s for s in slices if s.size > 0]
+        return FetchInfo(slices, start_offset, hw, lso, leo)
+
+    def segments_for_range(self, start_offset: int, end_offset: int | None = None) -> list[FileSlice]:
+        """FileSlices of the complete batches holding [start_offset, end_offset), capped at the HW.
+
+        For the Arrow scanner: one slice per segment, batch-aligned; the first
+        batch may start below start_offset (batches are not split).
+        """
+        if self.read_only:
+            self.refresh()
+        with self._lock:
+            hw = self.high_watermark
+            end = hw if end_offset is None else min(end_offset, hw)
+            if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(f"offset {start_offset} is outside [{self.log_start_offset}, "
+                                            f"{self.log_end_offset}]")
+            out = []
+            if start_offset >= end:
+                return out
+            i = self._floor_index(start_offset)
+            offset = start_offset
+            while i < len(self._segments):
+                seg = self._segments[i]
+                if seg.base_offset >= end:
+                    break
+                fs = seg.complete_slice(offset, end, self._max_position(seg, hw))
+                if fs is not None:
+                    out.append(fs)
+                i += 1
+                if i < len(self._segments):
+                    offset = self._segments[i].base_offset
+            return out
+
+    # -- timestamps ------------------------------------------------------
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp` below the HW, or None.
+
+        ``timestamp`` -2 = earliest (log start offset, -1), -1 = latest (HW, -1), as ListOffsets.
+        """
+        if self.read_only:
+            self.refresh()
+        with self._lock:
+            if timestamp == -2:
+                return self.log_start_offset, -1
+            if timestamp == -1:
+                return self.high_watermark, -1
+            for seg in self._segments:
+                if seg.max_timestamp >= 0 and seg.max_timestamp < timestamp and seg is not self._segments[-1]:
+                    continue
+                hit = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if hit is not None:
+                    if hit[0] >= self.high_watermark:
+                        return None
+                    return hit
+            return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        with self._lock:
+            return self.leader_epoch_cache.end_offset_for_epoch(epoch, self.log_end_offset)
+
+    # -- truncation / retention ------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything at and above `offset` (batch granularity); returns the new log end offset."""
+        self._check_writable()
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return self.log_end_offset
+            if offset < self.log_start_offset:
+                offset = self.log_start_offset
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                seg = self._segments.pop()
+                self._bases.pop()
+                seg.delete()
+            seg = self._segments[-1]
+            seg.truncate_to(offset)
+            seg.make_active()
+            self.log_end_offset = seg.next_offset
+            if self.log_end_offset < self.log_start_offset:
+                self.log_start_offset = self.log_end_offset
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            with self._sync_cond:
+                self._synced_offset = min(self._synced_offset, self.log_end_offset)
+            if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
+                self._flush_epoch_cache()
+            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            self._check_offsets()
+            return self.log_end_offset
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (<= HW); returns it."""
+        self._check_writable()
+        with self._lock:
+            if offset > self.high_watermark or offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: high watermark is {self.high_watermark}")
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                if self.leader_epoch_cache.truncate_from_start(offset):
+                    self._flush_epoch_cache()
+                self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            self._delete_segments_locked(lambda seg, nxt, _total: nxt <= self.log_start_offset, "log start offset")
+            self._check_offsets()
+            return self.log_start_offset
+
+    def maybe_apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole old segments by retention.ms / retention.bytes / log start; returns how many."""
+        if self.read_only or self._closed:
+            return 0
+        now = self.clock() if now_ms is None else now_ms
+        cfg = self.config
+        deleted = 0
+        with self._lock:
+            rms = cfg["retention.ms"]
+            if rms >= 0:
+                def expired(seg, _nxt, _total):
+                    ts = seg.max_timestamp
+                    if ts < 0:
+                        ts = int(os.path.getmtime(seg.log_path) * 1000)
+                    return now - ts > rms
+                deleted += self._delete_segments_locked(expired, "retention.ms")
+            rbytes = cfg["retention.bytes"]
+            if rbytes >= 0:
+                state = {"diff": sum(s.size for s in self._segments) - rbytes}
+
+                def too_big(seg, _nxt, _total):
+                    if state["diff"] - seg.size >= 0:
+                        state["diff"] -= seg.size
+                        return True
+                    return False
+                deleted += self._delete_segments_locked(too_big, "retention.bytes")
+            deleted += self._delete_segments_locked(
+                lambda seg, nxt, _t: nxt <= self.log_start_offset, "log start offset")
+            self._check_offsets()
+        self.maybe_delete_pending(now)
+        return deleted
+
+    def _delete_segments_locked(self, predicate, reason: str) -> int:
+        """Delete leading non-active segments while predicate(seg, next_base, total) holds and next_base <= HW."""
+        n = 0
+        while len(self._segments) > 1:
+            seg, nxt = self._segments[0], self._segments[1].base_offset
+            if nxt > self.high_watermark or not predicate(seg, nxt, len(self._segments)):
+                break
+            self._segments.pop(0)
+            self._bases.pop(0)
+            seg.change_suffix(files.DELETED_SUFFIX)
+            delay = self.config["file.delete.delay.ms"]
+            self._pending_deletes.append((self.clock() + delay, seg))
+            n += 1
+        if n:
+            new_start = self._segments[0].base_offset
+            if new_start > self.log_start_offset:
+                self.log_start_offset = new_start
+                if self.leader_epoch_cache.truncate_from_start(new_start):
+                    self._flush_epoch_cache()
+            self.high_watermark = max(self.high_watermark, self.log_start_offset)
+            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            if self.config["file.delete.delay.ms"] == 0:
+                self._delete_pending_locked(None)
+        return n
+
+    def maybe_delete_pending(self, now_ms: int | None = None) -> int:
+        """Unlink `.deleted` segments whose file.delete.delay.ms has passed."""
+        with self._lock:
+            return self._delete_pending_locked(self.clock() if now_ms is None else now_ms)
+
+    def _delete_pending_locked(self, now: int | None) -> int:
+        keep, n = [], 0
+        for deadline, seg in self._pending_deletes:
+            if now is None or deadline <= now:
+                seg.delete()
+                n += 1
+            else:
+                keep.append((deadline, seg))
+        self._pending_deletes = keep
+        return n
+
+    # -- lifecycle -------------------------------------------------------
+    def close(self, flush: bool = False) -> None:
+        """Close every segment (indexes trimmed); optionally flush first."""
+        if self._closed:
+            return
+        if flush and not self.read_only and self._failed is None:
+            self.flush()
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.close()
+            if not self.read_only:
+                self._delete_pending_locked(None)
+            self._hw_file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"hw={self.high_watermark}, leo={self.log_end_offset}, segments={len(self._segments)})")
+
+
+def _verified(fs: FileSlice, bound) -> FileSlice:
+    """The consumer's checked read: structure + CRC of every complete batch, contiguous offsets.
+
+    Checks from the offset-index entry at or before the slice (so a corrupt
+    baseOffset just before the fetch position is seen too) up to the slice
+    end; a batch that claims to run past `max_position` (below the high
+    watermark every batch is complete) is corrupt, not a partial tail.
+    Raises CorruptRecordError naming the file and the byte position.
+    """
+    from ..errors import CorruptRecordError
+
+    start_pos, first_base, max_pos, start_offset = bound
+    end_pos = fs.position + fs.size
+    data = os.pread(fs.fd, end_pos - start_pos, start_pos) if end_pos > start_pos else b""
+    headers, end = _native.list_batches(data, 0, len(data), True, fs.path, start_pos)
+    expect = first_base
+    for h in headers:
+        if (expect >= 0 and h.base_offset != expect) or h.records_count != h.last_offset_delta + 1:
+            raise CorruptRecordError("offsets not contiguous", fs.path, h.position)
+        expect = h.next_offset
+    if end < len(data):
+        rest = data[end:]
+        if len(rest) >= 17:
+            blen = struct.unpack_from(">i", rest, 8)[0]
+            if blen < 49 or rest[16] != 2 or start_pos + end + 12 + blen > max_pos:
+                raise CorruptRecordError("batch runs past the end of the log below the high watermark"
+                                         if blen >= 49 and rest[16] == 2 else "bad batch header",
+                                         fs.path, start_pos + end)
+    if headers:
+        served = [h for h in headers if h.position >= fs.position]
+        if served and not (served[0].base_offset <= start_offset <= served[0].last_offset):
+            raise CorruptRecordError("batch offsets do not cover the fetch offset", fs.path, served[0].position)
+    cut = start_pos + end - fs.position
+    return FileSlice(fs._file, fs.position, max(cut, 0), fs.start_offset, fs.end_offset)

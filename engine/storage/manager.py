@@ -1,0 +1,309 @@
+"""LogManager: every partition log under one data directory.
+
+Directory layout::
+
+    <data_dir>/.lock                               writer lock (flock LOCK_EX), holds "pid=… host=… started=…"
+    <data_dir>/.kafka_cleanshutdown               clean-shutdown marker (JSON), removed while a writer runs
+    <data_dir>/recovery-point-offset-checkpoint   0 / N / "topic partition offset"
+    <data_dir>/log-start-offset-checkpoint        same format
+    <data_dir>/replication-offset-checkpoint      same format (high watermarks)
+    <data_dir>/<topic>-<partition>/                one PartitionLog each (log.py)
+    <data_dir>/<topic>-<p>.<uuid>-delete/          being deleted; removed on open
+
+Writer protocol: take the lock (a second writer gets DataDirLockedError naming
+the holder), read the marker, DELETE it, load every partition (clean ⇒ trust
+indexes; unclean ⇒ recover from the recovery points), and write the marker
+again only in close(), after every log is flushed and every checkpoint
+written.  Checkpoints that fail to parse are treated as missing (recovery then
+starts from offset 0, i.e. the whole log is re-validated) and reported.
+
+Read-only opens take no lock and change nothing on disk; each PartitionLog
+reads the writer's published high watermark (``.highwatermark``).
+
+Concurrency: ``self._lock`` guards the partition map and checkpoint writes;
+each PartitionLog has its own lock.  The optional background thread calls
+``run_periodic_tasks()`` every interval until ``stop_background()``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import socket
+import threading
+import time
+
+from ..config import EngineConfig, LogConfig
+from ..errors import (
+    ClosedError,
+    DataDirLockedError,
+    ReadOnlyError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from . import checkpoint, files
+from .log import PartitionLog, RecoveryEvent
+
+__all__ = ["LogManager"]
+
+
+class LogManager:
+    """Owns the partition logs of one data directory (Kafka's LogManager, one log dir)."""
+
+    def __init__(self, data_dir: str, engine_config: EngineConfig | None = None, *,
+                 read_only: bool = False, config_for=None, auto_high_watermark: bool = True):
+        self.data_dir = os.path.abspath(data_dir)
+        self.engine_config = engine_config or EngineConfig.from_mapping({})
+        self.read_only = read_only
+        self.auto_high_watermark = auto_high_watermark
+        self._config_for = config_for
+        self._lock = threading.RLock()
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._lock_fd = -1
+        self._closed = False
+        self._bg_thread: threading.Thread | None = None
+        self._bg_stop = threading.Event()
+        self.recovery_report: list[RecoveryEvent] = []
+        self.had_clean_shutdown = False
+        if read_only:
+            if not os.path.isdir(self.data_dir):
+                raise FileNotFoundError(self.data_dir)
+        else:
+            os.makedirs(self.data_dir, exist_ok=True)
+            self._acquire_lock()
+        try:
+            self._load()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    # -- lock ------------------------------------------------------------
+    def _acquire_lock(self) -> None:
+        path = os.path.join(self.data_dir, files.LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+            finally:
+                os.close(fd)
+            raise DataDirLockedError(self.data_dir, holder) from None
+        info = f"pid={os.getpid()} host={socket.gethostname()} started={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info.encode(), 0)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            try:
+                os.ftruncate(self._lock_fd, 0)
+            except OSError:
+                pass
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    # -- config ----------------------------------------------------------
+    def config_for(self, topic: str) -> LogConfig:
+        if self._config_for is not None:
+            return self._config_for(topic)
+        return self.engine_config.log_config()
+
+    # -- load ------------------------------------------------------------
+    def _read_checkpoint(self, name: str) -> dict:
+        path = os.path.join(self.data_dir, name)
+        try:
+            return checkpoint.read_offset_checkpoint(path) or {}
+        except checkpoint.CheckpointError as e:
+            self.recovery_report.append(RecoveryEvent(path, None, 0, f"distrusted: {e.reason}; treated as missing"))
+            return {}
+
+    def _load(self) -> None:
+        d = self.data_dir
+        marker = os.path.join(d, files.CLEAN_SHUTDOWN_FILE)
+        self.had_clean_shutdown = checkpoint.read_clean_shutdown(marker) is not None
+        recovery = self._read_checkpoint(files.RECOVERY_POINT_CHECKPOINT)
+        starts = self._read_checkpoint(files.LOG_START_OFFSET_CHECKPOINT)
+        hws = self._read_checkpoint(files.REPLICATION_OFFSET_CHECKPOINT)
+        if not self.read_only:
+            if os.path.exists(marker):
+                os.unlink(marker)
+                checkpoint.fsync_dir(d)
+        clean = self.had_clean_shutdown and bool(recovery or not self._partition_dirs())
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if files.is_delete_dir(name):
+                if not self.read_only:
+                    shutil.rmtree(path, ignore_errors=True)
+                    self.recovery_report.append(RecoveryEvent(path, None, 0, "removed a -delete directory"))
+                continue
+            try:
+                topic, part = files.parse_partition_dir(name)
+            except ValueError:
+                continue
+            key = (topic, part)
+            log = PartitionLog(path, self.config_for(topic), topic=topic, partition=part,
+                               read_only=self.read_only, auto_high_watermark=self.auto_high_watermark,
+                               had_clean_shutdown=clean, recovery_point=recovery.get(key, 0),
+                               log_start_offset=starts.get(key, 0), high_watermark=hws.get(key))
+            self.recovery_report.extend(log.recovery_stats.events)
+            self._logs[key] = log
+
+    def _partition_dirs(self) -> list[str]:
+        out = []
+        for name in os.listdir(self.data_dir):
+            if os.path.isdir(os.path.join(self.data_dir, name)) and not files.is_delete_dir(name):
+                try:
+                    files.parse_partition_dir(name)
+                    out.append(name)
+                except ValueError:
+                    pass
+        return out
+
+    @property
+    def segments_scanned(self) -> int:
+        """Segments walked by recovery at open (0 after a clean shutdown)."""
+        return sum(log.recovery_stats.segments_scanned for log in self._logs.values())
+
+    # -- partitions ------------------------------------------------------
+    def _check_open(self, write: bool = False) -> None:
+        if self._closed:
+            raise ClosedError(f"log manager for {self.data_dir} is closed")
+        if write and self.read_only:
+            raise ReadOnlyError(f"{self.data_dir} is open read-only")
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        self._check_open(write=True)
+        name = files.partition_dir_name(topic, partition)
+        with self._lock:
+            if (topic, partition) in self._logs:
+                raise TopicAlreadyExistsError(f"{topic}-{partition} already exists")
+            path = os.path.join(self.data_dir, name)
+            os.makedirs(path, exist_ok=True)
+            checkpoint.fsync_dir(self.data_dir)
+            log = PartitionLog(path, config or self.config_for(topic), topic=topic, partition=partition,
+                               auto_high_watermark=self.auto_high_watermark)
+            self._logs[(topic, partition)] = log
+            return log
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog:
+        self._check_open()
+        try:
+            return self._logs[(topic, partition)]
+        except KeyError:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist") from None
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        with self._lock:
+            if (topic, partition) in self._logs:
+                return self._logs[(topic, partition)]
+            return self.create_log(topic, partition, config)
+
+    def logs(self) -> dict[tuple[str, int], PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Rename to `<topic>-<p>.<uuid>-delete`, then remove the directory."""
+        self._check_open(write=True)
+        with self._lock:
+            log = self._logs.pop((topic, partition), None)
+            if log is None:
+                raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+            log.close()
+            target = os.path.join(self.data_dir, files.delete_dir_name(topic, partition))
+            os.rename(log.dir, target)
+            checkpoint.fsync_dir(self.data_dir)
+            shutil.rmtree(target, ignore_errors=True)
+            self.checkpoint_all()
+
+    # -- periodic work ---------------------------------------------------
+    def flush_all(self) -> None:
+        self._check_open(write=True)
+        for log in self.logs().values():
+            log.flush()
+
+    def checkpoint_all(self) -> None:
+        """Write recovery points, log start offsets and high watermarks of every log."""
+        if self.read_only or self._closed:
+            return
+        with self._lock:
+            logs = list(self._logs.items())
+            rp = {k: log.recovery_point for k, log in logs}
+            ls = {k: log.log_start_offset for k, log in logs}
+            hw = {k: log.high_watermark for k, log in logs}
+            d = self.data_dir
+            checkpoint.write_offset_checkpoint(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT), rp)
+            checkpoint.write_offset_checkpoint(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT), ls)
+            checkpoint.write_offset_checkpoint(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT), hw)
+
+    def run_periodic_tasks(self, now_ms: int | None = None) -> None:
+        """Retention, flush.ms flushes, delayed deletes, checkpoints (one round)."""
+        if self.read_only or self._closed:
+            return
+        for log in self.logs().values():
+            if log.closed:
+                continue
+            log.maybe_apply_retention(now_ms)
+            log.maybe_flush(now_ms)
+            log.maybe_delete_pending(now_ms)
+        self.checkpoint_all()
+
+    def start_background(self, interval_s: float = 1.0) -> None:
+        if self.read_only:
+            return
+        if self._bg_thread is not None:
+            return
+        self._bg_stop.clear()
+
+        def loop() -> None:
+            while not self._bg_stop.wait(interval_s):
+                try:
+                    self.run_periodic_tasks()
+                except ClosedError:
+                    return
+
+        self._bg_thread = threading.Thread(target=loop, name=f"log-manager-{self.data_dir}", daemon=True)
+        self._bg_thread.start()
+
+    def stop_background(self) -> None:
+        t, self._bg_thread = self._bg_thread, None
+        if t is not None:
+            self._bg_stop.set()
+            t.join()
+
+    # -- close -----------------------------------------------------------
+    def close(self) -> None:
+        """Flush every log, write checkpoints and the clean-shutdown marker, unlock."""
+        if self._closed:
+            return
+        self.stop_background()
+        try:
+            if not self.read_only:
+                clean = True
+                for log in self.logs().values():
+                    try:
+                        log.flush()
+                    except OSError:
+                        clean = False
+                self.checkpoint_all()
+                for log in self.logs().values():
+                    log.close()
+                if clean:
+                    checkpoint.write_clean_shutdown(os.path.join(self.data_dir, files.CLEAN_SHUTDOWN_FILE))
+            else:
+                for log in self.logs().values():
+                    log.close()
+        finally:
+            self._closed = True
+            self._release_lock()
+
+    def __enter__(self) -> "LogManager":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

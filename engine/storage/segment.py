@@ -1,0 +1,610 @@
+"""LogSegment: one `.log` file and its two sparse indexes; FileSlice: a byte range of it.
+
+On-disk format: ``<base>.log`` holds RecordBatch v2 batches back to back,
+exactly as on the wire (layout: csrc/consts.pxi); ``<base>.index`` and
+``<base>.timeindex`` are Kafka's sparse indexes (csrc/index.pyx); an empty
+``<base>.txnindex`` is not created (Kafka creates it lazily too).
+
+Sparse-index rule (kafka-storage-format.md §6, LogSegment.append): a counter
+``bytes_since_last_index_entry``; on each append, BEFORE adding the append's
+size, if the counter is greater than ``index.interval.bytes`` write an offset
+index entry (largest offset of this append -> position where it starts) and a
+time index entry if the max timestamp grew, then reset the counter.  The first
+append of a segment is therefore never indexed.
+
+Invariants: ``base_offset <= every offset in the segment < next_offset``;
+relative offsets fit int32; ``size`` is the byte length of complete batches
+(the writer never leaves a partial batch: a failed write is cut back).
+
+Concurrency: a LogSegment is not thread-safe.  PartitionLog serialises every
+call under its lock.  A :class:`FileSlice` is immutable and may be read from
+any thread after the lock is released: it keeps the file descriptor alive by
+reference (the fd is closed when the segment and all its slices are gone), so
+a slice of a segment deleted by retention still reads its bytes.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+
+from .. import _native
+from ..errors import CorruptRecordError
+from . import files
+
+__all__ = ["FileSlice", "LogSegment", "SegmentFile"]
+
+_PAGE = mmap.ALLOCATIONGRANULARITY
+_OFF_MAX_TIMESTAMP = 35
+INT32_MAX = 2**31 - 1
+
+
+class SegmentFile:
+    """An open `.log` file descriptor, closed when the last reference goes away.
+
+    LogSegment and every FileSlice of it hold a reference, so a reader never
+    sees its fd closed (or worse, reused) under it.
+    """
+
+    __slots__ = ("fd", "path", "__weakref__")
+
+    def __init__(self, path: str, writable: bool):
+        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        self.path = path
+        self.fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
+
+class FileSlice:
+    """``size`` bytes of a segment's `.log` starting at ``position``.
+
+    The value object reads return: the broker can ``sendfile(fd, position,
+    size)`` it, a consumer ``read()``s it, the Arrow scanner ``view()``s it
+    zero-copy.  ``end_offset`` is one past the last offset of the last
+    complete batch in the slice when known (-1 otherwise).
+    """
+
+    __slots__ = ("_file", "path", "position", "size", "start_offset", "end_offset")
+
+    def __init__(self, file: SegmentFile, position: int, size: int,
+                 start_offset: int = -1, end_offset: int = -1):
+        if position < 0 or size < 0:
+            raise ValueError("negative position or size")
+        self._file = file
+        self.path = file.path
+        self.position = position
+        self.size = size
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+
+    @property
+    def fd(self) -> int:
+        return self._file.fd
+
+    def read(self) -> bytes:
+        """The bytes (os.pread, may be fewer if the file was truncated since)."""
+        if self.size == 0:
+            return b""
+        out = os.pread(self._file.fd, self.size, self.position)
+        if len(out) < self.size:
+            parts = [out]
+            got = len(out)
+            while got < self.size:
+                chunk = os.pread(self._file.fd, self.size - got, self.position + got)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                got += len(chunk)
+            out = b"".join(parts)
+        return out
+
+    def view(self) -> memoryview:
+        """A read-only memoryview of exactly this range over a fresh mmap (zero-copy).
+
+        Valid while the bytes stay in the file: data below the high watermark
+        is never truncated except by a follower's log truncation.
+        """
+        if self.size == 0:
+            return memoryview(b"")
+        start = self.position - self.position % _PAGE
+        m = mmap.mmap(self._file.fd, self.position + self.size - start, mmap.MAP_SHARED,
+                      mmap.PROT_READ, offset=start)
+        return memoryview(m)[self.position - start:]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return (f"FileSlice({os.path.basename(self.path)!r}, position={self.position}, "
+                f"size={self.size}, offsets=[{self.start_offset}, {self.end_offset}))")
+
+
+class LogSegment:
+    """One segment: `.log` + OffsetIndex + TimeIndex (Kafka's LogSegment).
+
+    Open an existing one with ``LogSegment(dir, base, config)``; pass
+    ``create=True`` for a new, empty active segment (indexes preallocated to
+    ``segment.index.bytes``).  ``writable=False`` opens everything read-only.
+    """
+
+    def __init__(self, directory: str, base_offset: int, config, *, create: bool = False,
+                 writable: bool = True, preallocate_index: bool | None = None,
+                 suffix: str = ""):
+        if base_offset < 0:
+            raise ValueError(f"negative base offset {base_offset}")
+        self.dir = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.writable = writable
+        self.suffix = suffix
+        self.log_path = os.path.join(directory, files.segment_file(base_offset, files.LOG_SUFFIX) + suffix)
+        self.index_path = os.path.join(directory, files.segment_file(base_offset, files.INDEX_SUFFIX) + suffix)
+        self.time_index_path = os.path.join(
+            directory, files.segment_file(base_offset, files.TIME_INDEX_SUFFIX) + suffix)
+        if create and os.path.exists(self.log_path) and os.path.getsize(self.log_path) > 0:
+            raise FileExistsError(self.log_path)
+        self.index_missing = not create and not (os.path.exists(self.index_path)
+                                                 and os.path.exists(self.time_index_path))
+        self._file = SegmentFile(self.log_path, writable)
+        self.size = os.fstat(self._file.fd).st_size
+        max_index = config["segment.index.bytes"] if (writable and (create if preallocate_index is None
+                                                                    else preallocate_index)) else -1
+        if create and writable:
+            for p in (self.index_path, self.time_index_path):
+                if os.path.exists(p):
+                    os.unlink(p)
+        self.index = _native.OffsetIndex(self.index_path, base_offset, max_index, writable)
+        self.time_index = _native.TimeIndex(self.time_index_path, base_offset, max_index, writable)
+        self.bytes_since_last_index_entry = 0
+        self._next_offset: int | None = base_offset if self.size == 0 else None
+        ts, off = self.time_index.last_entry
+        self.max_timestamp = ts
+        self.offset_of_max_timestamp = off if ts >= 0 else -1
+        self._tail_scanned = self.size == 0
+        self.rolling_based_timestamp: int | None = None
+        self.created_ms = int(time.time() * 1000)
+        self._map: mmap.mmap | None = None
+        self._map_len = 0
+        self.index_ok = True  # False: read-only open found a corrupt index; lookups start at 0
+        self.flushed_size = self.size  # bytes known to be fsync'd (the segment was flushed or recovered)
+
+    # -- properties -------------------------------------------------------
+    @property
+    def file(self) -> SegmentFile:
+        return self._file
+
+    @property
+    def fd(self) -> int:
+        return self._file.fd
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (base offset when empty)."""
+        if self._next_offset is None:
+            self._scan_tail()
+        return self._next_offset  # type: ignore[return-value]
+
+    def _scan_tail(self) -> None:
+        """Read the batches after the last index entry: next offset and max timestamp."""
+        _off, pos = self.index.lookup(2**62) if self.index_ok else (0, 0)
+        data = self._data()
+        if pos > self.size:
+            pos = 0
+        headers, _end = _native.list_batches(data, pos, self.size, False, self.log_path)
+        nxt = self.base_offset if not headers and pos == 0 else None
+        if headers:
+            nxt = headers[-1].next_offset
+        elif nxt is None:
+            # The index points at the last batch's start; re-read it.
+            headers, _end = _native.list_batches(data, 0, self.size, False, self.log_path)
+            nxt = headers[-1].next_offset if headers else self.base_offset
+        self._next_offset = nxt
+        if not self._tail_scanned:
+            for h in headers:
+                if h.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = h.max_timestamp
+                    self.offset_of_max_timestamp = h.last_offset
+            self._tail_scanned = True
+
+    def _data(self):
+        """A read-only mapping of [0, size) of the .log (cached; remapped as it grows)."""
+        if self.size == 0:
+            return b""
+        if self._map is None or self._map_len < self.size:
+            self._map = mmap.mmap(self._file.fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ)
+            self._map_len = self.size
+        return self._map
+
+    def _drop_map(self) -> None:
+        self._map = None
+        self._map_len = 0
+
+    def refresh_size(self) -> int:
+        """Read-only opens: pick up bytes the writer appended since (complete or not)."""
+        size = os.fstat(self._file.fd).st_size
+        if size != self.size:
+            if size < self.size:
+                self._drop_map()
+            self.size = size
+            self._next_offset = None
+            self._tail_scanned = False
+        return size
+
+    # -- append -----------------------------------------------------------
+    def append(self, largest_offset: int, max_timestamp: int, offset_of_max_timestamp: int,
+               buf) -> int:
+        """Write `buf` (complete, offset-stamped batches) at the end; return its position.
+
+        On an OSError the file is cut back to its previous size and the error
+        re-raised, so no partial batch stays behind.
+        """
+        n = len(buf)
+        if n == 0:
+            return self.size
+        if largest_offset - self.base_offset > INT32_MAX or largest_offset < self.base_offset:
+            raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
+        position = self.size
+        if position > INT32_MAX - n + 1 and position > 0:
+            raise ValueError("segment would exceed 2 GiB")
+        if position == 0:
+            self.rolling_based_timestamp = max_timestamp  # Kafka: the first append's largest timestamp
+        try:
+            _native.pwrite_all(self._file.fd, buf, position)
+        except OSError:
+            try:
+                os.ftruncate(self._file.fd, position)
+            except OSError:
+                pass
+            raise
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = offset_of_max_timestamp
+        if self.bytes_since_last_index_entry > self.config["index.interval.bytes"]:
+            self.index.append(largest_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += n
+        self.size = position + n
+        self._next_offset = largest_offset + 1
+        return position
+
+    # -- lookups ----------------------------------------------------------
+    def translate_offset(self, offset: int, starting_position: int = 0):
+        """(position, base_offset, last_offset) of the first batch with last offset >= offset, or None."""
+        if self.size == 0:
+            return None
+        _o, pos = self.index.lookup(offset) if self.index_ok else (0, 0)
+        pos = max(pos, starting_position)
+        if pos >= self.size:
+            pos = starting_position
+        position, base, last = _native.seek_offset(self._data(), offset, pos, self.size)
+        if base < 0:
+            return None
+        return position, base, last
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_batch: bool = False) -> FileSlice | None:
+        """Slice of the `.log` from the batch holding `start_offset`, at most `max_size` bytes.
+
+        Ends at ``max_position`` (default: the segment size).  ``min_one_batch``
+        widens the slice to the whole first batch (Kafka's minOneMessage).
+        None when no batch at or above start_offset is in the segment.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max_size {max_size}")
+        if max_position is None:
+            max_position = self.size
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        position, base, _last = found
+        if position >= max_position:
+            return None
+        data = self._data()
+        first_size = 12 + int.from_bytes(data[position + 8:position + 12], "big", signed=True)
+        limit = max(max_size, first_size) if min_one_batch else max_size
+        size = min(max_position - position, limit)
+        return FileSlice(self._file, position, size, base, -1)
+
+    def complete_slice(self, start_offset: int, end_offset: int, max_position: int | None = None):
+        """FileSlice of the complete batches holding offsets [start_offset, end_offset), below max_position."""
+        if max_position is None:
+            max_position = self.size
+        found = self.translate_offset(start_offset)
+        if found is None or found[0] >= max_position:
+            return None
+        position, base, _ = found
+        data = self._data()
+        p, b, last = _native.seek_offset(data, end_offset, position, max_position)
+        end_off = -1
+        if b < 0:
+            stop = p
+        elif b >= end_offset:
+            stop, end_off = p, b
+        else:
+            stop = p + 12 + int.from_bytes(data[p + 8:p + 12], "big", signed=True)
+            end_off = last + 1
+        if stop <= position:
+            return None
+        return FileSlice(self._file, position, stop - position, base, end_off)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0):
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+        _ts, off = self.time_index.lookup(timestamp) if self.index_ok else (-1, self.base_offset)
+        _o, pos = self.index.lookup(max(off, starting_offset)) if self.index_ok else (0, 0)
+        data = self._data()
+        while True:
+            position, base, last = _native.seek_timestamp(data, timestamp, pos, self.size)
+            if base < 0:
+                return None
+            hit = _first_record_at_or_after(data, position, timestamp)
+            if hit is not None and hit[0] >= starting_offset:
+                return hit
+            pos = position + 12 + int.from_bytes(data[position + 8:position + 12], "big", signed=True)
+
+    # -- roll / recovery / truncation ----------------------------------------
+    def should_roll(self, messages_size: int, max_timestamp_in_messages: int,
+                    max_offset_in_messages: int, now_ms: int) -> bool:
+        """Kafka's roll rule for an append of `messages_size` bytes."""
+        cfg = self.config
+        if self.size > cfg["segment.bytes"] - messages_size:
+            return True
+        if self.size > 0:
+            rbt = self.rolling_based_timestamp
+            if rbt is None:
+                rbt = self._first_batch_timestamp()
+            waited = (max_timestamp_in_messages - rbt) if rbt is not None and rbt >= 0 else \
+                (now_ms - self.created_ms)
+            if waited > cfg["segment.ms"] - cfg["segment.jitter.ms"]:
+                return True
+        if self.index.is_full or self.time_index.is_full:
+            return True
+        return max_offset_in_messages - self.base_offset > INT32_MAX
+
+    def _first_batch_timestamp(self):
+        if self.size < 61:
+            return None
+        self.rolling_based_timestamp = int.from_bytes(
+            os.pread(self._file.fd, 8, _OFF_MAX_TIMESTAMP), "big", signed=True)
+        return self.rolling_based_timestamp
+
+    def on_become_inactive(self) -> None:
+        """On roll: final time index entry, indexes trimmed to their used size (Kafka)."""
+        self._append_final_time_entry()
+        self.index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def _append_final_time_entry(self) -> None:
+        if self.max_timestamp >= 0 and self.writable:
+            last_ts, _ = self.time_index.last_entry
+            if self.max_timestamp > last_ts:
+                if self.time_index.is_full:
+                    self.time_index.resize(self.time_index.file_size + 12)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, True)
+
+    def make_active(self) -> None:
+        """Preallocate the indexes of the segment that takes appends again."""
+        max_index = self.config["segment.index.bytes"]
+        if self.index.file_size < max_index:
+            self.index.resize(max_index)
+        if self.time_index.file_size < max_index:
+            self.time_index.resize(max_index)
+        # Continue the sparse-index counter from the last entry.
+        _o, pos = self.index.lookup(2**62)
+        self.bytes_since_last_index_entry = self.size - pos if self.index.entries else self.size
+
+    def sanity_check(self, deep: bool = False) -> None:
+        """Kafka's index sanity check; raises CorruptIndexError (a missing index counts as corrupt).
+
+        ``deep`` also checks that every entry points at a real batch: for an
+        offset entry (O, P) the batch at P has prev_O < baseOffset <= O; for a
+        time entry (T, O) the batch holding O has maxTimestamp == T.  Used for
+        segments below the recovery point after an unclean shutdown.
+        """
+        from ..errors import CorruptIndexError
+        if self.index_missing:
+            raise CorruptIndexError("index file is missing", self.index_path, None)
+        self.index.sanity_check(self.size)
+        self.time_index.sanity_check()
+        if not deep or self.size == 0:
+            return
+        data = self._data()
+        prev = self.base_offset - 1
+        for i in range(self.index.entries):
+            off, pos = self.index.entry(i)
+            try:
+                h = _native.read_header(data, pos)
+            except CorruptRecordError:
+                raise CorruptIndexError(f"entry {i} does not point at a batch", self.index_path, i * 8) from None
+            if not (prev < h.base_offset <= off) or pos + h.size > self.size:
+                raise CorruptIndexError(f"entry {i} ({off}, {pos}) does not match the batch there",
+                                        self.index_path, i * 8)
+            prev = off
+        for i in range(self.time_index.entries):
+            ts, off = self.time_index.entry(i)
+            found = self.translate_offset(off)
+            if found is None:
+                raise CorruptIndexError(f"time entry {i} points past the log", self.time_index_path, i * 12)
+            h = _native.read_header(data, found[0])
+            if h.max_timestamp != ts or h.last_offset != off:
+                raise CorruptIndexError(f"time entry {i} ({ts}, {off}) does not match the batch there",
+                                        self.time_index_path, i * 12)
+
+    def recover(self, leader_epoch_cache=None, check_crc: bool = True, last_epoch: int = -1):
+        """Rebuild both indexes from the `.log` and cut it after the last valid batch.
+
+        Returns (ScanResult, truncated_bytes).  `leader_epoch_cache`, when
+        given, receives every epoch start found (assign(epoch, start_offset)).
+        Offsets must be contiguous and epochs non-decreasing (from
+        `last_epoch`, the previous segment's) unless the topic is compacted.
+        """
+        size = os.fstat(self._file.fd).st_size
+        self.size = size
+        self._drop_map()
+        data = self._data()
+        strict = "compact" not in self.config["cleanup.policy"]
+        r = _native.scan_segment(data, self.base_offset, 0, size,
+                                 self.config["index.interval.bytes"], -1, check_crc,
+                                 last_epoch, strict=strict)
+        del data
+        self._drop_map()
+        self.index.load_packed(r.offset_index)
+        self.time_index.load_packed(r.time_index)
+        self.index_missing = False
+        truncated = size - r.valid_end
+        if truncated > 0:
+            os.ftruncate(self._file.fd, r.valid_end)
+            self.size = r.valid_end
+        self._next_offset = r.next_offset if r.batches else self.base_offset
+        self.max_timestamp = r.max_timestamp
+        self.offset_of_max_timestamp = r.offset_of_max_timestamp
+        self._tail_scanned = True
+        self.bytes_since_last_index_entry = r.bytes_since_index
+        self.rolling_based_timestamp = None
+        if leader_epoch_cache is not None:
+            for epoch, start in r.epochs:
+                leader_epoch_cache.assign(epoch, start)
+        self._append_final_time_entry()
+        self.index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.flushed_size = min(self.flushed_size, self.size)
+        return r, truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding `offset` and everything after it; return bytes removed.
+
+        Kafka truncates at batch granularity: when `offset` falls inside a
+        batch the whole batch goes, so the new next offset is <= `offset`.
+        """
+        if offset <= self.base_offset:
+            position = 0
+        else:
+            found = self.translate_offset(offset)
+            if found is None:
+                return 0
+            position, _base, _last = found
+        removed = self.size - position
+        if removed <= 0:
+            return 0
+        self.index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self._drop_map()
+        os.ftruncate(self._file.fd, position)
+        self.size = position
+        self.flushed_size = min(self.flushed_size, position)
+        # Recompute next offset / max timestamp from what remains.
+        self._next_offset = None
+        ts, off = self.time_index.last_entry
+        self.max_timestamp, self.offset_of_max_timestamp = (ts, off) if ts >= 0 else (-1, -1)
+        self._tail_scanned = False
+        if position == 0:
+            self._next_offset = self.base_offset
+            self.rolling_based_timestamp = None
+        _o, ipos = self.index.lookup(2**62)
+        self.bytes_since_last_index_entry = position - ipos if self.index.entries else position
+        return removed
+
+    # -- durability / lifecycle ---------------------------------------------
+    def flush(self) -> None:
+        """fdatasync the .log, msync the indexes."""
+        size = self.size
+        _native.fdatasync(self._file.fd)
+        self.index.flush()
+        self.time_index.flush()
+        self.flushed_size = max(self.flushed_size, size)
+
+    def close(self) -> None:
+        if self.writable and not self.index.closed:
+            self._append_final_time_entry()
+            self.index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
+        self.index.close()
+        self.time_index.close()
+        self._drop_map()
+        self._file = _ClosedFile(self.log_path)  # type: ignore[assignment]
+
+    def change_suffix(self, new_suffix: str) -> None:
+        """Rename the three files (e.g. to `.deleted`)."""
+        for attr in ("log_path", "index_path", "time_index_path"):
+            old = getattr(self, attr)
+            base = old[: len(old) - len(self.suffix)] if self.suffix else old
+            new = base + new_suffix
+            if os.path.exists(old):
+                os.rename(old, new)
+            setattr(self, attr, new)
+        self.suffix = new_suffix
+
+    def delete(self) -> None:
+        """Close and unlink the files (open FileSlices keep reading the unlinked inode)."""
+        self.close()
+        for p in (self.log_path, self.index_path, self.time_index_path,
+                  os.path.join(self.dir, files.segment_file(self.base_offset, files.TXN_INDEX_SUFFIX))):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, path={self.log_path!r})"
+
+
+class _ClosedFile:
+    fd = -1
+
+    def __init__(self, path: str):
+        self.path = path
+
+
+def _read_varint(data, pos: int) -> tuple[int, int]:
+    raw = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _first_record_at_or_after(data, position: int, target: int):
+    """(offset, timestamp) of the first record with timestamp >= target in the batch at `position`.
+
+    Record-level for uncompressed CreateTime batches; LogAppendTime batches
+    give every record maxTimestamp; compressed batches answer at batch level
+    (base offset, maxTimestamp) since the storage layer never decompresses.
+    """
+    h = _native.read_header(data, position)
+    if h.max_timestamp < target:
+        return None
+    if h.timestamp_type == 1 or h.codec != 0:
+        return h.base_offset, h.max_timestamp
+    pos = position + 61
+    end = position + h.size
+    for _ in range(h.records_count):
+        if pos >= end:
+            break
+        length, p = _read_varint(data, pos)
+        rec_end = p + length
+        p += 1  # attributes
+        ts_delta, p = _read_varint(data, p)
+        off_delta, p = _read_varint(data, p)
+        ts = h.base_timestamp + ts_delta
+        if ts >= target:
+            return h.base_offset + off_delta, ts
+        pos = rec_end
+    return h.base_offset, h.max_timestamp

@@ -1,0 +1,290 @@
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import engine.storage.log as logmod
+from engine import _native
+from engine.errors import (
+    CorruptRecordError,
+    DataDirLockedError,
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+    ReadOnlyError,
+    RecordTooLargeError,
+)
+from engine.storage import checkpoint, files
+from engine.storage.log import LeaderEpochCache, PartitionLog
+from engine.storage.manager import LogManager
+
+from .conftest import ROOT, make_batch, small_config
+
+
+def _open(tmp_path, **kw):
+    cfg = kw.pop("config", None) or small_config()
+    return PartitionLog(str(tmp_path / "t-0"), cfg, **kw)
+
+
+def test_append_read_roundtrip_and_out_of_range(tmp_path):
+    log = _open(tmp_path)
+    stored = []
+    for i in range(40):
+        b = make_batch(2 + i % 3, 1000 + i, 120, seed=i)
+        info = log.append(b)
+        assert info.first_offset == (stored[-1][1] + 1 if stored else 0)
+        assert info.records == 2 + i % 3 and info.batches == 1 and info.size == len(b)
+        stored.append((info.first_offset, info.last_offset, bytes(b)))
+    assert len(log.segments) > 1  # rolled by segment.bytes
+    assert log.log_end_offset == stored[-1][1] + 1 == log.high_watermark
+    everything = b"".join(x[2] for x in stored)
+    f = log.read(0, 10**9)
+    assert f.read() == everything
+    for first, last, b in stored[::7]:
+        f = log.read(last, 1, min_one_batch=True)
+        assert f.slices[0].read() == b
+    f = log.read(stored[5][0], 300, min_one_batch=False)
+    assert f.size == 300 and f.read() == everything[sum(len(x[2]) for x in stored[:5]):][:300]
+    assert log.read(log.log_end_offset, 100).slices == []
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(log.log_end_offset + 1, 100)
+    log.delete_records_before(10)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(9, 100)
+    assert log.read(10, 10).slices[0].start_offset <= 10
+    log.close()
+
+
+def test_append_rejects_and_leaves_nothing(tmp_path):
+    log = _open(tmp_path, config=small_config(max_message_bytes=500))
+    log.append(make_batch(2, 1000, 50))
+    leo, size = log.log_end_offset, log.size
+    bad = make_batch(2, 1000, 50)
+    bad[30] ^= 1  # CRC covered byte
+    with pytest.raises(CorruptRecordError):
+        log.append(bad)
+    with pytest.raises(RecordTooLargeError):
+        log.append(make_batch(2, 1000, 600))
+    assert (log.log_end_offset, log.size) == (leo, size)
+    # bytes (read-only) input is copied, not rejected
+    info = log.append(bytes(make_batch(1, 1000, 10)))
+    assert info.first_offset == leo
+    log.close()
+
+
+def test_roll_by_time_and_retention(tmp_path):
+    now = [10_000_000]
+    cfg = small_config(segment_ms=1000, retention_ms=5000, segment_bytes=10**6)
+    log = _open(tmp_path, config=cfg, clock=lambda: now[0])
+    for i in range(10):
+        log.append(make_batch(2, 1_000_000 + i * 600, 30))
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) == 5  # a new segment whenever the timestamp passed 1000 ms since the first batch
+    # retention.ms: segments whose max timestamp is older than 5000 ms before now
+    deleted = log.maybe_apply_retention(now_ms=1_000_000 + 9 * 600 + 100)
+    assert deleted == 0
+    deleted = log.maybe_apply_retention(now_ms=1_000_000 + 1 * 600 + 1 + 5001)
+    assert deleted == 1 and log.log_start_offset == bases[1]
+    assert not any(n.endswith(".deleted") for n in os.listdir(log.dir))
+    assert sorted(n for n in os.listdir(log.dir) if n.endswith(".log")) == [
+        files.segment_file(b, ".log") for b in bases[1:]]
+    log.close()
+
+
+def test_retention_bytes_and_delayed_delete(tmp_path):
+    cfg = small_config(segment_bytes=2000, retention_bytes=5000, file_delete_delay_ms=1000)
+    now = [0]
+    log = _open(tmp_path, config=cfg, clock=lambda: now[0])
+    for i in range(40):
+        log.append(make_batch(3, 1000 + i, 100, seed=i))
+    total = log.size
+    n = log.maybe_apply_retention(now_ms=0)
+    assert n > 0 and log.size <= 5000 + 2000 and total - log.size >= total - 5000 - 2000
+    assert log.size >= 5000 - 0  # never below retention.bytes by a whole segment
+    leftovers = [x for x in os.listdir(log.dir) if x.endswith(".deleted")]
+    assert leftovers  # renamed first, deleted after file.delete.delay.ms
+    assert log.maybe_delete_pending(now_ms=999) == 0
+    assert log.maybe_delete_pending(now_ms=1000) == n
+    assert not [x for x in os.listdir(log.dir) if x.endswith(".deleted")]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 10)
+    assert log.read(log.log_start_offset, 10).slices
+    log.close()
+
+
+def test_offset_for_timestamp(tmp_path):
+    log = _open(tmp_path)
+    for i in range(50):
+        log.append(make_batch(2, 10_000 + 100 * i, 200))
+    assert log.offset_for_timestamp(0) == (0, 10_000)
+    assert log.offset_for_timestamp(10_050) == (2, 10_100)
+    assert log.offset_for_timestamp(10_000 + 100 * 37 + 1) == (75, 10_000 + 100 * 37 + 1)
+    assert log.offset_for_timestamp(10**9) is None
+    assert log.offset_for_timestamp(-2) == (0, -1)
+    assert log.offset_for_timestamp(-1) == (100, -1)
+    log.close()
+
+
+def test_truncate_and_epoch_cache(tmp_path):
+    log = _open(tmp_path)
+    for epoch in (1, 1, 3, 3, 5):
+        for _ in range(5):
+            log.append(make_batch(2, 1000, 300), leader_epoch=epoch)
+    assert log.leader_epoch_cache.entries == [(1, 0), (3, 20), (5, 40)]
+    assert log.end_offset_for_epoch(1) == (1, 20)
+    assert log.end_offset_for_epoch(2) == (1, 20)
+    assert log.end_offset_for_epoch(5) == (5, 50)
+    assert log.end_offset_for_epoch(0) == (-1, -1)
+    assert checkpoint.read_epoch_checkpoint(os.path.join(log.dir, files.LEADER_EPOCH_CHECKPOINT)) == [
+        (1, 0), (3, 20), (5, 40)]
+    assert log.truncate_to(33) == 32  # batch granularity: [32, 33] is removed whole
+    assert log.leader_epoch_cache.entries == [(1, 0), (3, 20)]
+    assert log.high_watermark == 32
+    b = make_batch(2, 1000, 300)
+    assert log.append(b, leader_epoch=6).first_offset == 32
+    assert log.truncate_to(5) == 4
+    assert len(log.segments) == 1 and log.log_end_offset == 4
+    log.close()
+
+
+def test_epoch_cache_rules():
+    c = LeaderEpochCache(None)
+    assert c.assign(2, 10) and not c.assign(2, 15) and not c.assign(1, 20)
+    assert c.assign(4, 10)  # conflicting start: replaces epoch 2
+    assert c.entries == [(4, 10)]
+    c.assign(6, 30)
+    c.truncate_from_start(20)
+    assert c.entries == [(4, 20), (6, 30)]
+
+
+def test_durable_group_commit(tmp_path, monkeypatch):
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(_native, name)
+
+        @staticmethod
+        def fdatasync(fd):
+            calls.append(fd)
+            _native.fdatasync(fd)
+
+    monkeypatch.setattr(logmod, "_native", Counting())
+    log = _open(tmp_path, config=small_config(flush_messages=1, segment_bytes=10**6))
+    assert log.config.durable
+    errors = []
+    per_thread = 40
+
+    def worker(t):
+        try:
+            for i in range(per_thread):
+                info = log.append(make_batch(1, 1000, 64, seed=t))
+                # Acknowledged only when synced: recovery point (fdatasync'd prefix) covers it.
+                if log.recovery_point <= info.last_offset or log.high_watermark <= info.last_offset:
+                    errors.append((t, i, info.last_offset, log.recovery_point))
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    n = 8 * per_thread
+    assert log.log_end_offset == n == log.recovery_point
+    assert 0 < len(calls) < n  # appenders shared syncs
+    assert log.sync_count == len(calls)
+    log.close()
+
+
+def test_flush_messages_policy(tmp_path):
+    log = _open(tmp_path, config=small_config(flush_messages=10, segment_bytes=10**6))
+    for _ in range(4):
+        log.append(make_batch(2, 1000, 10))
+    assert log.recovery_point == 0
+    log.append(make_batch(2, 1000, 10))
+    assert log.recovery_point == 10
+    log.close()
+
+
+def test_manager_lock_second_writer(tmp_path):
+    d = str(tmp_path / "data")
+    m = LogManager(d, config_for=lambda t: small_config())
+    with pytest.raises(DataDirLockedError) as ei:
+        LogManager(d)
+    assert f"pid={os.getpid()}" in ei.value.holder
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from engine.storage.manager import LogManager\nfrom engine.errors import DataDirLockedError\n"
+            "try:\n    LogManager(%r)\nexcept DataDirLockedError as e:\n    print(e.holder)\n") % (ROOT, d)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert f"pid={os.getpid()}" in out.stdout, out.stderr
+    m.close()
+    LogManager(d).close()  # released
+
+
+def test_read_only_open_sees_only_published_hw(tmp_path):
+    d = str(tmp_path / "data")
+    w = LogManager(d, config_for=lambda t: small_config(), auto_high_watermark=False)
+    log = w.create_log("events", 0)
+    for i in range(30):
+        log.append(make_batch(2, 1000 + i, 200, seed=i))
+    log.update_high_watermark(20)
+    r = LogManager(d, read_only=True, config_for=lambda t: small_config())
+    assert not os.path.exists(os.path.join(d, "x"))
+    rlog = r.get_log("events", 0)
+    assert rlog.high_watermark == 20
+    data = rlog.read(0, 10**9).read()
+    assert data == log.read(0, 10**9, max_offset=20).read() and len(data) > 0
+    with pytest.raises(OffsetOutOfRangeError):
+        rlog.read(21, 100)
+    with pytest.raises(ReadOnlyError):
+        rlog.append(make_batch())
+    # the writer moves on (new segments, more bytes); the reader follows the published HW
+    for i in range(30):
+        log.append(make_batch(2, 2000 + i, 200, seed=i))
+    assert rlog.read(0, 10**9).read() == data
+    log.update_high_watermark(log.log_end_offset)
+    assert rlog.read(0, 10**9).read() == log.read(0, 10**9).read()
+    assert sum(s.size for s in rlog.segments_for_range(0)) == log.size
+    before = {n: os.stat(os.path.join(log.dir, n)).st_mtime_ns for n in os.listdir(log.dir)}
+    r.close()
+    assert before == {n: os.stat(os.path.join(log.dir, n)).st_mtime_ns for n in os.listdir(log.dir)}
+    w.close()
+
+
+def test_segments_for_range(tmp_path):
+    log = _open(tmp_path)
+    stored = []
+    for i in range(60):
+        b = make_batch(3, 1000, 150, seed=i)
+        info = log.append(b)
+        stored.append((info.first_offset, bytes(b)))
+    slices = log.segments_for_range(10, 100)
+    joined = b"".join(s.read() for s in slices)
+    want = b"".join(b for first, b in stored if first + 2 >= 10 and first < 100)
+    assert joined == want
+    log.update_high_watermark(30)
+    assert b"".join(s.read() for s in log.segments_for_range(0)) == b"".join(b for f, b in stored if f < 30)
+    log.close()
+
+
+def test_files_and_checkpoints(tmp_path):
+    assert files.filename_prefix(5) == "00000000000000000005"
+    with pytest.raises(InvalidTopicError):
+        files.validate_topic("a/b")
+    with pytest.raises(InvalidTopicError):
+        files.validate_topic("..")
+    with pytest.raises(InvalidTopicError):
+        files.validate_topic("x" * 250)
+    files.validate_topic("x" * 249)
+    with pytest.raises(ValueError):
+        files.parse_partition_dir("nodash")
+    name = files.delete_dir_name("a-b", 3)
+    assert name.startswith("a-b-3.") and name.endswith("-delete") and files.parse_partition_dir(name) == ("a-b", 3)
+    p = str(tmp_path / "cp")
+    checkpoint.write_offset_checkpoint(p, {("a-b", 0): 5, ("c", 2): 7})
+    assert open(p).read() == "0\n2\na-b 0 5\nc 2 7\n"
+    assert checkpoint.read_offset_checkpoint(p) == {("a-b", 0): 5, ("c", 2): 7}
+    assert checkpoint.read_offset_checkpoint(str(tmp_path / "missing")) is None
