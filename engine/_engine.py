@@ -258,7 +258,7 @@ class Engine:
             log = self.log(name, p)
             parts.append(PartitionDescription(
                 p, log.log_start_offset, log.high_watermark, log.log_end_offset,
-                log.size_bytes, log.num_segments))
+                log.size, len(log.segments)))
         return TopicDescription(name, meta.topic_id, parts, dict(cfg), dict(meta.config))
 
     def log(self, topic: str, partition: int):

@@ -201,9 +201,10 @@ class Consumer:
 
     def _fill(self, tp: TopicPartition, max_bytes: int) -> None:
         buf = self._buffered[tp]
+        batches = self._fetch_batches(tp, max_bytes)  # resolves an unset position first
         pos = self._positions[tp]
         check = self._cfg["check_crcs"]
-        for h, data, rel in self._fetch_batches(tp, max_bytes):
+        for h, data, rel in batches:
             if h.is_control:
                 continue
             for off, ts, key, value, headers in _native.decode_batch(data, rel, check):

@@ -740,6 +740,13 @@ class PartitionLog:
         return n
 
     # -- lifecycle -------------------------------------------------------
+    def update_config(self, config) -> None:
+        """Apply a changed topic config (IncrementalAlterConfigs); takes effect from the next append."""
+        with self._lock:
+            self.config = config
+            for seg in self._segments:
+                seg.config = config
+
     def close(self, flush: bool = False) -> None:
         """Close every segment (indexes trimmed); optionally flush first."""
         if self._closed:
