@@ -13,57 +13,80 @@
 # a batch is appended entirely or not at all (a corrupt record rolls the
 # columns back to the batch start before raising); binary data per column
 # stays below 2 GiB (int32 offsets) -- past that feed() stops as if max_rows
-# were reached.  The buffers are malloc'd, grown by doubling, and handed to
-# pyarrow without copying (NativeBuffer owns them afterwards).
+# were reached.  The buffers are pyarrow ResizableBuffers from its memory pool,
+# grown by doubling and handed to the table without copying.
 # Concurrency: one thread per scanner.  The per-batch record loop runs without
 # the GIL for payloads >= 64 KiB; decompression runs in codec.pyx.
 from libc.stdint cimport int32_t, int64_t, uint8_t, INT64_MAX
-from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy
-from cpython.buffer cimport PyBuffer_FillInfo
+from libc.stdint cimport uintptr_t
+from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from csrc.buffer cimport load_i32, load_i64, load_u16, read_varint
-
-
-cdef class NativeBuffer:
-    """A malloc'd block exposed through the buffer protocol; frees it on dealloc."""
-    cdef uint8_t* data
-    cdef Py_ssize_t size
-
-    def __dealloc__(self):
-        free(self.data)
-
-    def __getbuffer__(self, Py_buffer* view, int flags):
-        PyBuffer_FillInfo(view, self, <void*>self.data, self.size, 0, flags)
-
-    def __releasebuffer__(self, Py_buffer* view):
-        pass
-
-    def __len__(self):
-        return self.size
 
 
 ctypedef struct Grow:
     uint8_t* data
     Py_ssize_t len
     Py_ssize_t cap
+    PyObject* buf        # owned reference to a pyarrow ResizableBuffer, or NULL
+
+
+cdef int grow_slow(Grow* g, Py_ssize_t need) noexcept nogil:
+    # Column memory comes from pyarrow's pool (mimalloc): the finished table
+    # owns it without a copy, and the pool hands the same pages back to the
+    # next scan, so a steady stream of scans does not pay fresh page faults
+    # (measured here: 200 MB fresh ~190-700 ms, reused from the pool ~8 ms).
+    cdef Py_ssize_t cap = g.cap * 2
+    if cap < need:
+        cap = need
+    if cap < 4096:
+        cap = 4096
+    with gil:
+        try:
+            if g.buf == NULL:
+                b = _pa_mod().allocate_buffer(cap, resizable=True)
+                Py_INCREF(b)
+                g.buf = <PyObject*>b
+            else:
+                b = <object>g.buf
+                b.resize(cap)
+            g.data = <uint8_t*><uintptr_t>b.address
+            g.cap = cap
+            return 0
+        except BaseException:
+            return -1
 
 
 cdef inline int grow_reserve(Grow* g, Py_ssize_t extra) noexcept nogil:
-    cdef Py_ssize_t cap
-    cdef uint8_t* p
     if g.len + extra <= g.cap:
         return 0
-    cap = g.cap * 2
-    if cap < g.len + extra:
-        cap = g.len + extra
-    if cap < 256:
-        cap = 256
-    p = <uint8_t*>realloc(g.data, cap)
-    if p == NULL:
-        return -1
-    g.data = p
-    g.cap = cap
-    return 0
+    return grow_slow(g, g.len + extra)
+
+
+cdef void grow_free(Grow* g) noexcept:
+    if g.buf != NULL:
+        Py_DECREF(<object>g.buf)
+        g.buf = NULL
+    g.data = NULL
+    g.len = g.cap = 0
+
+
+cdef object grow_take(Grow* g):
+    """Hand the bytes written so far to the caller as a pyarrow Buffer."""
+    if g.buf == NULL:
+        return _pa_mod().allocate_buffer(0)
+    b = <object>g.buf
+    b.resize(g.len, shrink_to_fit=False)
+    grow_free(g)
+    return b
+
+
+cdef object _pa_mod():
+    global _pa
+    if _pa is None:
+        import pyarrow
+        _pa = pyarrow
+    return _pa
 
 
 cdef inline int grow_i32(Grow* g, int32_t v) noexcept nogil:
@@ -127,8 +150,8 @@ cdef int bin_init(BinBuilder* b) noexcept nogil:
     return grow_i32(&b.offs, 0)
 
 
-cdef void bin_free(BinBuilder* b) noexcept nogil:
-    free(b.valid.data); free(b.offs.data); free(b.data.data)
+cdef void bin_free(BinBuilder* b) noexcept:
+    grow_free(&b.valid); grow_free(&b.offs); grow_free(&b.data)
 
 
 ctypedef struct BinMark:
@@ -198,8 +221,8 @@ cdef class ColumnScanner:
         self._init()
 
     def __dealloc__(self):
-        free(self.offsets.data); free(self.timestamps.data)
-        free(self.ts_types.data); free(self.hdr_offs.data)
+        grow_free(&self.offsets); grow_free(&self.timestamps)
+        grow_free(&self.ts_types); grow_free(&self.hdr_offs)
         bin_free(&self.keys); bin_free(&self.values)
         bin_free(&self.hkeys); bin_free(&self.hvalues)
 
@@ -313,6 +336,10 @@ cdef class ColumnScanner:
         c.end_offset = end_offset
         c.max_rows = max_rows
         pos = start_pos
+        # Values dominate the bytes: reserve about the range once instead of
+        # growing through every power of two.
+        if grow_reserve(&self.values.data, end_pos - start_pos) < 0:
+            raise MemoryError()
         while pos < end_pos:
             st = check_batch(&mv[pos], end_pos - pos, self.check_crc, &size)
             if st == WALK_PARTIAL or st == WALK_ZERO_TAIL:
@@ -363,13 +390,7 @@ cdef class ColumnScanner:
         return next_offset, pos
 
     cdef object _take(self, Grow* g):
-        cdef NativeBuffer nb = NativeBuffer.__new__(NativeBuffer)
-        nb.data = g.data
-        nb.size = g.len
-        g.data = NULL
-        g.len = 0
-        g.cap = 0
-        return _pa.py_buffer(nb)
+        return grow_take(g)
 
     cdef object _bin_array(self, BinBuilder* b, object typ):
         validity = self._take(&b.valid) if b.nulls else None
