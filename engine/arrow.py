@@ -59,6 +59,7 @@ def batches_to_table(
 def _resolve_range(log, start: int | None, end: int | None) -> tuple[int, int]:
     from .errors import OffsetOutOfRangeError
 
+    log.refresh()  # a read-only open picks up the writer's published high watermark
     hw = log.high_watermark
     lso = log.log_start_offset
     start = lso if start is None else start

@@ -144,6 +144,7 @@ class Consumer:
         if pos is None:
             pos = self._reset(tp)
         log = self._log(tp)
+        log.refresh()  # read-only opens: the writer's published high watermark
         if pos >= log.high_watermark and pos <= log.log_end_offset:
             return []
         try:
