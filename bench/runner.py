@@ -46,7 +46,7 @@ def _records_batch(record_size: int, batch_bytes: int, codec: int = 0, seed: int
     import random
     rnd = random.Random(seed)
     b = _native.BatchBuilder()
-    n = max(1, batch_bytes // (record_size + 8))
+    n = max(1, (batch_bytes - 61) // (record_size + 16))
     ts = 1_700_000_000_000
     for i in range(n):
         value = rnd.randbytes(record_size // 2).hex().encode()

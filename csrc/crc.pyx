@@ -43,3 +43,15 @@ def crc32c_software(data, uint32_t crc=0):
 def crc32c_has_hw():
     """True when the SSE4.2 instruction path is in use."""
     return bool(engine_crc32c_has_hw())
+
+
+def crc32c_native(data, uint32_t crc=0):
+    """CRC-32C through our own dispatch (SSE4.2 three-stream loop or table), any size."""
+    cdef const uint8_t[::1] mv = data
+    cdef size_t n = mv.shape[0]
+    cdef uint32_t r
+    if n == 0:
+        return crc
+    with nogil:
+        r = engine_crc32c_update(crc, &mv[0], n)
+    return r

@@ -53,6 +53,52 @@ uint32_t engine_crc32c_sw(uint32_t crc, const uint8_t *p, size_t len) {
 #include <nmmintrin.h>
 #define HAVE_HW_PATH 1
 
+/* Three independent streams hide the 3-cycle latency of the crc32
+ * instruction.  The buffer is cut into rounds of 3 x BLOCK bytes; stream A
+ * continues the running register, B and C start from 0, and the register of
+ * the concatenation is shift(A, 2*BLOCK) ^ shift(B, BLOCK) ^ C, where
+ * shift(x, n) is the register after feeding n zero bytes from x -- a linear
+ * map over GF(2), applied with four 256-entry tables per shift. */
+#define BLOCK 4096
+
+static uint32_t shift1[4][256], shift2[4][256];
+static int shift_ready = 0;
+
+__attribute__((target("sse4.2")))
+static uint32_t zeros_hw(uint32_t reg, size_t n) {
+    uint64_t c = reg;
+    for (size_t i = 0; i < n / 8; i++)
+        c = _mm_crc32_u64(c, 0);
+    return (uint32_t)c;
+}
+
+__attribute__((target("sse4.2")))
+static void build_shift_tables(void) {
+    uint32_t basis1[32], basis2[32];
+    for (int bit = 0; bit < 32; bit++) {
+        basis1[bit] = zeros_hw(1u << bit, BLOCK);
+        basis2[bit] = zeros_hw(1u << bit, 2 * BLOCK);
+    }
+    for (int k = 0; k < 4; k++) {
+        for (int b = 0; b < 256; b++) {
+            uint32_t v1 = 0, v2 = 0;
+            for (int j = 0; j < 8; j++) {
+                if (b & (1 << j)) {
+                    v1 ^= basis1[8 * k + j];
+                    v2 ^= basis2[8 * k + j];
+                }
+            }
+            shift1[k][b] = v1;
+            shift2[k][b] = v2;
+        }
+    }
+    shift_ready = 1;
+}
+
+static inline uint32_t apply_shift(uint32_t t[4][256], uint32_t x) {
+    return t[0][x & 0xFF] ^ t[1][(x >> 8) & 0xFF] ^ t[2][(x >> 16) & 0xFF] ^ t[3][x >> 24];
+}
+
 __attribute__((target("sse4.2")))
 static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t len) {
     uint64_t c = ~crc;
@@ -60,18 +106,25 @@ static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t len) {
         c = _mm_crc32_u8((uint32_t)c, *p++);
         len--;
     }
-    /* Four independent 8-byte steps per iteration keep the pipeline busy
-     * even though each crc32 depends on the previous one. */
-    while (len >= 32) {
-        uint64_t a, b, d, e;
-        memcpy(&a, p, 8); memcpy(&b, p + 8, 8);
-        memcpy(&d, p + 16, 8); memcpy(&e, p + 24, 8);
-        c = _mm_crc32_u64(c, a);
-        c = _mm_crc32_u64(c, b);
-        c = _mm_crc32_u64(c, d);
-        c = _mm_crc32_u64(c, e);
-        p += 32;
-        len -= 32;
+    if (len >= 3 * BLOCK) {
+        if (!shift_ready)
+            build_shift_tables();
+        while (len >= 3 * BLOCK) {
+            uint64_t a = c, b = 0, d = 0;
+            const uint8_t *pb = p + BLOCK, *pd = p + 2 * BLOCK;
+            for (size_t i = 0; i < BLOCK; i += 8) {
+                uint64_t wa, wb, wd;
+                memcpy(&wa, p + i, 8);
+                memcpy(&wb, pb + i, 8);
+                memcpy(&wd, pd + i, 8);
+                a = _mm_crc32_u64(a, wa);
+                b = _mm_crc32_u64(b, wb);
+                d = _mm_crc32_u64(d, wd);
+            }
+            c = apply_shift(shift2, (uint32_t)a) ^ apply_shift(shift1, (uint32_t)b) ^ (uint32_t)d;
+            p += 3 * BLOCK;
+            len -= 3 * BLOCK;
+        }
     }
     while (len >= 8) {
         uint64_t w;
