@@ -5,16 +5,29 @@
 # Futures: every record appended to a partition since its last drain shares
 # that drain window's DrainOutcome; record i of the window gets offset
 # base_offset + i once the window's bytes are appended (RecordAccumulator
-# numbers records per window).  drain() swaps the window's outcome in the
-# same GIL-held call that takes its bytes, so a send() on another thread
-# always lands in exactly one window.
+# numbers records per window).
 #
-# Concurrency: send() never releases the GIL and takes no lock; closing
-# windows and appending them to the log is the Python Producer's job, done
-# under its lock so that a partition's batches reach the log in order.
+# Concurrency: the GIL alone is not enough to make "encode + take the
+# window's outcome" and "take the window's bytes + swap its outcome" atomic
+# (an allocation can run the garbage collector, whose finalizers may switch
+# threads), so each TopicAccumulator has a native mutex around both.  It is
+# tried without blocking first; a contended wait releases the GIL, so a
+# holder that lost the GIL can always finish.  Appending closed windows to
+# the log is the Python Producer's job, under its own lock, so that a
+# partition's batches reach the log in order.
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
+                               PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK)
+
+
+cdef inline int lock_acquire(PyThread_type_lock lk) except -1:
+    if PyThread_acquire_lock(lk, NOWAIT_LOCK):
+        return 0
+    with nogil:
+        PyThread_acquire_lock(lk, WAIT_LOCK)
+    return 0
 
 
 cdef inline double monotonic_s() noexcept nogil:
@@ -83,9 +96,13 @@ cdef class TopicAccumulator:
     cdef object flusher
     cdef public bint has_ready
     cdef public object rng
+    cdef PyThread_type_lock mutex
 
     def __cinit__(self, str topic, int num_partitions, int codec, Py_ssize_t batch_size, flusher):
         import random
+        self.mutex = PyThread_allocate_lock()
+        if self.mutex == NULL:
+            raise MemoryError()
         self.topic = topic
         self.num_partitions = num_partitions
         self.acc = RecordAccumulator(num_partitions, codec, batch_size)
@@ -95,6 +112,10 @@ cdef class TopicAccumulator:
         self.rng = random.Random()
         self.sticky = self.rng.randrange(num_partitions)
         self.has_ready = False
+
+    def __dealloc__(self):
+        if self.mutex != NULL:
+            PyThread_free_lock(self.mutex)
 
     cdef int _partition_for(self, object key) except -1:
         cdef const uint8_t[::1] mv
@@ -121,42 +142,65 @@ cdef class TopicAccumulator:
                 raise _errors.UnknownTopicOrPartitionError(
                     "partition %d of %r does not exist" % (p, self.topic))
         ts = now_ms() if timestamp is None else <int64_t>timestamp
-        seq = self.acc.append(p, value, key, headers, ts)
-        if seq == 0:
-            self.opened_at[p] = monotonic_s()
         fut = SendFuture.__new__(SendFuture)
         fut.topic = self.topic
-        fut.partition = p
         fut.timestamp = ts
-        fut.outcome = <DrainOutcome>self.outcomes[p]
-        fut.seq = seq
         fut.flusher = self.flusher
-        if self.acc.pending[p]:
-            self.has_ready = True
-            if key is None and partition is None and p == self.sticky and self.num_partitions > 1:
-                self.sticky = (p + 1 + self.rng.randrange(self.num_partitions - 1)) % self.num_partitions
+        lock_acquire(self.mutex)
+        try:
+            if partition is None and key is None:
+                p = self.sticky
+            fut.partition = p
+            seq = self.acc.append(p, value, key, headers, ts)
+            if seq == 0:
+                self.opened_at[p] = monotonic_s()
+            fut.outcome = <DrainOutcome>self.outcomes[p]
+            fut.seq = seq
+            if self.acc.pending[p]:
+                self.has_ready = True
+                if key is None and partition is None and self.num_partitions > 1:
+                    self.sticky = (p + 1 + self.rng.randrange(self.num_partitions - 1)) % self.num_partitions
+        finally:
+            PyThread_release_lock(self.mutex)
         return fut
 
     def drain(self, int partition):
         """Close `partition`'s window: (bytes, record count, its DrainOutcome); a new window opens."""
-        data, n = self.acc.drain(partition)
-        outcome = self.outcomes[partition]
-        self.outcomes[partition] = DrainOutcome()
+        new = DrainOutcome()
+        lock_acquire(self.mutex)
+        try:
+            data, n = self.acc.drain(partition)
+            outcome = self.outcomes[partition]
+            self.outcomes[partition] = new
+        finally:
+            PyThread_release_lock(self.mutex)
         return data, n, outcome
 
     def ready(self):
         """Partitions holding a full batch; clears has_ready."""
-        self.has_ready = False
-        return self.acc.ready()
+        lock_acquire(self.mutex)
+        try:
+            self.has_ready = False
+            return self.acc.ready()
+        finally:
+            PyThread_release_lock(self.mutex)
 
     def nonempty(self):
-        return self.acc.nonempty()
+        lock_acquire(self.mutex)
+        try:
+            return self.acc.nonempty()
+        finally:
+            PyThread_release_lock(self.mutex)
 
     def expired(self, double linger_s):
         """Partitions whose open window is at least linger_s old."""
         cdef double now = monotonic_s()
         cdef int p
-        return [p for p in self.acc.nonempty() if now - <double>self.opened_at[p] >= linger_s]
+        lock_acquire(self.mutex)
+        try:
+            return [p for p in self.acc.nonempty() if now - <double>self.opened_at[p] >= linger_s]
+        finally:
+            PyThread_release_lock(self.mutex)
 
 
 cdef class ProducerCore:
