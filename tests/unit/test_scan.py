@@ -202,3 +202,17 @@ def test_lz4_scratch_growth_and_bound():
     recrc(garbage)
     with pytest.raises(CorruptRecordError):
         _native.ColumnScanner().feed(garbage)
+
+
+def test_read_only_mmap_input(tmp_path):
+    import mmap
+
+    data, _ = log_of()
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(data + b"\x00" * 100)              # preallocated zero tail
+    with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        t = batches_to_table(mm, "t", 0)
+        assert rows_of(t) == as_rows(expected_rows(data))
+        recs, end = _native.decode_batches(mm)
+        assert end == len(data) and len(recs) == t.num_rows
+        del t, recs
