@@ -12,7 +12,8 @@
 # Invariants: inputs are buffers read in place (memoryviews of mmaps are fine,
 # never .tobytes()); every decompressed result is at most `max_size` bytes or
 # CorruptRecordError is raised; every library failure becomes
-# CorruptRecordError.  Output is always a new `bytes`.
+# CorruptRecordError.  decompress() always returns a new `bytes`; the
+# scanner's lz4 path (decompress_into_scratch) reuses one bytearray instead.
 # Concurrency: the GIL is held while calling into the libraries, which release
 # it themselves for large inputs.  zstd contexts are not thread-safe, so each
 # thread gets its own (threading.local); the other codecs are stateless calls.
@@ -251,3 +252,30 @@ cpdef bytes decompress(int codec, data, Py_ssize_t max_size=MAX_DECOMPRESSED_DEF
     if codec == CODEC_ZSTD:
         return _zstd_decompress(data, n, max_size)
     raise _errors.UnsupportedCompressionTypeError("unknown compression codec id %d" % codec)
+
+
+_lz4_decompress_into = _cramjam.lz4.decompress_into
+_CramjamError = _cramjam.DecompressionError
+
+
+cdef Py_ssize_t decompress_into_scratch(int codec, object src, Py_ssize_t src_len, bytearray scratch,
+                                        Py_ssize_t max_size) except -1:
+    """Decompress an lz4 payload into the reusable `scratch` (grown as needed,
+    never beyond max_size); return the decompressed length.  Other codecs: -2
+    (the caller uses decompress()).  Reusing one buffer keeps the output hot in
+    cache and avoids a fresh allocation per batch on the scan path."""
+    cdef Py_ssize_t cap
+    if codec != CODEC_LZ4:
+        return -2
+    if len(scratch) == 0:
+        scratch.extend(bytes(min(max(src_len * 4, 1 << 20), max_size)))
+    while True:
+        try:
+            return _lz4_decompress_into(src, scratch)
+        except _CramjamError as e:
+            cap = len(scratch)
+            if "failed to write whole buffer" not in str(e):
+                raise _bad("lz4: %s" % (e,)) from None
+            if cap >= max_size:
+                raise _bad("lz4: decompressed size exceeds %d bytes" % max_size) from None
+            scratch.extend(bytes(min(cap * 3, max_size) - cap))

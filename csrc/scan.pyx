@@ -214,10 +214,12 @@ cdef class ColumnScanner:
     cdef readonly int64_t num_rows
     cdef readonly bint check_crc
     cdef Py_ssize_t max_size
+    cdef bytearray scratch      # reused lz4 output buffer
 
     def __cinit__(self, bint check_crc=True, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
         self.check_crc = check_crc
         self.max_size = max_size
+        self.scratch = bytearray()
         self._init()
 
     def __dealloc__(self):
@@ -309,6 +311,26 @@ cdef class ColumnScanner:
         bin_rollback(&self.keys, &marks[0]); bin_rollback(&self.values, &marks[1])
         bin_rollback(&self.hkeys, &marks[2]); bin_rollback(&self.hvalues, &marks[3])
 
+    cdef BatchPayload _payload(self, const uint8_t* batch, Py_ssize_t size, object path,
+                               Py_ssize_t position):
+        cdef int codec = load_u16(batch + OFF_ATTRIBUTES) & ATTR_CODEC_MASK
+        cdef Py_ssize_t n
+        cdef BatchPayload pl
+        cdef const uint8_t[::1] out
+        if codec != CODEC_LZ4:
+            return batch_payload(batch, size, self.max_size, path, position)
+        src = PyMemoryView_FromMemory(<char*>(batch + BATCH_HEADER_SIZE), size - BATCH_HEADER_SIZE, PyBUF_READ)
+        try:
+            n = decompress_into_scratch(codec, src, size - BATCH_HEADER_SIZE, self.scratch, self.max_size)
+        except _errors.CorruptRecordError as e:
+            raise corrupt(e.reason, path, position) from None
+        pl = BatchPayload.__new__(BatchPayload)
+        pl.owner = self.scratch
+        out = self.scratch
+        pl.start = &out[0]
+        pl.end = pl.start + n
+        return pl
+
     def feed(self, buf, Py_ssize_t start_pos=0, Py_ssize_t end_pos=-1, int64_t start_offset=0,
              int64_t end_offset=INT64_MAX, path=None, Py_ssize_t max_rows=-1,
              Py_ssize_t base_position=0):
@@ -336,10 +358,8 @@ cdef class ColumnScanner:
         c.end_offset = end_offset
         c.max_rows = max_rows
         pos = start_pos
-        # Values dominate the bytes: reserve about the range once instead of
-        # growing through every power of two.
-        if grow_reserve(&self.values.data, end_pos - start_pos) < 0:
-            raise MemoryError()
+        cdef bint reserved = False
+        cdef double ratio
         while pos < end_pos:
             st = check_batch(&mv[pos], end_pos - pos, self.check_crc, &size)
             if st == WALK_PARTIAL or st == WALK_ZERO_TAIL:
@@ -366,7 +386,17 @@ cdef class ColumnScanner:
             c.max_ts = load_i64(&mv[pos] + OFF_MAX_TIMESTAMP)
             c.log_append = (attrs & ATTR_TIMESTAMP_TYPE) != 0
             c.count = load_i32(&mv[pos] + OFF_RECORDS_COUNT)
-            pl = batch_payload(&mv[pos], size, self.max_size, path, base_position + pos)
+            pl = self._payload(&mv[pos], size, path, base_position + pos)
+            if not reserved:
+                # Values dominate the bytes: reserve what the rest of the range
+                # will need, extrapolated from the first batch's compression
+                # ratio, while the buffer is still small -- growing later would
+                # copy everything written so far into fresh (page-faulting) memory.
+                ratio = <double>(pl.end - pl.start) / <double>(size - BATCH_HEADER_SIZE)
+                if grow_reserve(&self.values.data,
+                                <Py_ssize_t>((end_pos - pos) * ratio * 1.05) + 4096) < 0:
+                    raise MemoryError()
+                reserved = True
             self._mark(lens, marks)
             if pl.end - pl.start >= NOGIL_PAYLOAD:
                 with nogil:

@@ -182,3 +182,37 @@ def test_scan_matches_decode(batches, lo, span, codec):
     data = b"".join(parts)
     t = batches_to_table(data, "t", 0, lo, lo + span)
     assert rows_of(t) == as_rows(expected_rows(data, lo, lo + span))
+
+
+def test_lz4_scratch_growth_and_bound():
+    vals = [b"\x00" * 500_000 for _ in range(6)]          # ~3 MB from a few KB of lz4
+    (b1,) = _native.build_batches(vals, codec=3, max_batch_bytes=10 << 20)
+    small = _native.build_batches([b"x"], codec=3)[0]
+    data = bytearray(small + b1 + small)
+    _native.assign_offsets(data, 0)
+    t = batches_to_table(data, "t", 0)
+    assert t.column("value").to_pylist() == [b"x"] + vals + [b"x"]
+    sc = _native.ColumnScanner(max_size=1_000_000)
+    with pytest.raises(CorruptRecordError, match="exceeds"):
+        sc.feed(data)
+    assert sc.num_rows == 1
+    garbage = bytearray(small)
+    garbage[61:] = b"\x04\x22\x4d\x18" + b"\xff" * (len(small) - 65)
+    from .helpers import recrc
+    recrc(garbage)
+    with pytest.raises(CorruptRecordError):
+        _native.ColumnScanner().feed(garbage)
+
+
+def test_read_only_mmap_input(tmp_path):
+    import mmap
+
+    data, _ = log_of()
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(data + b"\x00" * 100)              # preallocated zero tail
+    with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        t = batches_to_table(mm, "t", 0)
+        assert rows_of(t) == as_rows(expected_rows(data))
+        recs, end = _native.decode_batches(mm)
+        assert end == len(data) and len(recs) == t.num_rows
+        del t, recs
