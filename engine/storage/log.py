@@ -636,10 +636,15 @@ class PartitionLog:
                 seg.delete()
             seg = self._segments[-1]
             seg.truncate_to(offset)
+            if seg.next_offset < self.log_start_offset:
+                # Only offsets below the log start would remain: truncate fully, start at it (Kafka's
+                # truncateFullyAndStartAt).
+                for old in self._segments:
+                    old.delete()
+                seg = LogSegment(self.dir, self.log_start_offset, self.config, create=True)
+                self._segments, self._bases = [seg], [seg.base_offset]
             seg.make_active()
             self.log_end_offset = seg.next_offset
-            if self.log_end_offset < self.log_start_offset:
-                self.log_start_offset = self.log_end_offset
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             with self._sync_cond:
