@@ -151,6 +151,8 @@ def test_d4_bit_flip_in_sealed_segment_detected_on_read(tmp_path):
                 off = _next_after(stored, got, i)
         assert ei.value.path == sealed and ei.value.position is not None
         assert 0 <= ei.value.position < len(raw)
+        problems = log2.scrub()  # the scrubber finds it too, without a consumer
+        assert [p.path for p in problems] == [sealed]
         m2.close()
         raw[bit // 8] ^= 1 << (bit % 8)  # repair for the next trial
         with open(sealed, "wb") as f:
@@ -402,3 +404,34 @@ print(json.dumps(dict(n=n, errno=err, size=size, fsize=fsize, leo=log2.log_end_o
     assert res["errno"] == 28  # ENOSPC
     assert res["fsize"] == res["size"] == res["ok"]
     assert res["leo"] == 3 * res["n"] and res["dropped"] == 0
+
+
+def test_clean_marker_but_torn_active_tail_is_recovered(tmp_path):
+    d, m, log, stored, cfg = build(tmp_path, n=30)
+    seg = log.active_segment
+    m.close()
+    with open(seg.log_path, "ab") as f:
+        f.write(make_batch(3, 1, 100)[:150])  # half a batch after a "clean" shutdown
+    m2 = reopen(d, cfg)
+    assert m2.had_clean_shutdown
+    check_prefix(m2.get_log(T, 0), stored, len(stored))
+    assert [e for e in m2.recovery_report if e.bytes_dropped == 150]
+    m2.close()
+
+
+def test_read_only_open_from_another_process(tmp_path):
+    d, m, log, stored, cfg = build(tmp_path, n=40)
+    log.update_high_watermark(stored[20][0])
+    code = f"""
+import sys, json
+sys.path.insert(0, {ROOT!r})
+from engine.storage.manager import LogManager
+r = LogManager({d!r}, read_only=True)
+log = r.get_log({T!r}, 0)
+print(json.dumps([log.high_watermark, len(log.read(0, 10**9).read())]))
+r.close()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    hw, n = json.loads(out.stdout.strip().splitlines()[-1])
+    assert hw == stored[20][0] and n == sum(len(s[2]) for s in stored[:20])
+    m.close()
