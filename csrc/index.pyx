@@ -200,9 +200,10 @@ cdef class _MappedIndex:
         self._check_writable()
         if n % self._entry:
             raise ValueError("packed entries are not a multiple of %d bytes" % self._entry)
-        if n > self._map_len:
-            self._remap(n)
-        self.reset()
+        if n > self._map_len or self._map_len % self._entry:
+            self._remap(max(n, self._map_len - self._map_len % self._entry))
+        if self._map_len:
+            memset(self._map, 0, self._map_len)  # old entries and any garbage past them
         if n:
             memcpy(self._map, &packed[0], n)
         self._entries = n // self._entry

@@ -132,6 +132,20 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
                 seg.sanity_check(deep=not had_clean_shutdown)
             except CorruptIndexError as e:
                 need, reason = True, f"index failed its sanity check: {e.reason}"
+            if not need and is_last and seg.size > 0:
+                seg.next_offset  # walks the tail after the last index entry
+                if seg.tail_valid_end != seg.size:
+                    need, reason = True, "active segment ends in an incomplete or bad batch"
+        if need and segments and "compact" not in cfg["cleanup.policy"] and not had_clean_shutdown:
+            prev_end = segments[-1].next_offset
+            if base != prev_end:
+                # The end of the previous segment was lost (power loss) but this one survived:
+                # its offsets would leave a gap.  Drop it and everything after it.
+                _event(stats, seg.log_path, 0, seg.size,
+                       f"deleted: starts at {base} but the log before it ends at {prev_end}")
+                seg.delete()
+                truncated_at = prev_end
+                continue
         if need:
             before = seg.size
             ecache = rebuild_cache if rebuild_cache is not None else cache

@@ -594,6 +594,29 @@ class PartitionLog:
                     offset = self._segments[i].base_offset
             return out
 
+    def scrub(self) -> list:
+        """Re-validate every batch below the high watermark (structure, CRC, contiguous offsets).
+
+        Returns a CorruptRecordError (path + position) per segment with a bad
+        batch; nothing is changed (the caller quarantines or repairs).  Reads
+        run outside the lock, on slices that keep their files alive.
+        """
+        from ..errors import CorruptRecordError
+
+        with self._lock:
+            hw = self.high_watermark
+            work = [(s.base_offset, s.log_path, FileSlice(s.file, 0, self._max_position(s, hw)))
+                    for s in self._segments if s.base_offset < hw]
+        strict = "compact" not in self.config["cleanup.policy"]
+        problems = []
+        for base, path, fs in work:
+            if fs.size == 0:
+                continue
+            r = _native.scan_segment(fs.view(), base, 0, fs.size, 1 << 62, -1, True, strict=strict)
+            if r.valid_end < fs.size:
+                problems.append(CorruptRecordError(r.reason, path, r.valid_end))
+        return problems
+
     # -- timestamps ------------------------------------------------------
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp` below the HW, or None.
@@ -636,10 +659,15 @@ class PartitionLog:
                 seg.delete()
             seg = self._segments[-1]
             seg.truncate_to(offset)
+            if seg.next_offset < self.log_start_offset:
+                # Only offsets below the log start would remain: truncate fully, start at it (Kafka's
+                # truncateFullyAndStartAt).
+                for old in self._segments:
+                    old.delete()
+                seg = LogSegment(self.dir, self.log_start_offset, self.config, create=True)
+                self._segments, self._bases = [seg], [seg.base_offset]
             seg.make_active()
             self.log_end_offset = seg.next_offset
-            if self.log_end_offset < self.log_start_offset:
-                self.log_start_offset = self.log_end_offset
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             with self._sync_cond:

@@ -164,8 +164,13 @@ class LogSegment:
             for p in (self.index_path, self.time_index_path):
                 if os.path.exists(p):
                     os.unlink(p)
-        self.index = _native.OffsetIndex(self.index_path, base_offset, max_index, writable)
-        self.time_index = _native.TimeIndex(self.time_index_path, base_offset, max_index, writable)
+        if not writable and self.index_missing:
+            # Read-only and no index (a crashed writer's leftovers): an empty index scans from 0.
+            self.index = _native.OffsetIndex(os.devnull, base_offset, -1, False)
+            self.time_index = _native.TimeIndex(os.devnull, base_offset, -1, False)
+        else:
+            self.index = _native.OffsetIndex(self.index_path, base_offset, max_index, writable)
+            self.time_index = _native.TimeIndex(self.time_index_path, base_offset, max_index, writable)
         self.bytes_since_last_index_entry = 0
         self._next_offset: int | None = base_offset if self.size == 0 else None
         ts, off = self.time_index.last_entry
@@ -176,6 +181,7 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000)
         self._map: mmap.mmap | None = None
         self._map_len = 0
+        self.tail_valid_end = self.size
         self.index_ok = True  # False: read-only open found a corrupt index; lookups start at 0
         self.flushed_size = self.size  # bytes known to be fsync'd (the segment was flushed or recovered)
 
@@ -196,25 +202,24 @@ class LogSegment:
         return self._next_offset  # type: ignore[return-value]
 
     def _scan_tail(self) -> None:
-        """Read the batches after the last index entry: next offset and max timestamp."""
+        """Walk the batches after the last index entry: next offset, max timestamp, valid end.
+
+        Never raises: a torn or corrupt tail ends the walk (``tail_valid_end``
+        < ``size`` tells the loader to recover the segment).
+        """
         _off, pos = self.index.lookup(2**62) if self.index_ok else (0, 0)
-        data = self._data()
-        if pos > self.size:
+        if pos >= self.size:
             pos = 0
-        headers, _end = _native.list_batches(data, pos, self.size, False, self.log_path)
-        nxt = self.base_offset if not headers and pos == 0 else None
-        if headers:
-            nxt = headers[-1].next_offset
-        elif nxt is None:
-            # The index points at the last batch's start; re-read it.
-            headers, _end = _native.list_batches(data, 0, self.size, False, self.log_path)
-            nxt = headers[-1].next_offset if headers else self.base_offset
-        self._next_offset = nxt
+        data = self._data()
+        r = _native.scan_segment(data, self.base_offset, pos, self.size, 1 << 62, -1, False)
+        if r.batches == 0 and pos > 0:
+            r = _native.scan_segment(data, self.base_offset, 0, self.size, 1 << 62, -1, False)
+        self._next_offset = r.next_offset if r.batches else self.base_offset
+        self.tail_valid_end = r.valid_end
         if not self._tail_scanned:
-            for h in headers:
-                if h.max_timestamp > self.max_timestamp:
-                    self.max_timestamp = h.max_timestamp
-                    self.offset_of_max_timestamp = h.last_offset
+            if r.max_timestamp > self.max_timestamp:
+                self.max_timestamp = r.max_timestamp
+                self.offset_of_max_timestamp = r.offset_of_max_timestamp
             self._tail_scanned = True
 
     def _data(self):

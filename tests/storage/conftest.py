@@ -39,3 +39,22 @@ def small_config(**kw) -> LogConfig:
 @pytest.fixture
 def cfg():
     return small_config()
+
+
+def pytest_collection_modifyitems(config, items):
+    """`slow` tests run only with ENGINE_SLOW=1 (the default suite stays fast)."""
+    if os.environ.get("ENGINE_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: set ENGINE_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def expected_batch(i: int, first_offset: int, epoch: int = 0) -> bytes:
+    """Batch number i of the crash tests, as stored (offsets and epoch stamped)."""
+    from engine import _native
+
+    b = make_batch(2, 1_000 + i, 30 + (i * 53) % 700, seed=i)
+    _native.assign_offsets(b, first_offset, epoch)
+    return bytes(b)

@@ -288,3 +288,76 @@ def test_files_and_checkpoints(tmp_path):
     assert open(p).read() == "0\n2\na-b 0 5\nc 2 7\n"
     assert checkpoint.read_offset_checkpoint(p) == {("a-b", 0): 5, ("c", 2): 7}
     assert checkpoint.read_offset_checkpoint(str(tmp_path / "missing")) is None
+
+
+def test_directory_has_kafkas_file_names(tmp_path):
+    d = str(tmp_path / "data")
+    m = LogManager(d, config_for=lambda t: small_config())
+    log = m.create_log("my.topic-x", 3)
+    for i in range(40):
+        log.append(make_batch(3, 1000 + i, 200, seed=i))
+    m.close()
+    import re
+    assert sorted(os.listdir(d)) == [".kafka_cleanshutdown", ".lock", "log-start-offset-checkpoint",
+                                     "my.topic-x-3", "recovery-point-offset-checkpoint",
+                                     "replication-offset-checkpoint"]
+    names = os.listdir(os.path.join(d, "my.topic-x-3"))
+    seg = [n for n in names if re.fullmatch(r"\d{20}\.(log|index|timeindex)", n)]
+    assert sorted(set(names) - set(seg)) == [".highwatermark", "leader-epoch-checkpoint"]
+    bases = sorted({n.split(".")[0] for n in seg})
+    assert len(bases) > 1 and all(f"{b}.{s}" in names for b in bases for s in ("log", "index", "timeindex"))
+    # every sealed segment's indexes are trimmed to whole entries
+    for n in seg:
+        size = os.path.getsize(os.path.join(d, "my.topic-x-3", n))
+        assert size % {"log": 1, "index": 8, "timeindex": 12}[n.split(".")[1]] == 0
+    assert open(os.path.join(d, "replication-offset-checkpoint")).read() == "0\n1\nmy.topic-x 3 120\n"
+
+
+def test_concurrent_appends_reads_and_retention(tmp_path):
+    cfg = small_config(segment_bytes=4000, retention_bytes=20_000, retention_ms=-1)
+    log = _open(tmp_path, config=cfg)
+    stop = threading.Event()
+    errors = []
+    payload = {}
+
+    def writer():
+        try:
+            for i in range(400):
+                b = make_batch(2, 1000 + i, 150, seed=i)
+                info = log.append(b)
+                payload[info.first_offset] = bytes(b)
+                if i % 25 == 0:
+                    log.maybe_apply_retention()
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+        finally:
+            stop.set()
+
+    def reader():
+        try:
+            while not stop.is_set():
+                start = log.log_start_offset
+                try:
+                    f = log.read(start, 3000, verify=True)
+                except OffsetOutOfRangeError:
+                    continue  # retention moved the start between the two calls
+                data = f.read()
+                pos, off = 0, f.slices[0].start_offset if f.slices else None
+                while off is not None and pos < len(data):
+                    want = payload.get(off)
+                    if want is None:
+                        break  # appended, visible, but the writer has not recorded it yet
+                    assert data[pos:pos + len(want)] == want
+                    pos += len(want)
+                    off += 2
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+
+    ts = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    assert log.log_end_offset == 800 and log.log_start_offset > 0
+    log.close()
