@@ -157,10 +157,42 @@ def cmd_consume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dump_index(path: str) -> int:
+    """Entries of an .index (offset, position) or .timeindex (timestamp, offset) file."""
+    import struct
+
+    base = int(os.path.basename(path).split(".")[0])
+    with open(path, "rb") as f:
+        data = f.read()
+    time_index = path.endswith(".timeindex")
+    size = 12 if time_index else 8
+    print(f"Dumping {path}")
+    if len(data) % size:
+        print(f"error: size {len(data)} is not a multiple of the {size}-byte entry")
+        return 1
+    n = 0
+    for i in range(0, len(data), size):
+        if time_index:
+            ts, rel = struct.unpack_from(">qi", data, i)
+            if ts == 0 and rel == 0 and i > 0:
+                break
+            print(f"timestamp: {ts} offset: {base + rel}")
+        else:
+            rel, pos = struct.unpack_from(">ii", data, i)
+            if rel == 0 and pos == 0 and i > 0:
+                break
+            print(f"offset: {base + rel} position: {pos}")
+        n += 1
+    print(f"{n} entries", file=sys.stderr)
+    return 0
+
+
 def cmd_dump_log(args: argparse.Namespace) -> int:
     from . import _native
 
     path = args.file
+    if path.endswith((".index", ".timeindex")):
+        return _dump_index(path)
     with open(path, "rb") as f:
         data = f.read()
     pos = 0
@@ -260,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--print-offsets", action="store_true")
     c.set_defaults(func=cmd_consume)
 
-    d = sub.add_parser("dump-log", help="list the batches of a .log segment")
+    d = sub.add_parser("dump-log", help="list the batches of a .log segment (or an index's entries)")
     d.add_argument("file")
     d.add_argument("--print-records", action="store_true")
     d.add_argument("--print-payload", action="store_true")

@@ -34,6 +34,8 @@ def test_topics_produce_consume_dump(tmp_path):
               key=os.path.getsize)
     dump = run("dump-log", seg, "--print-records").stdout.decode()
     assert "compresscodec: lz4" in dump and "isvalid: true" in dump and "| offset: 0" in dump
+    idx = run("dump-log", seg[:-4] + ".index").stdout.decode()
+    assert idx.startswith("Dumping")
     run("topics", "--data-dir", d, "delete", "logs")
     assert run("topics", "--data-dir", d, "list").stdout.decode().split() == []
 
@@ -57,3 +59,20 @@ def test_unknown_config_is_a_clear_error(tmp_path):
             check=False)
     assert r.returncode == 2
     assert b"bogus.key" in r.stderr
+
+
+def test_dump_index_files(tmp_path):
+    import engine
+
+    d = str(tmp_path / "data")
+    with engine.open(d, background=False) as eng:
+        eng.create_topic("t", 1, {"index.interval.bytes": 100})
+        with eng.producer(linger_ms=0) as p:
+            for i in range(20):
+                p.send("t", b"x" * 200, timestamp=1000 + i)
+    base = os.path.join(d, "t-0", "00000000000000000000")
+    out = run("dump-log", base + ".index").stdout.decode().splitlines()
+    size = os.path.getsize(base + ".log") // 20  # 20 equal one-record batches
+    assert out[1:3] == [f"offset: 1 position: {size}", f"offset: 2 position: {2 * size}"]
+    tout = run("dump-log", base + ".timeindex").stdout.decode().splitlines()
+    assert tout[1] == "timestamp: 1001 offset: 1"
