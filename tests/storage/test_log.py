@@ -361,3 +361,23 @@ def test_concurrent_appends_reads_and_retention(tmp_path):
     assert not errors, errors
     assert log.log_end_offset == 800 and log.log_start_offset > 0
     log.close()
+
+
+def test_background_tasks_flush_and_retention(tmp_path):
+    import time
+
+    cfg = small_config(flush_ms=0, retention_bytes=3000, retention_ms=-1, segment_bytes=2000)
+    m = LogManager(str(tmp_path / "data"), config_for=lambda t: cfg)
+    log = m.create_log("bg", 0)
+    for i in range(30):
+        log.append(make_batch(2, 1000, 200, seed=i))
+    assert log.recovery_point == 0
+    m.start_background(0.02)
+    deadline = time.time() + 10
+    while (log.recovery_point < log.log_end_offset or log.log_start_offset == 0) and time.time() < deadline:
+        time.sleep(0.02)
+    m.stop_background()
+    assert log.recovery_point == log.log_end_offset and log.log_start_offset > 0
+    rp = checkpoint.read_offset_checkpoint(os.path.join(m.data_dir, files.RECOVERY_POINT_CHECKPOINT))
+    assert rp[("bg", 0)] == log.log_end_offset
+    m.close()

@@ -1,6 +1,5 @@
 import os
 
-import pytest
 
 from engine import _native
 from engine.storage import files
