@@ -25,6 +25,7 @@ a slice of a segment deleted by retention still reads its bytes.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import time
@@ -158,6 +159,15 @@ class LogSegment:
                                                  and os.path.exists(self.time_index_path))
         self._file = SegmentFile(self.log_path, writable)
         self.size = os.fstat(self._file.fd).st_size
+        if create and writable and config["preallocate"]:
+            # Reserve segment.bytes without changing the file size (FALLOC_FL_KEEP_SIZE), so a
+            # power loss never leaves a zero-filled tail that looks like data; freed on roll/close.
+            try:
+                _native.fallocate(self._file.fd, 0, config["segment.bytes"], _native.FALLOC_FL_KEEP_SIZE)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):
+                    self._file.close()
+                    raise
         max_index = config["segment.index.bytes"] if (writable and (create if preallocate_index is None
                                                                     else preallocate_index)) else -1
         if create and writable:
@@ -384,8 +394,13 @@ class LogSegment:
             os.pread(self._file.fd, 8, _OFF_MAX_TIMESTAMP), "big", signed=True)
         return self.rolling_based_timestamp
 
+    def _release_preallocation(self) -> None:
+        if self.writable and self.config["preallocate"] and self._file.fd >= 0:
+            os.ftruncate(self._file.fd, self.size)  # frees blocks reserved past the end
+
     def on_become_inactive(self) -> None:
         """On roll: final time index entry, indexes trimmed to their used size (Kafka)."""
+        self._release_preallocation()
         self._append_final_time_entry()
         self.index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
@@ -531,6 +546,7 @@ class LogSegment:
 
     def close(self) -> None:
         if self.writable and not self.index.closed:
+            self._release_preallocation()
             self._append_final_time_entry()
             self.index.trim_to_valid_size()
             self.time_index.trim_to_valid_size()
