@@ -20,6 +20,12 @@ is fdatasync'd.  In durable mode (``flush.messages=1``) an append returns only
 after an fdatasync covered its bytes, and the automatic high watermark moves
 only over synced bytes, so a reader never sees data a power loss could take.
 
+Flush policy: Kafka's default leaves data in the page cache; ``flush.messages=N``
+syncs when N offsets are unflushed (N=1: durable mode, group commit);
+``flush.ms`` is applied by ``maybe_flush()`` (LogManager's periodic task).
+Unlike Kafka, a roll does not schedule a flush of the old segment; the
+recovery point covers it (an unclean open re-validates from there).
+
 Lock rule: ``self._lock`` (an RLock) guards the segment list, every segment
 and index call, and every offset field.  It is held for validation, the
 ``pwrite`` and index updates of an append, and for the position lookups of a
