@@ -492,11 +492,25 @@ class PartitionLog:
         return max(i, 0)
 
     def _max_position(self, seg: LogSegment, limit: int) -> int:
-        """Byte bound in `seg` for offsets below `limit`: start of the batch holding `limit`."""
-        if limit >= seg.next_offset:
+        """Byte bound in `seg` for offsets below `limit`: the end of the batch holding `limit - 1`.
+
+        Only batches below `limit` are touched (a reader beside a writer must
+        never look past the high watermark: those bytes may be cut any time).
+        """
+        if limit <= seg.base_offset:
+            return 0
+        i = bisect.bisect_left(self._bases, seg.base_offset)
+        if i + 1 < len(self._bases) and limit >= self._bases[i + 1]:
+            return seg.size  # sealed, and all of it is below the limit
+        if not self.read_only and limit >= seg.next_offset:
             return seg.size
-        found = seg.translate_offset(limit)
-        return seg.size if found is None else found[0]
+        found = seg.translate_offset(limit - 1)
+        if found is None:
+            return seg.size if not self.read_only else 0
+        position, base, last = found
+        if base > limit - 1:
+            return position
+        return position + 12 + int.from_bytes(os.pread(seg.fd, 4, position + 8), "big", signed=True)
 
     def refresh(self) -> None:
         """Read-only opens: pick up the writer's new HW, bytes and segments."""
@@ -639,7 +653,8 @@ class PartitionLog:
             for seg in self._segments:
                 if seg.max_timestamp >= 0 and seg.max_timestamp < timestamp and seg is not self._segments[-1]:
                     continue
-                hit = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                hit = seg.find_offset_by_timestamp(timestamp, self.log_start_offset,
+                                                   self._max_position(seg, self.high_watermark))
                 if hit is not None:
                     if hit[0] >= self.high_watermark:
                         return None
