@@ -381,3 +381,33 @@ def test_background_tasks_flush_and_retention(tmp_path):
     rp = checkpoint.read_offset_checkpoint(os.path.join(m.data_dir, files.RECOVERY_POINT_CHECKPOINT))
     assert rp[("bg", 0)] == log.log_end_offset
     m.close()
+
+
+def test_reader_survives_writer_crash_recovery(tmp_path):
+    """A read-only open keeps working while a new writer recovers (cuts a torn tail, rebuilds indexes)."""
+    d = str(tmp_path / "data")
+    cfg = small_config()
+    w = LogManager(d, config_for=lambda t: cfg)
+    log = w.create_log("r", 0)
+    for i in range(30):
+        log.append(make_batch(2, 1000 + i, 300, seed=i))
+    everything = log.read(0, 10**9).read()
+    seg = log.active_segment
+    w._release_lock()  # crash
+    with open(seg.log_path, "ab") as f:
+        f.write(os.urandom(3000))  # torn tail
+    with open(seg.index_path, "r+b") as f:
+        f.write(os.urandom(64))
+    r = LogManager(d, read_only=True, config_for=lambda t: cfg)
+    rlog = r.get_log("r", 0)
+    assert rlog.read(0, 10**9).read() == everything
+    w2 = LogManager(d, config_for=lambda t: cfg)  # recovery: truncates the tail, rebuilds indexes
+    assert [e for e in w2.recovery_report if e.bytes_dropped == 3000]
+    log2 = w2.get_log("r", 0)
+    assert rlog.read(0, 10**9, verify=True).read() == everything
+    assert rlog.offset_for_timestamp(1029) == (57, 1029)  # batch 28 holds 1028, 1029
+    for i in range(10):
+        log2.append(make_batch(2, 5000 + i, 300, seed=100 + i))
+    assert rlog.read(0, 10**9).read() == log2.read(0, 10**9).read()
+    r.close()
+    w2.close()
