@@ -23,8 +23,8 @@ only over synced bytes, so a reader never sees data a power loss could take.
 Flush policy: Kafka's default leaves data in the page cache; ``flush.messages=N``
 syncs when N offsets are unflushed (N=1: durable mode, group commit);
 ``flush.ms`` is applied by ``maybe_flush()`` (LogManager's periodic task).
-Unlike Kafka, a roll does not schedule a flush of the old segment; the
-recovery point covers it (an unclean open re-validates from there).
+As in Kafka, a roll schedules a flush of the segments before it; here
+``maybe_flush()`` (the periodic task) performs it, moving the recovery point.
 
 Lock rule: ``self._lock`` (an RLock) guards the segment list, every segment
 and index call, and every offset field.  It is held for validation, the
@@ -263,6 +263,7 @@ class PartitionLog:
         self._failed: BaseException | None = None
         self.sync_count = 0           # fdatasync rounds (group commit shares one round)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._roll_flush_pending = 0  # base offset of the newest rolled segment not yet flushed below
         self._last_flush_ms = clock()
         if not read_only:
             os.makedirs(directory, exist_ok=True)
@@ -413,6 +414,8 @@ class PartitionLog:
             raise
         self._segments.append(seg)
         self._bases.append(new_base)
+        # Kafka flushes the rolled segment in the background; maybe_flush() does it here.
+        self._roll_flush_pending = max(self._roll_flush_pending, new_base)
         return seg
 
     # -- durability ------------------------------------------------------
@@ -480,6 +483,9 @@ class PartitionLog:
         now = self.clock() if now_ms is None else now_ms
         if self.log_end_offset > self.recovery_point and now - self._last_flush_ms >= self.config["flush.ms"]:
             self.flush()
+            return True
+        if self._roll_flush_pending > self.recovery_point:
+            self.flush(self._roll_flush_pending)  # the segments before the last roll
             return True
         return False
 

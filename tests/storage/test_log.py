@@ -411,3 +411,18 @@ def test_reader_survives_writer_crash_recovery(tmp_path):
     assert rlog.read(0, 10**9).read() == log2.read(0, 10**9).read()
     r.close()
     w2.close()
+
+
+def test_roll_schedules_flush_of_previous_segments(tmp_path):
+    log = _open(tmp_path, config=small_config(segment_bytes=3000))
+    for i in range(5):
+        log.append(make_batch(2, 1000, 200, seed=i))
+    assert len(log.segments) == 1 and log.recovery_point == 0
+    assert not log.maybe_flush()  # flush.ms is "never" by default, and nothing rolled yet
+    for i in range(10):
+        log.append(make_batch(2, 1000, 200, seed=i))
+    assert len(log.segments) > 1 and log.recovery_point == 0
+    assert log.maybe_flush()
+    assert log.recovery_point >= log.active_segment.base_offset
+    assert all(s.flushed_size == s.size for s in log.segments[:-1])
+    log.close()
