@@ -17,7 +17,9 @@
 # all-zero entry past the first one marks the end.
 #
 # Lookups are a binary search in C over the mapped bytes; no Python object per
-# probe.  Concurrency: an index is NOT thread-safe.  Its owner (LogSegment,
+# probe.  Read-only opens (another process beside a writer) load a private copy
+# of the file instead of sharing the mapping, so the writer's resize/rebuild
+# can never fault a reader.  Concurrency: an index is NOT thread-safe.  Its owner (LogSegment,
 # under PartitionLog's lock) serialises every call, including lookups, because
 # resize() remaps the file.
 from libc.stdint cimport int32_t, int64_t, uint8_t
@@ -123,6 +125,19 @@ cdef class _MappedIndex:
                 if rc != 0 and rc != EOPNOTSUPP and rc != EINVAL:
                     raise os_error(rc, self.path)
         if new_len <= 0:
+            return 0
+        if not self.writable:
+            # Read-only opens work on a private copy: a writer that trims, truncates or
+            # rebuilds the file can never turn a lookup into SIGBUS here.
+            m = mman.mmap(NULL, <size_t>new_len, mman.PROT_READ | mman.PROT_WRITE,
+                          mman.MAP_PRIVATE | mman.MAP_ANONYMOUS, -1, 0)
+            if m == mman.MAP_FAILED:
+                raise os_error(errno, self.path)
+            self._map = <uint8_t*>m
+            self._map_len = new_len
+            content = _os.pread(self._fd, new_len, 0)
+            if len(content):
+                memcpy(self._map, <const char*>content, len(content))
             return 0
         prot = mman.PROT_READ | (mman.PROT_WRITE if self.writable else 0)
         m = mman.mmap(NULL, <size_t>new_len, prot, mman.MAP_SHARED, self._fd, 0)

@@ -20,6 +20,12 @@ is fdatasync'd.  In durable mode (``flush.messages=1``) an append returns only
 after an fdatasync covered its bytes, and the automatic high watermark moves
 only over synced bytes, so a reader never sees data a power loss could take.
 
+Flush policy: Kafka's default leaves data in the page cache; ``flush.messages=N``
+syncs when N offsets are unflushed (N=1: durable mode, group commit);
+``flush.ms`` is applied by ``maybe_flush()`` (LogManager's periodic task).
+As in Kafka, a roll schedules a flush of the segments before it; here
+``maybe_flush()`` (the periodic task) performs it, moving the recovery point.
+
 Lock rule: ``self._lock`` (an RLock) guards the segment list, every segment
 and index call, and every offset field.  It is held for validation, the
 ``pwrite`` and index updates of an append, and for the position lookups of a
@@ -257,6 +263,7 @@ class PartitionLog:
         self._failed: BaseException | None = None
         self.sync_count = 0           # fdatasync rounds (group commit shares one round)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._roll_flush_pending = 0  # base offset of the newest rolled segment not yet flushed below
         self._last_flush_ms = clock()
         if not read_only:
             os.makedirs(directory, exist_ok=True)
@@ -407,6 +414,8 @@ class PartitionLog:
             raise
         self._segments.append(seg)
         self._bases.append(new_base)
+        # Kafka flushes the rolled segment in the background; maybe_flush() does it here.
+        self._roll_flush_pending = max(self._roll_flush_pending, new_base)
         return seg
 
     # -- durability ------------------------------------------------------
@@ -475,6 +484,9 @@ class PartitionLog:
         if self.log_end_offset > self.recovery_point and now - self._last_flush_ms >= self.config["flush.ms"]:
             self.flush()
             return True
+        if self._roll_flush_pending > self.recovery_point:
+            self.flush(self._roll_flush_pending)  # the segments before the last roll
+            return True
         return False
 
     def _flush_epoch_cache(self) -> None:
@@ -486,11 +498,25 @@ class PartitionLog:
         return max(i, 0)
 
     def _max_position(self, seg: LogSegment, limit: int) -> int:
-        """Byte bound in `seg` for offsets below `limit`: start of the batch holding `limit`."""
-        if limit >= seg.next_offset:
+        """Byte bound in `seg` for offsets below `limit`: the end of the batch holding `limit - 1`.
+
+        Only batches below `limit` are touched (a reader beside a writer must
+        never look past the high watermark: those bytes may be cut any time).
+        """
+        if limit <= seg.base_offset:
+            return 0
+        i = bisect.bisect_left(self._bases, seg.base_offset)
+        if i + 1 < len(self._bases) and limit >= self._bases[i + 1]:
+            return seg.size  # sealed, and all of it is below the limit
+        if not self.read_only and limit >= seg.next_offset:
             return seg.size
-        found = seg.translate_offset(limit)
-        return seg.size if found is None else found[0]
+        found = seg.translate_offset(limit - 1)
+        if found is None:
+            return seg.size if not self.read_only else 0
+        position, base, last = found
+        if base > limit - 1:
+            return position
+        return position + 12 + int.from_bytes(os.pread(seg.fd, 4, position + 8), "big", signed=True)
 
     def refresh(self) -> None:
         """Read-only opens: pick up the writer's new HW, bytes and segments."""
@@ -633,7 +659,8 @@ class PartitionLog:
             for seg in self._segments:
                 if seg.max_timestamp >= 0 and seg.max_timestamp < timestamp and seg is not self._segments[-1]:
                     continue
-                hit = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                hit = seg.find_offset_by_timestamp(timestamp, self.log_start_offset,
+                                                   self._max_position(seg, self.high_watermark))
                 if hit is not None:
                     if hit[0] >= self.high_watermark:
                         return None

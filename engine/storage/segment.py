@@ -25,6 +25,7 @@ a slice of a segment deleted by retention still reads its bytes.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import time
@@ -158,6 +159,15 @@ class LogSegment:
                                                  and os.path.exists(self.time_index_path))
         self._file = SegmentFile(self.log_path, writable)
         self.size = os.fstat(self._file.fd).st_size
+        if create and writable and config["preallocate"]:
+            # Reserve segment.bytes without changing the file size (FALLOC_FL_KEEP_SIZE), so a
+            # power loss never leaves a zero-filled tail that looks like data; freed on roll/close.
+            try:
+                _native.fallocate(self._file.fd, 0, config["segment.bytes"], _native.FALLOC_FL_KEEP_SIZE)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):
+                    self._file.close()
+                    raise
         max_index = config["segment.index.bytes"] if (writable and (create if preallocate_index is None
                                                                     else preallocate_index)) else -1
         if create and writable:
@@ -182,6 +192,7 @@ class LogSegment:
         self._map: mmap.mmap | None = None
         self._map_len = 0
         self.tail_valid_end = self.size
+        self._index_loaded_at = self.size
         self.index_ok = True  # False: read-only open found a corrupt index; lookups start at 0
         self.flushed_size = self.size  # bytes known to be fsync'd (the segment was flushed or recovered)
 
@@ -210,12 +221,19 @@ class LogSegment:
         _off, pos = self.index.lookup(2**62) if self.index_ok else (0, 0)
         if pos >= self.size:
             pos = 0
-        data = self._data()
-        r = _native.scan_segment(data, self.base_offset, pos, self.size, 1 << 62, -1, False)
+        if self.writable:
+            data, shift = self._data(), 0
+        else:
+            # A reader beside a writer copies the tail (pread): the writer may cut bytes past
+            # its high watermark at any time, and a mapped page past EOF would be SIGBUS.
+            data, shift = os.pread(self._file.fd, self.size - pos, pos), pos
+        r = _native.scan_segment(data, self.base_offset, pos - shift, self.size - shift, 1 << 62, -1, False)
         if r.batches == 0 and pos > 0:
+            if not self.writable:
+                data, shift = os.pread(self._file.fd, self.size, 0), 0
             r = _native.scan_segment(data, self.base_offset, 0, self.size, 1 << 62, -1, False)
         self._next_offset = r.next_offset if r.batches else self.base_offset
-        self.tail_valid_end = r.valid_end
+        self.tail_valid_end = r.valid_end + shift
         if not self._tail_scanned:
             if r.max_timestamp > self.max_timestamp:
                 self.max_timestamp = r.max_timestamp
@@ -244,7 +262,29 @@ class LogSegment:
             self.size = size
             self._next_offset = None
             self._tail_scanned = False
+            if not self.writable and size - self._index_loaded_at > 16 * 1024 * 1024:
+                self._reload_read_only_indexes()
         return size
+
+    def _reload_read_only_indexes(self) -> None:
+        """Readers hold a private copy of the indexes; take a fresh one as the segment grows."""
+        from ..errors import CorruptIndexError
+        if not (os.path.exists(self.index_path) and os.path.exists(self.time_index_path)):
+            return
+        index = _native.OffsetIndex(self.index_path, self.base_offset, -1, False)
+        time_index = _native.TimeIndex(self.time_index_path, self.base_offset, -1, False)
+        try:
+            index.sanity_check()
+            time_index.sanity_check()
+        except CorruptIndexError:
+            index.close()
+            time_index.close()
+            return
+        self.index.close()
+        self.time_index.close()
+        self.index, self.time_index = index, time_index
+        self.index_ok = True
+        self._index_loaded_at = self.size
 
     # -- append -----------------------------------------------------------
     def append(self, largest_offset: int, max_timestamp: int, offset_of_max_timestamp: int,
@@ -344,13 +384,17 @@ class LogSegment:
             return None
         return FileSlice(self._file, position, stop - position, base, end_off)
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0):
-        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0,
+                                 max_position: int | None = None):
+        """(offset, timestamp) of the first record with timestamp >= `timestamp` below max_position, or None."""
+        end = self.size if max_position is None else min(max_position, self.size)
         _ts, off = self.time_index.lookup(timestamp) if self.index_ok else (-1, self.base_offset)
         _o, pos = self.index.lookup(max(off, starting_offset)) if self.index_ok else (0, 0)
         data = self._data()
         while True:
-            position, base, last = _native.seek_timestamp(data, timestamp, pos, self.size)
+            if pos >= end:
+                return None
+            position, base, last = _native.seek_timestamp(data, timestamp, pos, end)
             if base < 0:
                 return None
             hit = _first_record_at_or_after(data, position, timestamp)
@@ -384,8 +428,13 @@ class LogSegment:
             os.pread(self._file.fd, 8, _OFF_MAX_TIMESTAMP), "big", signed=True)
         return self.rolling_based_timestamp
 
+    def _release_preallocation(self) -> None:
+        if self.writable and self.config["preallocate"] and self._file.fd >= 0:
+            os.ftruncate(self._file.fd, self.size)  # frees blocks reserved past the end
+
     def on_become_inactive(self) -> None:
         """On roll: final time index entry, indexes trimmed to their used size (Kafka)."""
+        self._release_preallocation()
         self._append_final_time_entry()
         self.index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
@@ -531,6 +580,7 @@ class LogSegment:
 
     def close(self) -> None:
         if self.writable and not self.index.closed:
+            self._release_preallocation()
             self._append_final_time_entry()
             self.index.trim_to_valid_size()
             self.time_index.trim_to_valid_size()

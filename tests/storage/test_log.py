@@ -361,3 +361,68 @@ def test_concurrent_appends_reads_and_retention(tmp_path):
     assert not errors, errors
     assert log.log_end_offset == 800 and log.log_start_offset > 0
     log.close()
+
+
+def test_background_tasks_flush_and_retention(tmp_path):
+    import time
+
+    cfg = small_config(flush_ms=0, retention_bytes=3000, retention_ms=-1, segment_bytes=2000)
+    m = LogManager(str(tmp_path / "data"), config_for=lambda t: cfg)
+    log = m.create_log("bg", 0)
+    for i in range(30):
+        log.append(make_batch(2, 1000, 200, seed=i))
+    assert log.recovery_point == 0
+    m.start_background(0.02)
+    deadline = time.time() + 10
+    while (log.recovery_point < log.log_end_offset or log.log_start_offset == 0) and time.time() < deadline:
+        time.sleep(0.02)
+    m.stop_background()
+    assert log.recovery_point == log.log_end_offset and log.log_start_offset > 0
+    rp = checkpoint.read_offset_checkpoint(os.path.join(m.data_dir, files.RECOVERY_POINT_CHECKPOINT))
+    assert rp[("bg", 0)] == log.log_end_offset
+    m.close()
+
+
+def test_reader_survives_writer_crash_recovery(tmp_path):
+    """A read-only open keeps working while a new writer recovers (cuts a torn tail, rebuilds indexes)."""
+    d = str(tmp_path / "data")
+    cfg = small_config()
+    w = LogManager(d, config_for=lambda t: cfg)
+    log = w.create_log("r", 0)
+    for i in range(30):
+        log.append(make_batch(2, 1000 + i, 300, seed=i))
+    everything = log.read(0, 10**9).read()
+    seg = log.active_segment
+    w._release_lock()  # crash
+    with open(seg.log_path, "ab") as f:
+        f.write(os.urandom(3000))  # torn tail
+    with open(seg.index_path, "r+b") as f:
+        f.write(os.urandom(64))
+    r = LogManager(d, read_only=True, config_for=lambda t: cfg)
+    rlog = r.get_log("r", 0)
+    assert rlog.read(0, 10**9).read() == everything
+    w2 = LogManager(d, config_for=lambda t: cfg)  # recovery: truncates the tail, rebuilds indexes
+    assert [e for e in w2.recovery_report if e.bytes_dropped == 3000]
+    log2 = w2.get_log("r", 0)
+    assert rlog.read(0, 10**9, verify=True).read() == everything
+    assert rlog.offset_for_timestamp(1029) == (57, 1029)  # batch 28 holds 1028, 1029
+    for i in range(10):
+        log2.append(make_batch(2, 5000 + i, 300, seed=100 + i))
+    assert rlog.read(0, 10**9).read() == log2.read(0, 10**9).read()
+    r.close()
+    w2.close()
+
+
+def test_roll_schedules_flush_of_previous_segments(tmp_path):
+    log = _open(tmp_path, config=small_config(segment_bytes=3000))
+    for i in range(5):
+        log.append(make_batch(2, 1000, 200, seed=i))
+    assert len(log.segments) == 1 and log.recovery_point == 0
+    assert not log.maybe_flush()  # flush.ms is "never" by default, and nothing rolled yet
+    for i in range(10):
+        log.append(make_batch(2, 1000, 200, seed=i))
+    assert len(log.segments) > 1 and log.recovery_point == 0
+    assert log.maybe_flush()
+    assert log.recovery_point >= log.active_segment.base_offset
+    assert all(s.flushed_size == s.size for s in log.segments[:-1])
+    log.close()

@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from engine import _native
-from engine.errors import CorruptRecordError, KafkaStorageError
+from engine.errors import CorruptRecordError
 from engine.storage import files
 from engine.storage.manager import LogManager
 

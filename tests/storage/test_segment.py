@@ -1,6 +1,5 @@
 import os
 
-import pytest
 
 from engine import _native
 from engine.storage import files
@@ -114,3 +113,14 @@ def test_file_names_are_kafkas(tmp_path):
     assert os.path.getsize(tmp_path / "00000000000000000042.timeindex") == 12
     assert files.offset_from_filename("00000000000000000042.log") == 42
     assert files.parse_partition_dir("my-topic-with-dashes-12") == ("my-topic-with-dashes", 12)
+
+
+def test_preallocate_reserves_without_growing(tmp_path):
+    seg = LogSegment(str(tmp_path), 0, small_config(preallocate=True, segment_bytes=1 << 20), create=True)
+    st = os.stat(seg.log_path)
+    assert st.st_size == 0 and st.st_blocks * 512 >= 1 << 20
+    _fill(seg, 3)
+    assert os.path.getsize(seg.log_path) == seg.size
+    seg.on_become_inactive()
+    assert os.stat(seg.log_path).st_blocks * 512 < 1 << 20
+    seg.close()
