@@ -279,7 +279,7 @@ cdef Py_ssize_t lz4_block_decode(const uint8_t* ip, const uint8_t* iend, uint8_t
     """Decode one independent LZ4 block into [o, oend); bytes written or LZ4_CORRUPT/LZ4_TOO_BIG."""
     cdef uint8_t* ostart = o
     cdef const uint8_t* m
-    cdef size_t lit, ml, off, i
+    cdef size_t lit, ml, off, i, d
     cdef unsigned token
     cdef uint8_t b
     if ip >= iend:
@@ -329,15 +329,33 @@ cdef Py_ssize_t lz4_block_decode(const uint8_t* ip, const uint8_t* iend, uint8_t
         if ml > <size_t>(oend - o):
             return LZ4_TOO_BIG
         m = o - off
-        if off >= 16 and <size_t>(oend - o) >= ml + 16:
-            i = 0
-            while i < ml:                  # 16-byte steps never read unwritten bytes (off >= 16)
-                memcpy(o + i, m + i, 16)
-                i += 16
+        if <size_t>(oend - o) >= ml + 16:
+            # Wild copies may overshoot by up to 15 bytes (room checked above);
+            # later output overwrites them.
+            if off >= 16:
+                i = 0
+                while i < ml:              # 16-byte steps never read unwritten bytes
+                    memcpy(o + i, m + i, 16)
+                    i += 16
+            elif off >= 8:
+                i = 0
+                while i < ml:              # 8-byte steps, distance >= 8
+                    memcpy(o + i, o + i - off, 8)
+                    i += 8
+            else:
+                # Short period: write 8 bytes one by one, then copy 8 at a
+                # time from a distance d = a multiple of off that is >= 8.
+                for i in range(8):
+                    o[i] = m[i]
+                d = off * ((8 + off - 1) // off)
+                i = 8
+                while i < ml:
+                    memcpy(o + i, o + i - d, 8)
+                    i += 8
         elif off >= ml:
             memcpy(o, m, ml)
         else:
-            for i in range(ml):            # overlapping run (off < ml): byte by byte
+            for i in range(ml):            # overlapping run near the end: byte by byte
                 o[i] = m[i]
         o += ml
         if ip >= iend:
