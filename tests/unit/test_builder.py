@@ -179,3 +179,21 @@ def test_murmur2_matches_kafka_python():
     assert _native.murmur2(b"foobar") == -790332482
     with pytest.raises(ValueError):
         _native.default_partition(b"k", 0)
+
+
+def test_accumulator_drain_stamps_sequences():
+    acc = _native.RecordAccumulator(1, codec=3, batch_size=2000, producer_id=5, producer_epoch=1)
+    for i in range(100):
+        acc.append(0, b"%050d" % i, None, None, 1)
+    data, n = acc.drain(0, base_sequence=2**31 - 30, producer_epoch=4)
+    headers, end = _native.list_batches(data, check_crc=True)
+    assert end == len(data) and len(headers) > 2
+    seq = 2**31 - 30
+    for h in headers:
+        assert (h.producer_id, h.producer_epoch, h.base_sequence) == (5, 4, seq)
+        seq = (seq + h.records_count) % 2**31
+    assert sum(h.records_count for h in headers) == n == 100
+    assert [r[3] for r in _native.decode_batches(data)[0]] == [b"%050d" % i for i in range(100)]
+    acc.append(0, b"x", None, None, 1)
+    data, _ = acc.drain(0)
+    assert _native.verify_batch(data).base_sequence == -1
