@@ -9,6 +9,8 @@
 #                  child key (offsets + data, never null), child value (nullable)
 # topic and partition are constant per scanner and built at finish().
 #
+# Header keys must be valid UTF-8 (they become an Arrow string column); a key
+# that is not raises CorruptRecordError.
 # Invariants: offset buffers always start with 0 and hold rows + 1 entries;
 # a batch is appended entirely or not at all (a corrupt record rolls the
 # columns back to the batch start before raising); binary data per column
@@ -22,6 +24,38 @@ from libc.string cimport memcpy
 from libc.stdint cimport uintptr_t
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from csrc.buffer cimport load_i32, load_i64, load_u16, read_varint
+
+
+cdef bint utf8_valid(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF)."""
+    cdef Py_ssize_t i = 0
+    cdef uint8_t c, c1
+    while i < n:
+        c = p[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2 or c > 0xF4:
+            return False
+        if c < 0xE0:
+            if i + 1 >= n or (p[i + 1] & 0xC0) != 0x80:
+                return False
+            i += 2
+            continue
+        if i + 2 >= n or (p[i + 2] & 0xC0) != 0x80:
+            return False
+        c1 = p[i + 1]
+        if c < 0xF0:
+            if (c1 & 0xC0) != 0x80 or (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 > 0x9F):
+                return False
+            i += 3
+            continue
+        if i + 3 >= n or (p[i + 3] & 0xC0) != 0x80:
+            return False
+        if (c1 & 0xC0) != 0x80 or (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 > 0x8F):
+            return False
+        i += 4
+    return True
 
 
 ctypedef struct Grow:
@@ -288,6 +322,10 @@ cdef class ColumnScanner:
                 hp = rv.headers
                 for hi in range(rv.headers_count):
                     hp = next_header(hp, &k, &kl, &v, &vl)
+                    if not utf8_valid(k, kl):
+                        c.rec_status = REC_BAD_UTF8
+                        c.rec_at = p - start
+                        return SCAN_BAD_RECORD
                     if bin_append(&self.hkeys, k, kl) < 0 or bin_append(&self.hvalues, v, vl) < 0:
                         return SCAN_NOMEM
                 if grow_i32(&self.hdr_offs, <int32_t>self.hkeys.rows) < 0:
