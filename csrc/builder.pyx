@@ -193,6 +193,8 @@ cdef int encode_record(OpenBatch* ob, int64_t ts, const uint8_t* kp, Py_ssize_t 
     cdef int64_t delta
     cdef Py_ssize_t body, hsize
     cdef uint8_t* w
+    if headers is not None and type(headers) is not list:
+        headers = list(headers)            # iterate once: sized, then written
     if ob.count == 0:
         ob.base_ts = ts
         ob.max_ts = ts
@@ -407,6 +409,8 @@ cdef class RecordAccumulator:
         """Encode one record into `partition`'s open batch; return its sequence since the last drain."""
         cdef OpenBatch* ob = self._open(partition)
         cdef int64_t ts = ts_of(timestamp)
+        if headers is not None and type(headers) is not list:
+            headers = list(headers)        # may be encoded twice (ENC_FULL): iterate once
         if encode_objects(ob, value, key, headers, ts, self.batch_size) == ENC_FULL:
             self._close(partition)
             encode_objects(ob, value, key, headers, ts, 0)
@@ -642,6 +646,8 @@ def build_batches(values, keys=None, timestamps=None, headers=None, int codec=0,
                 ts = now
             if hlist is not None:
                 h = <object>PyList_GET_ITEM(hlist, i)
+                if h is not None and type(h) is not list:
+                    h = list(h)
             kf.release = False
             vf.release = False
             try:
