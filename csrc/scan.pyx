@@ -17,8 +17,11 @@
 # stays below 2 GiB (int32 offsets) -- past that feed() stops as if max_rows
 # were reached.  The buffers are pyarrow ResizableBuffers from its memory pool,
 # grown by doubling and handed to the table without copying.
-# Concurrency: one thread per scanner.  The per-batch record loop runs without
-# the GIL for payloads >= 64 KiB; decompression runs in codec.pyx.
+# With check_crc, every batch the scan consumes is CRC-checked (batches wholly
+# below start_offset are skipped unread).  lz4 payloads are decoded into one
+# reused scratch buffer (codec.pyx fast path), other codecs via decompress().
+# Concurrency: one thread per scanner.  The per-batch record loop and the lz4
+# decoder run without the GIL for payloads >= 64 KiB.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, INT64_MAX
 from libc.string cimport memcpy
 from libc.stdint cimport uintptr_t
