@@ -26,7 +26,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.buffer cimport PyBUF_READ
 from csrc.buffer cimport (write_varint, write_varlong, varint_size, varlong_size,
-                          store_i32, store_i64, store_u16, store_u32)
+                          store_i32, store_i64, store_u16, store_u32, load_i32)
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
@@ -193,6 +193,8 @@ cdef int encode_record(OpenBatch* ob, int64_t ts, const uint8_t* kp, Py_ssize_t 
     cdef int64_t delta
     cdef Py_ssize_t body, hsize
     cdef uint8_t* w
+    if headers is not None and type(headers) is not list:
+        headers = list(headers)            # iterate once: sized, then written
     if ob.count == 0:
         ob.base_ts = ts
         ob.max_ts = ts
@@ -341,7 +343,8 @@ cdef class RecordAccumulator:
     the log stamps offsets starting at `first`, record number i of that drain
     has offset first + i -- that is how a Producer resolves its futures.
     ready() lists partitions with a closed batch or an open batch >= batch_size.
-    Batches carry the accumulator's producer_id/epoch and base_sequence -1.
+    Batches carry the accumulator's producer_id/epoch; drain() can stamp
+    baseSequence (and override producer id/epoch) for an idempotent producer.
     """
     cdef OpenBatch* obs
     cdef Py_ssize_t nparts
@@ -406,15 +409,29 @@ cdef class RecordAccumulator:
         """Encode one record into `partition`'s open batch; return its sequence since the last drain."""
         cdef OpenBatch* ob = self._open(partition)
         cdef int64_t ts = ts_of(timestamp)
+        if headers is not None and type(headers) is not list:
+            headers = list(headers)        # may be encoded twice (ENC_FULL): iterate once
         if encode_objects(ob, value, key, headers, ts, self.batch_size) == ENC_FULL:
             self._close(partition)
             encode_objects(ob, value, key, headers, ts, 0)
         self.seq[partition] += 1
         return self.seq[partition] - 1
 
-    def drain(self, Py_ssize_t partition):
-        """Close the open batch; return (bytes of all batches since the last drain, record count)."""
+    def drain(self, Py_ssize_t partition, int32_t base_sequence=-1, producer_id=None,
+              producer_epoch=None):
+        """Close the open batch; return (bytes of all batches since the last drain, record count).
+
+        With base_sequence >= 0 (an idempotent producer) each batch gets its
+        baseSequence (the first batch base_sequence, the next one that plus the
+        records before it, wrapping from INT32_MAX to 0), and producer_id /
+        producer_epoch when given override the accumulator's; CRCs are
+        recomputed.  Returns (b"", 0) when nothing was appended.
+        """
         cdef int32_t n
+        cdef bytes data
+        cdef uint8_t* p
+        cdef Py_ssize_t pos, size, total
+        cdef int64_t seq
         self._open(partition)
         self._close(partition)
         n = self.seq[partition]
@@ -424,8 +441,27 @@ cdef class RecordAccumulator:
         if not batches:
             return b"", 0
         if len(batches) == 1:
-            return batches[0], n
-        return b"".join(batches), n
+            data = batches[0]
+        else:
+            data = b"".join(batches)
+        if base_sequence >= 0 or producer_id is not None or producer_epoch is not None:
+            # `data` is a fresh object nobody else has seen yet: patch it in place.
+            p = <uint8_t*>PyBytes_AS_STRING(data)
+            total = PyBytes_GET_SIZE(data)
+            pos = 0
+            seq = base_sequence
+            while pos < total:
+                size = load_i32(p + pos + OFF_BATCH_LENGTH) + LOG_OVERHEAD
+                if producer_id is not None:
+                    store_i64(p + pos + OFF_PRODUCER_ID, <int64_t>producer_id)
+                if producer_epoch is not None:
+                    store_u16(p + pos + OFF_PRODUCER_EPOCH, <unsigned short><int>producer_epoch)
+                if base_sequence >= 0:
+                    store_i32(p + pos + OFF_BASE_SEQUENCE, <int32_t>seq)
+                    seq = (seq + load_i32(p + pos + OFF_RECORDS_COUNT)) % 2147483648
+                store_u32(p + pos + OFF_CRC, crc_of(p + pos + OFF_ATTRIBUTES, size - OFF_ATTRIBUTES))
+                pos += size
+        return data, n
 
     def records(self, Py_ssize_t partition):
         """Records appended to `partition` since its last drain."""
@@ -610,6 +646,8 @@ def build_batches(values, keys=None, timestamps=None, headers=None, int codec=0,
                 ts = now
             if hlist is not None:
                 h = <object>PyList_GET_ITEM(hlist, i)
+                if h is not None and type(h) is not list:
+                    h = list(h)
             kf.release = False
             vf.release = False
             try:

@@ -20,6 +20,7 @@
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 from libc.string cimport memcpy, memcmp
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.buffer cimport PyBUF_WRITE
 from csrc.buffer cimport load_u32, store_u32
@@ -254,8 +255,186 @@ cpdef bytes decompress(int codec, data, Py_ssize_t max_size=MAX_DECOMPRESSED_DEF
     raise _errors.UnsupportedCompressionTypeError("unknown compression codec id %d" % codec)
 
 
-_lz4_decompress_into = _cramjam.lz4.decompress_into
-_CramjamError = _cramjam.DecompressionError
+# ---------------------------------------------------------------- lz4 fast path
+# Our own decoder for the common case of the scan path: an LZ4 frame with
+# independent blocks and no dictionary (what Java, librdkafka, kafka-python
+# and aiokafka all write), decoded straight into a reusable buffer.  LZ4 block
+# format: sequences of [token: 4 bits literal length, 4 bits match length - 4]
+# [literal length extension bytes (255 = more)] [literals] [offset u16 LE]
+# [match length extension bytes]; the last sequence has literals only.  Every
+# read and write is bounds-checked; a match may not reach before the start of
+# its block (blocks are independent).  Block checksums and the content checksum
+# are not verified (the batch CRC-32C already covers these bytes).  Anything
+# unusual (linked blocks, dictionary id, trailing bytes) returns LZ4_FALLBACK
+# and the library decodes it instead.
+
+cdef enum:
+    LZ4_CORRUPT = -1
+    LZ4_FALLBACK = -2
+    LZ4_TOO_BIG = -3
+
+
+cdef Py_ssize_t lz4_block_decode(const uint8_t* ip, const uint8_t* iend, uint8_t* o,
+                                 uint8_t* oend) noexcept nogil:
+    """Decode one independent LZ4 block into [o, oend); bytes written or LZ4_CORRUPT/LZ4_TOO_BIG."""
+    cdef uint8_t* ostart = o
+    cdef const uint8_t* m
+    cdef size_t lit, ml, off, i, d
+    cdef unsigned token
+    cdef uint8_t b
+    if ip >= iend:
+        return LZ4_CORRUPT
+    while True:
+        token = ip[0]
+        ip += 1
+        lit = token >> 4
+        if lit == 15:
+            while True:
+                if ip >= iend:
+                    return LZ4_CORRUPT
+                b = ip[0]
+                ip += 1
+                lit += b
+                if b != 255:
+                    break
+        if lit > <size_t>(iend - ip):
+            return LZ4_CORRUPT
+        if lit > <size_t>(oend - o):
+            return LZ4_TOO_BIG
+        if lit <= 16 and iend - ip >= 16 and oend - o >= 16:
+            memcpy(o, ip, 16)
+        else:
+            memcpy(o, ip, lit)
+        o += lit
+        ip += lit
+        if ip == iend:
+            return o - ostart
+        if iend - ip < 2:
+            return LZ4_CORRUPT
+        off = <size_t>ip[0] | (<size_t>ip[1] << 8)
+        ip += 2
+        if off == 0 or off > <size_t>(o - ostart):
+            return LZ4_CORRUPT
+        ml = token & 15
+        if ml == 15:
+            while True:
+                if ip >= iend:
+                    return LZ4_CORRUPT
+                b = ip[0]
+                ip += 1
+                ml += b
+                if b != 255:
+                    break
+        ml += 4
+        if ml > <size_t>(oend - o):
+            return LZ4_TOO_BIG
+        m = o - off
+        if <size_t>(oend - o) >= ml + 16:
+            # Wild copies may overshoot by up to 15 bytes (room checked above);
+            # later output overwrites them.
+            if off >= 16:
+                i = 0
+                while i < ml:              # 16-byte steps never read unwritten bytes
+                    memcpy(o + i, m + i, 16)
+                    i += 16
+            elif off >= 8:
+                i = 0
+                while i < ml:              # 8-byte steps, distance >= 8
+                    memcpy(o + i, o + i - off, 8)
+                    i += 8
+            else:
+                # Short period: write 8 bytes one by one, then copy 8 at a
+                # time from a distance d = a multiple of off that is >= 8.
+                for i in range(8):
+                    o[i] = m[i]
+                d = off * ((8 + off - 1) // off)
+                i = 8
+                while i < ml:
+                    memcpy(o + i, o + i - d, 8)
+                    i += 8
+        elif off >= ml:
+            memcpy(o, m, ml)
+        else:
+            for i in range(ml):            # overlapping run near the end: byte by byte
+                o[i] = m[i]
+        o += ml
+        if ip >= iend:
+            return LZ4_CORRUPT             # a block must end with literals
+
+
+cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef Py_ssize_t lz4_frame_bound(const uint8_t* p, Py_ssize_t n, Py_ssize_t* header) noexcept nogil:
+    """Upper bound of the decompressed size of an independent-block frame
+    (sum of block maxima), with the header size in *header; or LZ4_FALLBACK / LZ4_CORRUPT."""
+    cdef uint8_t flg, bd
+    cdef Py_ssize_t pos, blockmax, bound = 0
+    cdef uint32_t bsize
+    if n < 7 or _le32(p) != 0x184D2204:
+        return LZ4_CORRUPT
+    flg = p[4]
+    bd = p[5]
+    if (flg >> 6) != 1 or (flg & 0x02) or (bd & 0x8F):
+        return LZ4_FALLBACK
+    if not (flg & LZ4_FLG_BLOCK_INDEPENDENT) or (flg & 0x01):
+        return LZ4_FALLBACK                 # linked blocks or a dictionary: library path
+    if ((bd >> 4) & 7) < 4:
+        return LZ4_FALLBACK
+    blockmax = <Py_ssize_t>1 << (8 + 2 * ((bd >> 4) & 7))
+    pos = 6 + (8 if flg & LZ4_FLG_CONTENT_SIZE else 0) + 1
+    header[0] = pos
+    while True:
+        if n - pos < 4:
+            return LZ4_CORRUPT
+        bsize = _le32(p + pos)
+        pos += 4
+        if bsize == 0:
+            break
+        if bsize & 0x80000000u:
+            bsize &= 0x7FFFFFFF
+            if bsize > <uint32_t>blockmax:
+                return LZ4_CORRUPT
+        if bsize > <uint32_t>(n - pos):
+            return LZ4_CORRUPT
+        pos += bsize + (4 if flg & 0x10 else 0)
+        bound += blockmax
+    pos += 4 if flg & 0x04 else 0
+    if pos != n:
+        return LZ4_FALLBACK
+    return bound
+
+
+cdef Py_ssize_t lz4_frame_decode(const uint8_t* p, Py_ssize_t n, Py_ssize_t header, uint8_t* out,
+                                 Py_ssize_t cap) noexcept nogil:
+    """Decode a frame already checked by lz4_frame_bound into out[0:cap]."""
+    cdef uint8_t flg = p[4]
+    cdef Py_ssize_t pos = header, w = 0, r
+    cdef Py_ssize_t blockmax = <Py_ssize_t>1 << (8 + 2 * ((p[5] >> 4) & 7))
+    cdef uint32_t bsize
+    cdef uint8_t* end
+    while True:
+        bsize = _le32(p + pos)
+        pos += 4
+        if bsize == 0:
+            return w
+        end = out + cap if cap - w <= blockmax else out + w + blockmax
+        if bsize & 0x80000000u:
+            bsize &= 0x7FFFFFFF
+            if bsize > <uint32_t>(end - out - w):
+                return LZ4_TOO_BIG
+            memcpy(out + w, p + pos, bsize)
+            r = bsize
+        else:
+            r = lz4_block_decode(p + pos, p + pos + bsize, out + w, end)
+            if r < 0:
+                if r == LZ4_TOO_BIG and end - out - w >= blockmax:
+                    return LZ4_CORRUPT          # a block larger than the frame's block size
+                return r
+        w += r
+        pos += bsize + (4 if flg & 0x10 else 0)
+
 
 
 cdef Py_ssize_t decompress_into_scratch(int codec, object src, Py_ssize_t src_len, bytearray scratch,
@@ -264,18 +443,43 @@ cdef Py_ssize_t decompress_into_scratch(int codec, object src, Py_ssize_t src_le
     never beyond max_size); return the decompressed length.  Other codecs: -2
     (the caller uses decompress()).  Reusing one buffer keeps the output hot in
     cache and avoids a fresh allocation per batch on the scan path."""
-    cdef Py_ssize_t cap
+    cdef const uint8_t[::1] mv
+    cdef Py_ssize_t header = 0, bound, cap, r
+    cdef uint8_t* out
     if codec != CODEC_LZ4:
         return -2
-    if len(scratch) == 0:
-        scratch.extend(bytes(min(max(src_len * 4, 1 << 20), max_size)))
-    while True:
-        try:
-            return _lz4_decompress_into(src, scratch)
-        except _CramjamError as e:
-            cap = len(scratch)
-            if "failed to write whole buffer" not in str(e):
-                raise _bad("lz4: %s" % (e,)) from None
-            if cap >= max_size:
-                raise _bad("lz4: decompressed size exceeds %d bytes" % max_size) from None
-            scratch.extend(bytes(min(cap * 3, max_size) - cap))
+    mv = src
+    if mv.shape[0] == 0:
+        raise _bad("empty compressed payload")
+    bound = lz4_frame_bound(&mv[0], mv.shape[0], &header)
+    if bound == LZ4_CORRUPT:
+        raise _bad("lz4: malformed frame")
+    if bound == LZ4_FALLBACK:
+        return _lz4_via_library(src, scratch, max_size)
+    cap = bound if bound < max_size else max_size
+    if len(scratch) < cap:
+        scratch.extend(bytes(cap - len(scratch)))
+    out = <uint8_t*>PyByteArray_AS_STRING(scratch)
+    with nogil:
+        r = lz4_frame_decode(&mv[0], mv.shape[0], header, out, cap)
+    if r == LZ4_TOO_BIG:
+        raise _bad("lz4: decompressed size exceeds %d bytes" % max_size)
+    if r < 0:
+        raise _bad("lz4: malformed block")
+    return r
+
+
+cdef Py_ssize_t _lz4_via_library(object src, bytearray scratch, Py_ssize_t max_size) except -1:
+    cdef bytes out = _lz4_decompress_checked(src, src, max_size)
+    cdef Py_ssize_t n = len(out)
+    if len(scratch) < n:
+        scratch.extend(bytes(n - len(scratch)))
+    memcpy(PyByteArray_AS_STRING(scratch), PyBytes_AS_STRING(out), n)
+    return n
+
+
+def _lz4_decode_scan_path(data, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
+    """The scanner's lz4 decoder (fast path + library fallback) on its own; for tests."""
+    cdef bytearray scratch = bytearray()
+    cdef Py_ssize_t n = decompress_into_scratch(CODEC_LZ4, data, len(data), scratch, max_size)
+    return bytes(scratch[:n])

@@ -32,6 +32,7 @@ cdef enum:
     REC_OK = 0
     REC_TRUNCATED = 1            # a varint or a length runs past the record / payload
     REC_BAD_LENGTH = 2           # negative length, or fields not ending at `length`
+    REC_BAD_UTF8 = 3             # a header key that is not UTF-8 (scanner only: Arrow strings)
 
 ctypedef struct RecordView:
     int64_t ts_delta
@@ -146,6 +147,8 @@ cdef inline const uint8_t* next_header(const uint8_t* p, const uint8_t** k, int3
 cdef str record_reason(int status, Py_ssize_t index, Py_ssize_t at):
     if status == REC_TRUNCATED:
         what = "record %d at payload byte %d runs past its length or the batch"
+    elif status == REC_BAD_UTF8:
+        what = "record %d at payload byte %d has a header key that is not valid UTF-8"
     else:
         what = "record %d at payload byte %d has an invalid length field"
     return what % (index, at)

@@ -8,13 +8,13 @@ with names, for code that prefers attributes.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple, Optional, Sequence
+from typing import Iterable, NamedTuple, Optional
 
 from engine import _native
 
 __all__ = [
     "BatchBuilder",
-    "Header",
+    "ColumnScanner",
     "Record",
     "RecordAccumulator",
     "build_batch",
@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 BatchBuilder = _native.BatchBuilder
+ColumnScanner = _native.ColumnScanner
 RecordAccumulator = _native.RecordAccumulator
 build_batches = _native.build_batches
 codec_id = _native.codec_id
@@ -38,9 +39,6 @@ decode_batches = _native.decode_batches
 default_partition = _native.default_partition
 murmur2 = _native.murmur2
 
-Header = tuple  # (str key, bytes | None value)
-
-
 class Record(NamedTuple):
     """One decoded record: what a consumer sees."""
 
@@ -48,7 +46,7 @@ class Record(NamedTuple):
     timestamp: int
     key: Optional[bytes]
     value: Optional[bytes]
-    headers: list
+    headers: list  # [(str key, bytes | None value), ...]
 
     @classmethod
     def from_tuple(cls, t: tuple) -> "Record":
@@ -80,8 +78,3 @@ def build_batch(
         else:
             b.append(r)
     return b.build(codec_id(codec), base_offset, **header_fields)
-
-
-def records_equal(a: Sequence[tuple], b: Sequence[tuple]) -> bool:
-    """True when two decoded record lists hold the same records (tuples or Records)."""
-    return [tuple(x) for x in a] == [tuple(x) for x in b]

@@ -51,7 +51,7 @@ def test_timestamp_none_is_now():
 def test_input_types():
     b = _native.BatchBuilder()
     b.append(bytearray(b"ba"), key=memoryview(b"mv"), headers=[(b"bk", bytearray(b"bv"))], timestamp=1)
-    b.append("str-é", key="k", headers=(("h", b"1"),), timestamp=2)
+    b.append("str-é", key="k", headers=(h for h in [("h", b"1")]), timestamp=2)
     assert _native.decode_batch(b.build()) == [
         (0, 1, b"mv", b"ba", [("bk", b"bv")]),
         (1, 2, b"k", "str-é".encode(), [("h", b"1")]),
@@ -179,3 +179,32 @@ def test_murmur2_matches_kafka_python():
     assert _native.murmur2(b"foobar") == -790332482
     with pytest.raises(ValueError):
         _native.default_partition(b"k", 0)
+
+
+def test_accumulator_drain_stamps_sequences():
+    acc = _native.RecordAccumulator(1, codec=3, batch_size=2000, producer_id=5, producer_epoch=1)
+    for i in range(100):
+        acc.append(0, b"%050d" % i, None, None, 1)
+    data, n = acc.drain(0, base_sequence=2**31 - 30, producer_epoch=4)
+    headers, end = _native.list_batches(data, check_crc=True)
+    assert end == len(data) and len(headers) > 2
+    seq = 2**31 - 30
+    for h in headers:
+        assert (h.producer_id, h.producer_epoch, h.base_sequence) == (5, 4, seq)
+        seq = (seq + h.records_count) % 2**31
+    assert sum(h.records_count for h in headers) == n == 100
+    assert [r[3] for r in _native.decode_batches(data)[0]] == [b"%050d" % i for i in range(100)]
+    acc.append(0, b"x", None, None, 1)
+    data, _ = acc.drain(0)
+    assert _native.verify_batch(data).base_sequence == -1
+
+
+def test_generator_headers_survive_a_batch_split():
+    acc = _native.RecordAccumulator(1, batch_size=200)
+    acc.append(0, b"x" * 120, None, None, 1)
+    acc.append(0, b"y" * 120, None, (h for h in [("g", b"1")]), 2)     # closes the first batch
+    data, n = acc.drain(0)
+    assert [r[4] for r in _native.decode_batches(data)[0]] == [[], [("g", b"1")]]
+    out = _native.build_batches([b"x" * 120, b"y" * 120], headers=[None, iter([("g", b"1")])],
+                                max_batch_bytes=200)
+    assert len(out) == 2 and _native.decode_batch(out[1])[0][4] == [("g", b"1")]

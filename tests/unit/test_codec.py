@@ -144,3 +144,51 @@ def test_names():
         _native.codec_name(5)
     with pytest.raises(UnsupportedCompressionTypeError):
         _native.compress(6, b"x")
+
+
+def _samples(rnd):
+    yield b""
+    yield b"a"
+    yield os.urandom(70_000)
+    yield bytes(rnd.randrange(3) for _ in range(20_000))
+    yield (os.urandom(7) * 50_000)[:300_000]
+    yield b"\x00" * 1_000_000
+    yield payload(600_000)
+
+
+def test_scan_path_lz4_decoder_matches_library():
+    import random
+
+    rnd = random.Random(9)
+    for data in _samples(rnd):
+        for bs in (lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB,
+                   lz4.frame.BLOCKSIZE_MAX1MB, lz4.frame.BLOCKSIZE_MAX4MB):
+            for kw in ({"block_linked": False}, {"block_linked": False, "store_size": False,
+                                                 "content_checksum": True},
+                       {"block_linked": True}, {"compression_level": 9, "block_linked": False}):
+                frame = lz4.frame.compress(data, block_size=bs, **kw)
+                assert _native._lz4_decode_scan_path(frame) == data
+        assert _native._lz4_decode_scan_path(bytes(cramjam.lz4.compress(data))) == data
+        assert _native._lz4_decode_scan_path(_native.compress(3, data)) == data
+
+
+def test_scan_path_lz4_decoder_bounds_and_fuzz():
+    import random
+
+    frame = _native.compress(3, b"\x00" * 1_000_000)
+    with pytest.raises(CorruptRecordError, match="exceeds"):
+        _native._lz4_decode_scan_path(frame, max_size=500_000)
+    rnd = random.Random(21)
+    base = [_native.compress(3, payload(n)) for n in (100, 5000, 70_000)]
+    base.append(_native.compress(3, os.urandom(3000)))
+    for i in range(1500):
+        c = bytearray(rnd.choice(base))
+        for _ in range(rnd.randint(1, 4)):
+            c[rnd.randrange(len(c))] = rnd.randrange(256)
+        if rnd.random() < 0.3:
+            c = c[: rnd.randrange(1, len(c))]
+        try:
+            out = _native._lz4_decode_scan_path(bytes(c), max_size=1 << 20)
+        except CorruptRecordError:
+            continue
+        assert len(out) <= 1 << 20

@@ -216,3 +216,26 @@ def test_read_only_mmap_input(tmp_path):
         recs, end = _native.decode_batches(mm)
         assert end == len(data) and len(recs) == t.num_rows
         del t, recs
+
+
+@pytest.mark.parametrize("key,ok", [
+    ("plain", True), ("é€𝄞", True), (b"\xff", False), (b"\xc0\xaf", False),
+    (b"\xed\xa0\x80", False), (b"\xf4\x90\x80\x80", False), (b"ok\xe2\x82", False),
+])
+def test_header_keys_must_be_utf8(key, ok):
+    b = _native.BatchBuilder()
+    b.append(b"v", headers=[("first", b"1")], timestamp=1)
+    b.append(b"w", headers=[(key, b"2")], timestamp=2)
+    data = b.build()
+    sc = _native.ColumnScanner()
+    if ok:
+        sc.feed(data)
+        t = sc.finish("t", 0)
+        t.validate(full=True)
+        assert t.column("headers").to_pylist()[1] == [{"key": key, "value": b"2"}]
+    else:
+        with pytest.raises(CorruptRecordError, match="UTF-8"):
+            sc.feed(data)
+        assert sc.num_rows == 0
+        # the tuple decoder is lenient, like Java (replacement characters)
+        assert _native.decode_batch(data)[1][4][0][0].endswith("\ufffd")
