@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import CorruptRecordError
+from .storage.checkpoint import write_atomic as atomic_write
 
-__all__ = ["LocalMetadataStore", "MetadataStore", "TopicMetadata", "atomic_write"]
+__all__ = ["LocalMetadataStore", "MetadataStore", "TopicMetadata"]
 
 TOPICS_FILE = "engine-topics.json"
 META_PROPERTIES = "meta.properties"
@@ -48,26 +49,6 @@ class MetadataStore(Protocol):
     def topics(self) -> dict[str, TopicMetadata]: ...
     def put_topic(self, topic: TopicMetadata) -> None: ...
     def remove_topic(self, name: str) -> None: ...
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Replace `path` with `data`: temp file, fsync, rename, fsync of the directory."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def new_topic_id() -> str:
