@@ -443,10 +443,16 @@ class PartitionLog:
             self._sync_cond.notify_all()
 
     def _sync_round(self) -> int:
-        """fdatasync every segment with unsynced bytes; returns the offset now covered."""
-        with self._lock:
-            upto = self.log_end_offset
-            work = [(s, s.file, s.size) for s in self._segments if s.flushed_size < s.size]
+        """fdatasync every segment with unsynced bytes; returns the offset now covered.
+
+        The snapshot is taken without the log lock, so a sync never waits
+        behind a write in progress: the log end offset is read first, then
+        the segment sizes, and append() grows a segment's size before it
+        moves the log end offset, so the sizes read cover every byte below
+        `upto` (reads of single attributes are atomic under the GIL).
+        """
+        upto = self.log_end_offset
+        work = [(s, s.file, s.size) for s in list(self._segments) if s.flushed_size < s.size]
         try:
             for _seg, f, _size in work:
                 if f.fd >= 0:
