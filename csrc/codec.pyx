@@ -288,6 +288,34 @@ cdef Py_ssize_t lz4_block_decode(const uint8_t* ip, const uint8_t* iend, uint8_t
         token = ip[0]
         ip += 1
         lit = token >> 4
+        # Fast path (the common short sequence): literal < 15 and match < 19
+        # bytes, far from both ends, so fixed-size wild copies are safe.
+        if lit != 15 and (token & 15) != 15 and iend - ip >= 32 and oend - o >= 64:
+            memcpy(o, ip, 16)
+            o += lit
+            ip += lit
+            off = <size_t>ip[0] | (<size_t>ip[1] << 8)
+            ip += 2
+            ml = (token & 15) + 4
+            if off >= 8 and off <= <size_t>(o - ostart):
+                m = o - off
+                memcpy(o, m, 8)            # each chunk's source ends inside the one before
+                memcpy(o + 8, m + 8, 8)
+                memcpy(o + 16, m + 16, 2)
+                o += ml
+                continue
+            if off == 0 or off > <size_t>(o - ostart):
+                return LZ4_CORRUPT
+            m = o - off
+            for i in range(8):             # short period (off < 8): see the general path
+                o[i] = m[i]
+            d = off * ((8 + off - 1) // off)
+            i = 8
+            while i < ml:
+                memcpy(o + i, o + i - d, 8)
+                i += 8
+            o += ml
+            continue
         if lit == 15:
             while True:
                 if ip >= iend:
@@ -301,8 +329,13 @@ cdef Py_ssize_t lz4_block_decode(const uint8_t* ip, const uint8_t* iend, uint8_t
             return LZ4_CORRUPT
         if lit > <size_t>(oend - o):
             return LZ4_TOO_BIG
-        if lit <= 16 and iend - ip >= 16 and oend - o >= 16:
-            memcpy(o, ip, 16)
+        if <size_t>(iend - ip) >= lit + 32 and <size_t>(oend - o) >= lit + 32:
+            i = 0
+            while True:                    # wild copy in 32-byte steps (room checked)
+                memcpy(o + i, ip + i, 32)
+                i += 32
+                if i >= lit:
+                    break
         else:
             memcpy(o, ip, lit)
         o += lit

@@ -198,7 +198,7 @@ cdef list _decode_headers(RecordView* rv):
     cdef const uint8_t* p = rv.headers
     cdef const uint8_t* k
     cdef const uint8_t* v
-    cdef int32_t kl, vl, i
+    cdef int32_t kl = 0, vl = -1, i
     for i in range(rv.headers_count):
         p = next_header(p, &k, &kl, &v, &vl)
         hs.append((PyUnicode_DecodeUTF8(<const char*>k, kl, "replace"), _bytes_or_none(v, vl)))

@@ -296,7 +296,7 @@ cdef class ColumnScanner:
         cdef RecordView rv
         cdef int st
         cdef int64_t off, ts
-        cdef int32_t i, kl, vl, hi
+        cdef int32_t i, hi, kl = 0, vl = -1
         cdef int32_t ts_type = 1 if c.log_append else 0
         cdef const uint8_t* hp
         cdef const uint8_t* k
