@@ -28,6 +28,9 @@ from csrc.buffer cimport load_u32, store_u32
 import threading as _threading
 import zlib as _zlib
 import lz4.frame as _lz4f
+import cramjam as _cramjam
+_cramjam_block_into = _cramjam.lz4.decompress_block_into
+_CramjamError = _cramjam.DecompressionError
 import zstandard as _zstd
 import cramjam as _cramjam
 
@@ -256,143 +259,20 @@ cpdef bytes decompress(int codec, data, Py_ssize_t max_size=MAX_DECOMPRESSED_DEF
 
 
 # ---------------------------------------------------------------- lz4 fast path
-# Our own decoder for the common case of the scan path: an LZ4 frame with
-# independent blocks and no dictionary (what Java, librdkafka, kafka-python
-# and aiokafka all write), decoded straight into a reusable buffer.  LZ4 block
-# format: sequences of [token: 4 bits literal length, 4 bits match length - 4]
-# [literal length extension bytes (255 = more)] [literals] [offset u16 LE]
-# [match length extension bytes]; the last sequence has literals only.  Every
-# read and write is bounds-checked; a match may not reach before the start of
-# its block (blocks are independent).  Block checksums and the content checksum
-# are not verified (the batch CRC-32C already covers these bytes).  Anything
-# unusual (linked blocks, dictionary id, trailing bytes) returns LZ4_FALLBACK
-# and the library decodes it instead.
+# The scan path's lz4: a frame with independent blocks and no dictionary
+# (what Java, librdkafka, kafka-python and aiokafka all write) is decoded
+# straight into a reusable buffer.  We parse only the LZ4 *frame* (magic,
+# FLG/BD, block sizes, stored-block bit); each compressed *block* is decoded
+# by cramjam's lz4 (decompress_block_into, bounded by the output slice it is
+# given) -- compression itself always comes from a maintained package.  Block
+# checksums and the content checksum are not verified (the batch CRC-32C
+# already covers these bytes).  Anything unusual (linked blocks, dictionary
+# id, trailing bytes) returns LZ4_FALLBACK and python-lz4 decodes it instead.
 
 cdef enum:
     LZ4_CORRUPT = -1
     LZ4_FALLBACK = -2
     LZ4_TOO_BIG = -3
-
-
-cdef Py_ssize_t lz4_block_decode(const uint8_t* ip, const uint8_t* iend, uint8_t* o,
-                                 uint8_t* oend) noexcept nogil:
-    """Decode one independent LZ4 block into [o, oend); bytes written or LZ4_CORRUPT/LZ4_TOO_BIG."""
-    cdef uint8_t* ostart = o
-    cdef const uint8_t* m
-    cdef size_t lit, ml, off, i, d
-    cdef unsigned token
-    cdef uint8_t b
-    if ip >= iend:
-        return LZ4_CORRUPT
-    while True:
-        token = ip[0]
-        ip += 1
-        lit = token >> 4
-        # Fast path (the common short sequence): literal < 15 and match < 19
-        # bytes, far from both ends, so fixed-size wild copies are safe.
-        if lit != 15 and (token & 15) != 15 and iend - ip >= 32 and oend - o >= 64:
-            memcpy(o, ip, 16)
-            o += lit
-            ip += lit
-            off = <size_t>ip[0] | (<size_t>ip[1] << 8)
-            ip += 2
-            ml = (token & 15) + 4
-            if off >= 8 and off <= <size_t>(o - ostart):
-                m = o - off
-                memcpy(o, m, 8)            # each chunk's source ends inside the one before
-                memcpy(o + 8, m + 8, 8)
-                memcpy(o + 16, m + 16, 2)
-                o += ml
-                continue
-            if off == 0 or off > <size_t>(o - ostart):
-                return LZ4_CORRUPT
-            m = o - off
-            for i in range(8):             # short period (off < 8): see the general path
-                o[i] = m[i]
-            d = off * ((8 + off - 1) // off)
-            i = 8
-            while i < ml:
-                memcpy(o + i, o + i - d, 8)
-                i += 8
-            o += ml
-            continue
-        if lit == 15:
-            while True:
-                if ip >= iend:
-                    return LZ4_CORRUPT
-                b = ip[0]
-                ip += 1
-                lit += b
-                if b != 255:
-                    break
-        if lit > <size_t>(iend - ip):
-            return LZ4_CORRUPT
-        if lit > <size_t>(oend - o):
-            return LZ4_TOO_BIG
-        if <size_t>(iend - ip) >= lit + 32 and <size_t>(oend - o) >= lit + 32:
-            i = 0
-            while True:                    # wild copy in 32-byte steps (room checked)
-                memcpy(o + i, ip + i, 32)
-                i += 32
-                if i >= lit:
-                    break
-        else:
-            memcpy(o, ip, lit)
-        o += lit
-        ip += lit
-        if ip == iend:
-            return o - ostart
-        if iend - ip < 2:
-            return LZ4_CORRUPT
-        off = <size_t>ip[0] | (<size_t>ip[1] << 8)
-        ip += 2
-        if off == 0 or off > <size_t>(o - ostart):
-            return LZ4_CORRUPT
-        ml = token & 15
-        if ml == 15:
-            while True:
-                if ip >= iend:
-                    return LZ4_CORRUPT
-                b = ip[0]
-                ip += 1
-                ml += b
-                if b != 255:
-                    break
-        ml += 4
-        if ml > <size_t>(oend - o):
-            return LZ4_TOO_BIG
-        m = o - off
-        if <size_t>(oend - o) >= ml + 16:
-            # Wild copies may overshoot by up to 15 bytes (room checked above);
-            # later output overwrites them.
-            if off >= 16:
-                i = 0
-                while i < ml:              # 16-byte steps never read unwritten bytes
-                    memcpy(o + i, m + i, 16)
-                    i += 16
-            elif off >= 8:
-                i = 0
-                while i < ml:              # 8-byte steps, distance >= 8
-                    memcpy(o + i, o + i - off, 8)
-                    i += 8
-            else:
-                # Short period: write 8 bytes one by one, then copy 8 at a
-                # time from a distance d = a multiple of off that is >= 8.
-                for i in range(8):
-                    o[i] = m[i]
-                d = off * ((8 + off - 1) // off)
-                i = 8
-                while i < ml:
-                    memcpy(o + i, o + i - d, 8)
-                    i += 8
-        elif off >= ml:
-            memcpy(o, m, ml)
-        else:
-            for i in range(ml):            # overlapping run near the end: byte by byte
-                o[i] = m[i]
-        o += ml
-        if ip >= iend:
-            return LZ4_CORRUPT             # a block must end with literals
 
 
 cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
@@ -439,35 +319,40 @@ cdef Py_ssize_t lz4_frame_bound(const uint8_t* p, Py_ssize_t n, Py_ssize_t* head
     return bound
 
 
-cdef Py_ssize_t lz4_frame_decode(const uint8_t* p, Py_ssize_t n, Py_ssize_t header, uint8_t* out,
-                                 Py_ssize_t cap) noexcept nogil:
-    """Decode a frame already checked by lz4_frame_bound into out[0:cap]."""
+cdef Py_ssize_t lz4_frame_decode(object src, const uint8_t* p, Py_ssize_t header,
+                                 object out_obj, uint8_t* out, Py_ssize_t cap) except? -9:
+    """Decode a frame already checked by lz4_frame_bound into out[0:cap].
+
+    Each compressed block goes to cramjam's LZ4 block decoder, which writes
+    into our buffer (bounded by the slice it is given); stored blocks are
+    copied.  Returns bytes written, or LZ4_TOO_BIG / LZ4_CORRUPT."""
     cdef uint8_t flg = p[4]
-    cdef Py_ssize_t pos = header, w = 0, r
+    cdef Py_ssize_t pos = header, w = 0, r, room
     cdef Py_ssize_t blockmax = <Py_ssize_t>1 << (8 + 2 * ((p[5] >> 4) & 7))
     cdef uint32_t bsize
-    cdef uint8_t* end
+    cdef object src_mv = memoryview(src)
+    cdef object out_mv = memoryview(out_obj)
     while True:
         bsize = _le32(p + pos)
         pos += 4
         if bsize == 0:
             return w
-        end = out + cap if cap - w <= blockmax else out + w + blockmax
+        room = cap - w if cap - w <= blockmax else blockmax
         if bsize & 0x80000000u:
             bsize &= 0x7FFFFFFF
-            if bsize > <uint32_t>(end - out - w):
+            if bsize > <uint32_t>room:
                 return LZ4_TOO_BIG
             memcpy(out + w, p + pos, bsize)
             r = bsize
         else:
-            r = lz4_block_decode(p + pos, p + pos + bsize, out + w, end)
-            if r < 0:
-                if r == LZ4_TOO_BIG and end - out - w >= blockmax:
-                    return LZ4_CORRUPT          # a block larger than the frame's block size
-                return r
+            try:
+                r = _cramjam_block_into(src_mv[pos:pos + bsize], out_mv[w:w + room])
+            except _CramjamError:
+                # cramjam reports an output that is too small and a malformed
+                # block alike; with a whole block's room it can only be corrupt
+                return LZ4_TOO_BIG if room < blockmax else LZ4_CORRUPT
         w += r
         pos += bsize + (4 if flg & 0x10 else 0)
-
 
 
 cdef Py_ssize_t decompress_into_scratch(int codec, object src, Py_ssize_t src_len, bytearray scratch,
@@ -493,8 +378,7 @@ cdef Py_ssize_t decompress_into_scratch(int codec, object src, Py_ssize_t src_le
     if len(scratch) < cap:
         scratch.extend(bytes(cap - len(scratch)))
     out = <uint8_t*>PyByteArray_AS_STRING(scratch)
-    with nogil:
-        r = lz4_frame_decode(&mv[0], mv.shape[0], header, out, cap)
+    r = lz4_frame_decode(src, &mv[0], header, scratch, out, cap)
     if r == LZ4_TOO_BIG:
         raise _bad("lz4: decompressed size exceeds %d bytes" % max_size)
     if r < 0:
