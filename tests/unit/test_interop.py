@@ -40,7 +40,10 @@ def expected():
 def test_kafka_python_reads_ours(codec):
     data = ours(codec)
     if codec == 2:
-        pytest.skip("kafka-python needs python-snappy to read snappy")
+        from kafka.codec import has_snappy
+
+        if not has_snappy():
+            pytest.skip("kafka-python needs python-snappy to read snappy")
     batch = KpBatch(data)
     assert batch.validate_crc()
     assert batch.compression_type == codec
