@@ -60,6 +60,21 @@ def _fresh(path: str) -> str:
     return path
 
 
+def _timed_write(path: str, chunks: Callable[[], Any], sync: bool = False) -> float:
+    """Seconds to write() every chunk to a new file (fdatasync after each with `sync`)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        t0 = time.perf_counter()
+        for chunk in chunks():
+            os.write(fd, chunk)
+            if sync:
+                os.fdatasync(fd)
+        return time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
 def _row(name: str, engine: float, reference: float, unit: str, ref_name: str,
          target: str, met: bool | None, note: str = "", ratio: float | None = None) -> dict[str, Any]:
     if ratio is None:
@@ -73,21 +88,14 @@ def _row(name: str, engine: float, reference: float, unit: str, ref_name: str,
 def bench_append(tmp: str, quick: bool) -> dict[str, Any]:
     import engine
 
-    total = (64 if quick else 512) * MiB
+    total = (128 if quick else 512) * MiB
     batch = _records_batch(1 * KiB, 1 * MiB)
     n = total // len(batch)
     nbytes = n * len(batch)
     ref_path = os.path.join(tmp, "plain.bin")
 
     def reference() -> float:
-        fd = os.open(ref_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            os.write(fd, batch)
-        dt = time.perf_counter() - t0
-        os.close(fd)
-        os.unlink(ref_path)
-        return dt
+        return _timed_write(ref_path, lambda: (batch for _ in range(n)))
 
     def run_engine() -> float:
         d = _fresh(os.path.join(tmp, "append"))
@@ -102,7 +110,7 @@ def bench_append(tmp: str, quick: bool) -> dict[str, Any]:
         shutil.rmtree(d)
         return dt
 
-    te, tr = interleave(run_engine, reference, 2 if quick else 3)
+    te, tr = interleave(run_engine, reference, 3)
     e, r = nbytes / te, nbytes / tr
     return _row("1 append 1 KiB records, 1 MiB batches", e, r, "B/s", "write() same bytes",
                 ">= 0.6", e / r >= 0.6)
@@ -161,15 +169,8 @@ def bench_send_batch(tmp: str, quick: bool) -> dict[str, Any]:
     ref_path = os.path.join(tmp, "values.bin")
 
     def reference() -> float:
-        fd = os.open(ref_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         mv = memoryview(data)
-        t0 = time.perf_counter()
-        for i in range(0, len(mv), MiB):
-            os.write(fd, mv[i:i + MiB])
-        dt = time.perf_counter() - t0
-        os.close(fd)
-        os.unlink(ref_path)
-        return dt
+        return _timed_write(ref_path, lambda: (mv[i:i + MiB] for i in range(0, len(mv), MiB)))
 
     def run_engine() -> float:
         d = _fresh(os.path.join(tmp, "send_batch"))
@@ -368,17 +369,7 @@ def bench_durable(tmp: str, quick: bool) -> dict[str, Any]:
     chunk = bytes(MiB)
 
     def reference() -> float:
-        fd = os.open(ref_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        t0 = time.perf_counter()
-        written = 0
-        while written < nbytes:
-            os.write(fd, chunk)
-            os.fdatasync(fd)
-            written += len(chunk)
-        dt = time.perf_counter() - t0
-        os.close(fd)
-        os.unlink(ref_path)
-        return dt
+        return _timed_write(ref_path, lambda: (chunk for _ in range(-(-nbytes // len(chunk)))), sync=True)
 
     def run_engine() -> float:
         d = _fresh(os.path.join(tmp, "durable"))
