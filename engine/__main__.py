@@ -65,8 +65,13 @@ def _parse_kv(pairs: Sequence[str] | None) -> dict[str, str]:
 def _open(args: argparse.Namespace, read_only: bool = False):
     import engine
 
-    return engine.open(args.data_dir, _parse_kv(getattr(args, "config", None)) or None,
-                       read_only=read_only, background=False)
+    eng = engine.open(args.data_dir, _parse_kv(getattr(args, "config", None)) or None,
+                      read_only=read_only, background=False)
+    for ev in eng.recovery_report:  # what an unclean shutdown cost, said once on stderr
+        where = f" at byte {ev.position}" if ev.position is not None else ""
+        print(f"recovery: {ev.path}{where}: {ev.reason} ({ev.bytes_dropped} bytes dropped)",
+              file=sys.stderr)
+    return eng
 
 
 def cmd_topics(args: argparse.Namespace) -> int:

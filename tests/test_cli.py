@@ -76,3 +76,16 @@ def test_dump_index_files(tmp_path):
     assert out[1:3] == [f"offset: 1 position: {size}", f"offset: 2 position: {2 * size}"]
     tout = run("dump-log", base + ".timeindex").stdout.decode().splitlines()
     assert tout[1] == "timestamp: 1001 offset: 1"
+
+
+def test_unclean_open_reports_what_was_dropped(tmp_path):
+    d = str(tmp_path / "data")
+    run("produce", "--data-dir", d, "t", input=b"".join(b"record %d\n" % i for i in range(50)))
+    os.unlink(os.path.join(d, ".kafka_cleanshutdown"))
+    seg = os.path.join(d, "t-0", "00000000000000000000.log")
+    with open(seg, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x07" + b"garbage" * 5)  # a torn tail
+    r = run("consume", "--data-dir", d, "t", "--from-beginning", "--timeout-ms", "100")
+    assert r.stdout.count(b"\n") == 50
+    r = run("topics", "--data-dir", d, "create", "other")
+    assert b"recovery:" in r.stderr and seg.encode() in r.stderr
