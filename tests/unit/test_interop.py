@@ -29,7 +29,7 @@ def ours(codec):
     b = _native.BatchBuilder()
     for key, value, headers, ts in RECORDS:
         b.append(value, key=key, headers=headers, timestamp=ts)
-    return b.build(codec=codec, base_offset=500)
+    return bytes(b.build(codec=codec, base_offset=500))  # aiokafka's reader takes bytes only
 
 
 def expected():
