@@ -31,7 +31,6 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "KAFKA_SCHEMA",
     "ClosedError",
     "Consumer",
     "ConsumerRecord",
@@ -43,6 +42,7 @@ __all__ = [
     "EngineError",
     "InvalidConfigError",
     "InvalidRecordError",
+    "KAFKA_SCHEMA",
     "KafkaStorageError",
     "LogConfig",
     "OffsetAndTimestamp",
