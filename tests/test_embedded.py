@@ -265,3 +265,32 @@ def test_closed_engine_raises(data_dir):
     e.close()
     with pytest.raises(errors.ClosedError):
         e.create_topic("u", 1)
+
+
+def test_crc_mismatch_on_read_names_file_and_position(data_dir):
+    with engine.open(data_dir, background=False) as e:
+        e.create_topic("t", 1)
+        with e.producer(linger_ms=0) as p:
+            for i in range(20):
+                p.send("t", b"record-%d" % i)
+    seg = os.path.join(data_dir, "t-0", "00000000000000000000.log")
+    size = os.path.getsize(seg) // 20  # equal one-record batches
+    bad_batch_pos = 7 * size
+    with open(seg, "r+b") as f:  # flip one byte inside batch 7's CRC-covered records
+        f.seek(bad_batch_pos + size - 3)
+        b = f.read(1)
+        f.seek(bad_batch_pos + size - 3)
+        f.write(bytes([b[0] ^ 0x55]))
+    with engine.open(data_dir, background=False) as e:  # clean shutdown: no scan, as Kafka
+        c = e.consumer(auto_offset_reset="earliest")
+        c.assign([("t", 0)])
+        with pytest.raises(errors.CorruptRecordError) as info:
+            for _ in range(5):
+                c.poll(timeout_ms=10)
+        assert info.value.path == seg and info.value.position == bad_batch_pos
+        assert seg in str(info.value) and str(bad_batch_pos) in str(info.value)
+        with pytest.raises(errors.CorruptRecordError) as info:
+            e.read_arrow("t", 0)
+        assert info.value.path == seg and info.value.position == bad_batch_pos
+        # the records before the bad batch are still readable
+        assert e.read_arrow("t", 0, 0, 7).num_rows == 7
