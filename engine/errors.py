@@ -22,6 +22,8 @@ back to its class.  Classes also subclass a builtin where that is natural, so
     │   ├── InvalidConfigError (40)            unknown key or bad value; also a ValueError
     │   ├── InvalidRequestError (42)           a frame/request that fails to parse (the broker closes)
     │   ├── KafkaStorageError (56)             I/O failure (EIO, ENOSPC) on a log dir; also an OSError
+    │   ├── FencedLeaderEpochError (74)        request's leader epoch older than the partition's
+    │   ├── UnknownLeaderEpochError (75)       request's leader epoch newer than the partition's
     │   ├── UnsupportedCompressionTypeError (76)
     │   └── InvalidRecordError (87)            a batch a client must not send
     ├── DataDirLockedError                     a second writer opened a data directory
@@ -40,6 +42,7 @@ __all__ = [
     "CorruptRecordError",
     "DataDirLockedError",
     "EngineError",
+    "FencedLeaderEpochError",
     "InvalidConfigError",
     "InvalidPartitionsError",
     "InvalidRecordError",
@@ -53,6 +56,7 @@ __all__ = [
     "ReadOnlyError",
     "RecordTooLargeError",
     "TopicAlreadyExistsError",
+    "UnknownLeaderEpochError",
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "UnsupportedVersionError",
@@ -166,6 +170,18 @@ class KafkaStorageError(KafkaApiError, OSError):
     """An I/O error on a log directory (EIO, ENOSPC, read-only file system)."""
 
     code, retriable, name = 56, True, "KAFKA_STORAGE_ERROR"
+
+
+class FencedLeaderEpochError(KafkaApiError):
+    """A fetch or list-offsets carried a leader epoch older than the partition's."""
+
+    code, retriable, name = 74, True, "FENCED_LEADER_EPOCH"
+
+
+class UnknownLeaderEpochError(KafkaApiError):
+    """A fetch or list-offsets carried a leader epoch newer than the partition's."""
+
+    code, retriable, name = 75, True, "UNKNOWN_LEADER_EPOCH"
 
 
 class UnsupportedCompressionTypeError(KafkaApiError, ValueError):
