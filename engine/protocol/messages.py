@@ -14,10 +14,12 @@ Two kinds of codec:
   a list of ``bytes`` parts and :class:`FileSlice` parts, so record data can
   go out with sendfile after the header bytes).
 * kio (Kafka's JSON schemas as dataclasses) for the control plane: Metadata,
-  Fetch request, ListOffsets, CreateTopics, DeleteTopics.  ``decode`` maps kio
-  failures to InvalidRequestError; ``encode`` builds the entity of the right
-  version from plain dicts (extra keys ignored, so one handler serves all
-  versions).
+  Fetch request, ListOffsets, CreateTopics, DeleteTopics.  ``decode`` walks
+  kio's dataclass schema with our bounds-checked Reader (kio's own native
+  reader trusts claimed lengths, see ``decode``) and builds kio's entity;
+  ``encode`` builds the response entity of the right version from plain
+  dicts (extra keys ignored, so one handler serves all versions) and writes
+  it with kio's writer.
 
 Layouts of the hand-written messages (names from ``*Request.json``)::
 
@@ -260,7 +262,6 @@ def encode_fetch_response(version: int, topics: list[tuple[str, list[FetchPartit
 # -- kio-backed control-plane messages -----------------------------------------------
 _REQUEST_ENTITIES: dict[tuple[int, int], type] = {}
 _RESPONSE_ENTITIES: dict[tuple[int, int], type] = {}
-_READERS: dict[type, typing.Callable] = {}
 _WRITERS: dict[type, typing.Callable] = {}
 
 
@@ -275,22 +276,121 @@ def _entity(key: int, version: int, response: bool) -> type:
 
 
 def decode(api_key: int, version: int, body) -> typing.Any:
-    """Decode a request body (bytes after the header) with kio; InvalidRequestError on failure."""
-    from kio.serial import entity_reader
+    """Decode a request body (bytes after the header) into kio's entity for that version.
+
+    The walk over the schema is ours, on a bounds-checked :class:`Reader`:
+    kio's native reader allocates from claimed array lengths (a 5-byte
+    CreateTopics body made it abort the process trying to allocate 126 GB).
+    Unknown tagged fields are skipped, as Kafka does.  InvalidRequestError on
+    any malformed input.
+    """
     cls = _entity(api_key, version, False)
-    reader = _READERS.get(cls)
-    if reader is None:
-        reader = _READERS[cls] = entity_reader(cls)
-    view = memoryview(body)
-    if not view.readonly:
-        view = view.toreadonly()
+    r = Reader(body)
     try:
-        entity, size = reader(view, 0)
-    except Exception as e:  # kio raises several types for malformed input
+        entity = _read_entity(cls, r)
+    except InvalidRequestError as e:
+        raise InvalidRequestError(f"{API_NAMES.get(api_key, api_key)} v{version}: {e}") from None
+    except (ValueError, TypeError, OverflowError) as e:   # a kio phantom type refused a value
         raise InvalidRequestError(f"{API_NAMES.get(api_key, api_key)} v{version}: {e}") from e
-    if size != len(view):
-        raise InvalidRequestError(f"{len(view) - size} unexpected bytes after the request body")
+    r.done()
     return entity
+
+
+_PLAN: dict[type, list] = {}
+
+
+def _plan(cls: type) -> list:
+    """Per field: (name, kind, is_array, nullable, tag, nested class) from kio's dataclass."""
+    plan = _PLAN.get(cls)
+    if plan is None:
+        hints = _HINTS.get(cls)
+        if hints is None:
+            hints = _HINTS[cls] = typing.get_type_hints(cls)
+        plan = []
+        for f in dataclasses.fields(cls):
+            tp = hints[f.name]
+            nullable = _strip_optional(tp) is not tp
+            tp = _strip_optional(tp)
+            is_array = typing.get_origin(tp) is tuple
+            item = typing.get_args(tp)[0] if is_array else tp
+            nested = item if dataclasses.is_dataclass(item) else None
+            kind = f.metadata.get("kafka_type")
+            if nested is None and kind is None:
+                raise TypeError(f"{cls.__name__}.{f.name}: no kafka_type")
+            plan.append((f.name, kind, is_array, nullable, f.metadata.get("tag"), nested))
+        _PLAN[cls] = plan
+    return plan
+
+
+def _read_scalar(r: Reader, kind: str, nullable: bool, flex: bool):
+    if kind == "int32":
+        return r.int32()
+    if kind == "int64":
+        return r.int64()
+    if kind == "int16":
+        return r.int16()
+    if kind == "int8":
+        return r.int8()
+    if kind == "bool":
+        return r.boolean()
+    if kind == "string":
+        return r.nullable_string_f(flex) if nullable else r.string_f(flex)
+    if kind == "timedelta_i32":
+        return datetime.timedelta(milliseconds=r.int32())
+    if kind == "timedelta_i64":
+        return datetime.timedelta(milliseconds=r.int64())
+    if kind == "uuid":
+        raw = r.uuid()
+        return None if (nullable and not any(raw)) else _uuid.UUID(bytes=raw)
+    if kind == "float64":
+        return r.float64()
+    if kind in ("bytes", "records"):
+        v = r.compact_nullable_bytes() if flex else r.nullable_bytes()
+        if v is None and not nullable:
+            raise InvalidRequestError("null in a non-nullable bytes field")
+        return None if v is None else bytes(v)
+    if kind == "uint16":
+        v = r.int16()
+        return v & 0xFFFF
+    raise InvalidRequestError(f"field type {kind} is not supported by the decoder")
+
+
+def _read_field(r: Reader, kind, is_array, nullable, nested, flex):
+    if is_array:
+        n = r.array_length(flex, nullable=nullable)
+        if n < 0:
+            return None
+        if nested is not None:
+            return tuple(_read_entity(nested, r) for _ in range(n))
+        return tuple(_read_scalar(r, kind, False, flex) for _ in range(n))
+    if nested is not None:
+        if nullable:
+            present = r.int8()
+            if present < 0:
+                return None
+        return _read_entity(nested, r)
+    return _read_scalar(r, kind, nullable, flex)
+
+
+def _read_entity(cls: type, r: Reader):
+    flex = cls.__flexible__
+    kwargs = {}
+    tagged = {}
+    for name, kind, is_array, nullable, tag, nested in _plan(cls):
+        if tag is not None:
+            tagged[tag] = (name, kind, is_array, nullable, nested)
+            continue
+        kwargs[name] = _read_field(r, kind, is_array, nullable, nested, flex)
+    if flex:
+        for tag, raw in r.tagged_fields().items():
+            spec = tagged.get(tag)
+            if spec is None:
+                continue                      # unknown tag: skipped (KIP-482)
+            name, kind, is_array, nullable, nested = spec
+            sub = Reader(raw)
+            kwargs[name] = _read_field(sub, kind, is_array, nullable, nested, True)
+            sub.done()
+    return cls(**kwargs)
 
 
 def encode(api_key: int, version: int, data: dict) -> bytes:
