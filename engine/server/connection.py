@@ -76,6 +76,31 @@ class Connection:
                 await reader
             except BaseException:
                 pass
+        await self._lingering_close()
+
+    async def _lingering_close(self) -> None:
+        """FIN first, then discard what the client still sends (bounded) before close().
+
+        Closing with unread bytes in the receive buffer makes the kernel send
+        RST, which can destroy responses the client has not read yet (B8:
+        earlier pipelined requests must get their answers)."""
+        if self.closed:
+            return
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+            deadline = self.loop.time() + 0.5
+            drained = 0
+            while drained < (1 << 20):
+                left = deadline - self.loop.time()
+                if left <= 0:
+                    break
+                data = await asyncio.wait_for(self.loop.sock_recv(self.sock, 65536), left)
+                if not data:
+                    break
+                drained += len(data)
+        except (OSError, asyncio.TimeoutError):
+            pass
+        finally:
             self.close()
 
     def close(self) -> None:

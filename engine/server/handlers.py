@@ -22,16 +22,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import time
 import uuid
 
 from ..errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
-    InvalidTopicError,
     KafkaApiError,
+    TopicAlreadyExistsError,
     UnknownLeaderEpochError,
-    UnknownTopicOrPartitionError,
 )
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
@@ -285,7 +283,6 @@ class Handlers:
                     validate_topic_name(t.name)
                     eng.config.log_config(config)
                     if t.name in eng.list_topics():
-                        from ..errors import TopicAlreadyExistsError
                         raise TopicAlreadyExistsError(f"topic {t.name!r} already exists")
                 else:
                     eng.create_topic(t.name, n, config, replication_factor=rf)

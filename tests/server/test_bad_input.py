@@ -230,3 +230,14 @@ def test_fetch_errors(broker):
         error, hw, size = parse_fetch_v9(_roundtrip(s, request_frame(1, 9, 17, fetch_v9("b14", 0, 12, -1, 300))))
         assert (error, hw, size) == (0, 12, 0) and 0.25 < time.monotonic() - t0 < 3
     assert api_versions_ok(broker.port)
+
+
+def test_stalled_frame_closed_at_idle_timeout(make_broker):
+    """B5: a size prefix and part of a body, then silence: closed at the idle timeout."""
+    b = make_broker(idle_timeout=0.3)
+    with connect(b.port) as s:
+        s.sendall(struct.pack(">i", 50) + b"\x00\x12")
+        t0 = time.monotonic()
+        assert is_closed(s, timeout=5)
+        assert 0.25 < time.monotonic() - t0 < 3
+    assert api_versions_ok(b.port)

@@ -15,7 +15,6 @@ from engine.errors import InvalidRequestError
 from engine.protocol import FrameSplitter, Reader, Writer, parse_request_header, response_header
 from engine.protocol import messages as m
 from engine.protocol.frames import peek_header
-from engine.server.connection import Connection  # noqa: F401  (imports cleanly)
 
 # librdkafka 2.16 ApiVersions v3 request, captured (docs: kafka-wire-protocol.md §2)
 RDKAFKA_API_VERSIONS = bytes.fromhex("00000040" "00120003" "00000001" "0007") + b"rdkafka" + b"\x00" \
