@@ -88,7 +88,7 @@ def run(total_mb: int, batch_kb: int, use_sendfile: bool, data_dir: str, produce
             size = _recv_frame(s, buf)
             fetched += size
             # walk the batches at the end of the response to find the next offset
-            pos = 4 + 4 + 2 + 5 + 4 + 4 + 2 + 8 + 8 + 4
+            pos = 4 + 4 + 4 + 2 + 5 + 4 + 4 + 2 + 8 + 8 + 4  # corr .. aborted_transactions
             (rlen,) = struct.unpack_from(">i", buf, pos)
             pos += 4
             stop = pos + rlen

@@ -203,7 +203,7 @@ class Handlers:
                 pd = m.FetchPartitionData(p.partition, 0)
                 try:
                     plog = eng.log(t.topic, p.partition)
-                    _check_epoch(plog, p.current_leader_epoch)
+                    _check_epoch(plog, getattr(p, "current_leader_epoch", -1))  # v9+
                     limit = min(p.partition_max_bytes, remaining)
                     info = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=(total == 0))
                     pd.high_watermark = pd.last_stable_offset = info.high_watermark
@@ -241,7 +241,7 @@ class Handlers:
                 try:
                     plog = self.engine.log(t.name, p.partition_index)
                     if v >= 4:
-                        _check_epoch(plog, p.current_leader_epoch)
+                        _check_epoch(plog, getattr(p, "current_leader_epoch", -1))  # v4+
                     ts = p.timestamp
                     if ts == -3:
                         hit = _max_timestamp(plog)
