@@ -12,9 +12,12 @@ of a partition is its log's latest epoch (0 for a new log), the same number
 Metadata advertises and Fetch/ListOffsets check ``current_leader_epoch``
 against (FENCED_LEADER_EPOCH 74 below it, UNKNOWN_LEADER_EPOCH 75 above).
 
-Concurrency: runs on the broker's event loop.  Engine calls are synchronous
-(a produce ``pwrite`` and index update; admin calls fsync) and run inline —
-fine for a first slice, to be moved to a thread pool with durable mode.
+Concurrency: runs on the broker's event loop.  Engine calls are synchronous.
+A plain append (validate, ``pwrite``, index update) runs inline; an append to
+a log with a flush policy (``flush.messages`` set, e.g. durable mode, where it
+may fdatasync) and the fsync-ing admin calls (CreateTopics, DeleteTopics) run
+in the loop's default thread pool so one slow disk never stalls every
+connection.  PartitionLog and Engine are thread-safe.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ __all__ = ["Handlers"]
 log = logging.getLogger("engine.server")
 
 NODE_ID = 0
+_NO_FLUSH_POLICY = (1 << 63) - 1      # flush.messages default (Long.MAX_VALUE)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -155,7 +159,11 @@ class Handlers:
                     plog = eng.log(name, p.index)
                     if p.records is None:
                         raise InvalidRequestError("null records")
-                    info = plog.append(bytearray(p.records))
+                    buf = bytearray(p.records)
+                    if plog.config["flush.messages"] < _NO_FLUSH_POLICY:
+                        info = await asyncio.get_running_loop().run_in_executor(None, plog.append, buf)
+                    else:
+                        info = plog.append(buf)
                     appended = True
                     results.append((p.index, 0, info.first_offset, info.log_append_time,
                                     plog.log_start_offset, None))
@@ -285,7 +293,8 @@ class Handlers:
                     if t.name in eng.list_topics():
                         raise TopicAlreadyExistsError(f"topic {t.name!r} already exists")
                 else:
-                    eng.create_topic(t.name, n, config, replication_factor=rf)
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, lambda: eng.create_topic(t.name, n, config, replication_factor=rf))
                     res["topic_id"] = _topic_uuid(eng._topic(t.name).topic_id)
                 res["num_partitions"] = n if n is not None else eng.config["num.partitions"]
                 res["replication_factor"] = rf
@@ -306,7 +315,7 @@ class Handlers:
         for name in req.topic_names:
             res = {"name": name, "error_code": 0, "error_message": None}
             try:
-                self.engine.delete_topic(name)
+                await asyncio.get_running_loop().run_in_executor(None, self.engine.delete_topic, name)
             except Exception as e:
                 if not isinstance(e, KafkaApiError):
                     log.exception("delete topic %r failed", name)

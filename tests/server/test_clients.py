@@ -226,3 +226,14 @@ def test_confluent_kafka_round_trip(broker, codec, cid):
         # (offsets_for_times inside a compressed batch answers at batch level: storage never inflates)
     finally:
         c.close()
+
+
+def test_durable_mode_produce_and_consume(make_broker):
+    """flush.messages=1: appends fdatasync in the thread pool; clients see the same results."""
+    b = make_broker({"log.flush.interval.messages": 1})
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", **PRODUCER)
+    offsets = [p.send("dur", value=b"d%d" % i, partition=0).get(10).offset for i in range(5)]
+    p.close()
+    assert offsets == list(range(5))
+    assert [r.value for r in _consume(b.bootstrap, "dur", 5)] == [b"d%d" % i for i in range(5)]
+    assert b.call(lambda: b.engine.log("dur", 0).recovery_point) == 5
