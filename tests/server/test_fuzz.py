@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import random
 import socket
 import struct
@@ -60,11 +61,11 @@ def _valid_frames() -> list[bytes]:
 
 def test_mutated_requests(broker, caplog):
     broker.call(lambda: broker.engine.create_topic("f", 1))
-    rnd = random.Random(20261123)
+    rnd = random.Random(int(os.environ.get("FUZZ_SEED", "20261123")))
     frames = _valid_frames()
     answered = closed = 0
     with caplog.at_level(logging.WARNING, logger="engine.server"):
-        for i in range(400):
+        for i in range(int(os.environ.get("FUZZ_N", "400"))):
             msg = bytearray(rnd.choice(frames))
             for _ in range(rnd.randint(1, 4)):
                 pos = rnd.randrange(8, len(msg))      # keep key/version: reach the decoders
