@@ -44,8 +44,10 @@ _CORR = struct.Struct(">ii")
 class FrameSplitter:
     """Splits a byte stream into request frames (bodies without the size prefix).
 
-    ``feed(data)`` returns the list of complete frames (``bytes``) and keeps
-    the partial tail.  Raises InvalidRequestError for a bad size prefix; the
+    ``feed(data)`` returns the list of complete frames and keeps the partial
+    tail.  Frames are fresh ``bytearray``s owned by the caller: byte fields
+    read from them are writable views, so a Produce's record batches can be
+    patched in place by PartitionLog.append without another copy.  Raises InvalidRequestError for a bad size prefix; the
     caller must then close the connection (the splitter is poisoned).
     """
 
@@ -60,9 +62,9 @@ class FrameSplitter:
     def buffered(self) -> int:
         return len(self._buf)
 
-    def feed(self, data) -> list[bytes]:
+    def feed(self, data) -> list[bytearray]:
         self._buf += data
-        frames: list[bytes] = []
+        frames: list[bytearray] = []
         buf = self._buf
         pos = 0
         n = len(buf)
@@ -79,7 +81,7 @@ class FrameSplitter:
                 self._need = size
             if n - pos < self._need:
                 break
-            frames.append(bytes(buf[pos:pos + self._need]))
+            frames.append(buf[pos:pos + self._need])
             pos += self._need
             self._need = -1
         if pos:

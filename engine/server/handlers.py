@@ -159,7 +159,8 @@ class Handlers:
                     plog = eng.log(name, p.index)
                     if p.records is None:
                         raise InvalidRequestError("null records")
-                    buf = bytearray(p.records)
+                    # the frame is ours: a writable view is stamped in place, no copy
+                    buf = p.records if not p.records.readonly else bytearray(p.records)
                     if plog.config["flush.messages"] < _NO_FLUSH_POLICY:
                         info = await asyncio.get_running_loop().run_in_executor(None, plog.append, buf)
                     else:
