@@ -241,3 +241,56 @@ def test_stalled_frame_closed_at_idle_timeout(make_broker):
         assert is_closed(s, timeout=5)
         assert 0.25 < time.monotonic() - t0 < 3
     assert api_versions_ok(b.port)
+
+
+def _recrc(batch: bytearray) -> bytearray:
+    import crc32c
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    return batch
+
+
+def _b11_cases():
+    def last_offset_delta(b):
+        struct.pack_into(">i", b, 23, 7)            # 3 records, claims last delta 7
+        return _recrc(b)
+
+    def zero_count(b):
+        struct.pack_into(">i", b, 57, 0)
+        return _recrc(b)
+
+    def control_bit(b):
+        attrs = struct.unpack_from(">h", b, 21)[0] | 0x20
+        struct.pack_into(">h", b, 21, attrs)
+        return _recrc(b)
+
+    def magic_1(b):
+        b[16] = 1
+        return b
+
+    def batch_length_short(b):
+        struct.pack_into(">i", b, 8, struct.unpack_from(">i", b, 8)[0] - 5)
+        return b
+
+    def batch_length_long(b):
+        struct.pack_into(">i", b, 8, struct.unpack_from(">i", b, 8)[0] + 5)
+        return b
+
+    return [last_offset_delta, zero_count, control_bit, magic_1, batch_length_short, batch_length_long]
+
+
+# value checks are INVALID_RECORD (87); magic and framing are CORRUPT_MESSAGE (2), as in Kafka
+B11_EXPECTED = {"last_offset_delta": 87, "zero_count": 87, "control_bit": 87,
+                "magic_1": 2, "batch_length_short": 2, "batch_length_long": 2}
+
+
+@pytest.mark.parametrize("mutate", _b11_cases(), ids=lambda f: f.__name__)
+def test_invalid_batches_rejected_nothing_appended(broker, mutate):
+    """B11: structurally bad batches from a client: INVALID_RECORD (87) or CORRUPT_MESSAGE (2)."""
+    broker.call(lambda: broker.engine.create_topic("b11", 1))
+    with connect(broker.port) as s:
+        bad = mutate(_batch())
+        error, _ = parse_produce_v3(_roundtrip(s, request_frame(0, 3, 1, produce_v3("b11", 0, bytes(bad)))))
+        assert error == B11_EXPECTED[mutate.__name__]
+        assert broker.call(lambda: broker.engine.log("b11", 0).log_end_offset) == 0
+        error, base = parse_produce_v3(_roundtrip(s, request_frame(0, 3, 2, produce_v3("b11", 0, bytes(_batch())))))
+        assert (error, base) == (0, 0)
