@@ -132,11 +132,12 @@ def test_produce_to_every_partition_and_long_poll_wakes(broker):
         c.close()
 
 
-def test_aiokafka_round_trip(broker):
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_aiokafka_round_trip(broker, codec):
     aiokafka = pytest.importorskip("aiokafka")
 
     async def main():
-        p = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip")
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec)
         await p.start()
         try:
             metas = [await p.send_and_wait("aio", b"value-%d" % i, key=b"k%d" % i, partition=0,
