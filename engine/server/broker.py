@@ -37,6 +37,7 @@ class Broker:
     def __init__(self, engine, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, advertised_port: int | None = None,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_inflight: int = 16,
+                 max_queued_bytes: int = 64 * 1024 * 1024,
                  idle_timeout: float = 600.0, poll_interval: float = 0.1,
                  use_sendfile: bool = True):
         self.engine = engine
@@ -46,6 +47,7 @@ class Broker:
         self.advertised_port = advertised_port
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
+        self.max_queued_bytes = max_queued_bytes
         self.idle_timeout = idle_timeout
         self.poll_interval = poll_interval
         self.use_sendfile = use_sendfile
@@ -95,6 +97,13 @@ class Broker:
             await asyncio.gather(*self._conn_tasks, return_exceptions=True)
         for conn in list(self._connections):
             conn.close()
+
+    async def __aenter__(self) -> "Broker":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
 
     async def serve_forever(self) -> None:
         if self._accept_task is None:

@@ -3,8 +3,9 @@
 Wire contract (see engine/protocol/frames.py): size-prefixed frames; one
 response per request (except Produce acks=0), in request order.  Like Kafka
 we process one request at a time per connection; up to ``max_inflight``
-further frames are buffered, after which we stop reading the socket (TCP
-backpressure).  A bad size prefix, an unknown API key or version (ApiVersions
+further frames, and at most ``max_queued_bytes`` of them (a frame larger
+than that alone is still accepted), are buffered, after which we stop
+reading the socket (TCP backpressure).  A bad size prefix, an unknown API key or version (ApiVersions
 excepted: it gets a v0 UNSUPPORTED_VERSION answer), a header or body that
 does not parse, or an internal error all close the connection — after the
 responses to earlier requests have been written.
@@ -57,6 +58,8 @@ class Connection:
         self.busy = False
         self.closed = False
         self.requests = 0
+        self.queued_bytes = 0
+        self._drained = asyncio.Event()
 
     def advertised_address(self) -> tuple[str, int]:
         if self.broker.advertised_host:
@@ -131,6 +134,10 @@ class Connection:
                     log.info("connection %s: %s: closing", self.peer, e)
                     break
                 for frame in frames:
+                    while self.queued_bytes and self.queued_bytes + len(frame) > self.broker.max_queued_bytes:
+                        self._drained.clear()
+                        await self._drained.wait()
+                    self.queued_bytes += len(frame)
                     await self.queue.put(frame)
         except (ConnectionError, OSError):
             pass
@@ -144,6 +151,8 @@ class Connection:
             frame = await self.queue.get()
             if frame is _EOF:
                 return
+            self.queued_bytes -= len(frame)
+            self._drained.set()
             self.busy = True
             try:
                 try:

@@ -126,3 +126,26 @@ def test_serve_subcommand(tmp_path):
     import engine
     with engine.open(str(tmp_path / "d"), read_only=True) as eng:
         assert eng.log("cli", 0).read(0, 1 << 20).size > 0
+
+
+def test_queued_bytes_are_bounded(make_broker):
+    """Pipelined frames beyond max_queued_bytes wait in the socket, and all get answered."""
+    b = make_broker(max_queued_bytes=50_000)
+    b.call(lambda: b.engine.create_topic("q", 1))
+    batch = bytes(build_batch([b"z" * 20_000]))
+    frames = b"".join(request_frame(0, 3, i, produce_v3("q", 0, batch)) for i in range(30))
+    peak = []
+
+    def watch():
+        conns = list(b.broker._connections)
+        peak.append(max((c.queued_bytes for c in conns), default=0))
+
+    with connect(b.port) as s:
+        s.sendall(frames)
+        got = []
+        for _ in range(30):
+            got.append(struct.unpack_from(">i", recv_frame(s))[0])
+            b.call(watch)
+    assert got == list(range(30))
+    assert max(peak) <= 50_000
+    assert b.call(lambda: b.engine.log("q", 0).log_end_offset) == 30
