@@ -53,7 +53,9 @@ class Connection:
         self.peer = peer
         self.loop = asyncio.get_running_loop()
         self.splitter = FrameSplitter(broker.max_request_bytes)
-        self.queue: asyncio.Queue = asyncio.Queue(maxsize=broker.max_inflight)
+        # Unbounded so the end-of-stream marker can always be queued; the reader
+        # enforces max_inflight / max_queued_bytes itself before adding a frame.
+        self.queue: asyncio.Queue = asyncio.Queue()
         self.use_sendfile = broker.use_sendfile
         self.busy = False
         self.closed = False
@@ -134,15 +136,17 @@ class Connection:
                     log.info("connection %s: %s: closing", self.peer, e)
                     break
                 for frame in frames:
-                    while self.queued_bytes and self.queued_bytes + len(frame) > self.broker.max_queued_bytes:
+                    while self.queue.qsize() >= self.broker.max_inflight or (
+                            self.queued_bytes and
+                            self.queued_bytes + len(frame) > self.broker.max_queued_bytes):
                         self._drained.clear()
                         await self._drained.wait()
                     self.queued_bytes += len(frame)
-                    await self.queue.put(frame)
+                    self.queue.put_nowait(frame)
         except (ConnectionError, OSError):
             pass
         finally:
-            await self.queue.put(_EOF)
+            self.queue.put_nowait(_EOF)
 
     # -- processing ------------------------------------------------------------
     async def _process_loop(self) -> None:

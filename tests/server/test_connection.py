@@ -149,3 +149,21 @@ def test_queued_bytes_are_bounded(make_broker):
     assert got == list(range(30))
     assert max(peak) <= 50_000
     assert b.call(lambda: b.engine.log("q", 0).log_end_offset) == 30
+
+
+def test_malformed_frame_behind_a_full_queue_frees_the_connection(make_broker):
+    """Many pipelined frames, one malformed in the middle: answers up to it, then close,
+    and the connection's resources are released (no task stuck on a full queue)."""
+    b = make_broker(max_inflight=2)
+    frames = [request_frame(18, 0, i, b"") for i in range(5)]
+    frames.append(request_frame(3, 1, 5, struct.pack(">i", 0x7FFFFFFF)))
+    frames += [request_frame(18, 0, i, b"") for i in range(6, 40)]
+    with connect(b.port) as s:
+        s.sendall(b"".join(frames))
+        got = [struct.unpack_from(">i", recv_frame(s))[0] for _ in range(5)]
+        assert got == list(range(5))
+        assert s.recv(1) == b""
+    deadline = time.monotonic() + 5
+    while b.broker.connection_count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert b.broker.connection_count == 0
