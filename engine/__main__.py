@@ -6,6 +6,7 @@ Commands:
   consume   print records to stdout
   dump-log  list every batch of a segment file (offsets, sizes, codec, CRC check)
   bench     run the storage benchmarks, print the table and write JSON
+  serve     run the Kafka wire-protocol broker on a data directory
 """
 
 from __future__ import annotations
@@ -255,6 +256,43 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+    import signal
+
+    from .server import Broker
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SystemExit(f"error: --listen wants HOST:PORT, got {args.listen!r}")
+    host = host.strip("[]") or "0.0.0.0"
+    adv_host, adv_port = None, None
+    if args.advertised:
+        ah, _, ap = args.advertised.rpartition(":")
+        adv_host, adv_port = ah.strip("[]"), int(ap)
+
+    import engine
+
+    async def run() -> None:
+        # background=True: retention and flush tasks run while serving
+        with engine.open(args.data_dir, _parse_kv(args.config) or None) as eng:
+            broker = Broker(eng, host, int(port), advertised_host=adv_host, advertised_port=adv_port)
+            await broker.start()
+            print(f"serving {args.data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await stop.wait()
+            await broker.stop()
+
+    asyncio.run(run())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -309,6 +347,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", default="bench-results.json", help="where to write the JSON results")
     b.add_argument("--bench-dir", default=None, help="scratch directory (default: a temp dir)")
     b.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("serve", help="run the Kafka wire-protocol broker")
+    with_dir(s)
+    s.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any)")
+    s.add_argument("--advertised", default=None, metavar="HOST:PORT",
+                   help="address given to clients in Metadata (default: the connection's local address)")
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    s.set_defaults(func=cmd_serve)
     return p
 
 

@@ -14,11 +14,16 @@ back to its class.  Classes also subclass a builtin where that is natural, so
     │   ├── UnknownTopicOrPartitionError (3)   also a KeyError
     │   ├── RecordTooLargeError (10)           batch > max.message.bytes
     │   ├── InvalidTopicError (17)             bad topic name
+    │   ├── InvalidRequiredAcksError (21)      Produce acks not in {-1, 0, 1}
+    │   ├── UnsupportedVersionError (35)       API key/version the broker does not serve
     │   ├── TopicAlreadyExistsError (36)
     │   ├── InvalidPartitionsError (37)
     │   ├── InvalidReplicationFactorError (38)
     │   ├── InvalidConfigError (40)            unknown key or bad value; also a ValueError
+    │   ├── InvalidRequestError (42)           a frame/request that fails to parse (the broker closes)
     │   ├── KafkaStorageError (56)             I/O failure (EIO, ENOSPC) on a log dir; also an OSError
+    │   ├── FencedLeaderEpochError (74)        request's leader epoch older than the partition's
+    │   ├── UnknownLeaderEpochError (75)       request's leader epoch newer than the partition's
     │   ├── UnsupportedCompressionTypeError (76)
     │   └── InvalidRecordError (87)            a batch a client must not send
     ├── DataDirLockedError                     a second writer opened a data directory
@@ -37,10 +42,13 @@ __all__ = [
     "CorruptRecordError",
     "DataDirLockedError",
     "EngineError",
+    "FencedLeaderEpochError",
     "InvalidConfigError",
     "InvalidPartitionsError",
     "InvalidRecordError",
     "InvalidReplicationFactorError",
+    "InvalidRequestError",
+    "InvalidRequiredAcksError",
     "InvalidTopicError",
     "KafkaApiError",
     "KafkaStorageError",
@@ -48,8 +56,10 @@ __all__ = [
     "ReadOnlyError",
     "RecordTooLargeError",
     "TopicAlreadyExistsError",
+    "UnknownLeaderEpochError",
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
+    "UnsupportedVersionError",
     "for_code",
 ]
 
@@ -118,6 +128,18 @@ class InvalidTopicError(KafkaApiError, ValueError):
     code, retriable, name = 17, False, "INVALID_TOPIC_EXCEPTION"
 
 
+class InvalidRequiredAcksError(KafkaApiError, ValueError):
+    """Produce with acks other than -1, 0 or 1."""
+
+    code, retriable, name = 21, False, "INVALID_REQUIRED_ACKS"
+
+
+class UnsupportedVersionError(KafkaApiError):
+    """An API key or version this broker does not serve (ApiVersions answers it; others close)."""
+
+    code, retriable, name = 35, False, "UNSUPPORTED_VERSION"
+
+
 class TopicAlreadyExistsError(KafkaApiError):
     code, retriable, name = 36, False, "TOPIC_ALREADY_EXISTS"
 
@@ -136,10 +158,30 @@ class InvalidConfigError(KafkaApiError, ValueError):
     code, retriable, name = 40, False, "INVALID_CONFIG"
 
 
+class InvalidRequestError(KafkaApiError, ValueError):
+    """A frame or request that fails to parse: bad size prefix, a length past the
+    frame, a null where none is allowed, tags out of order.  The broker closes
+    the connection (Kafka does the same)."""
+
+    code, retriable, name = 42, False, "INVALID_REQUEST"
+
+
 class KafkaStorageError(KafkaApiError, OSError):
     """An I/O error on a log directory (EIO, ENOSPC, read-only file system)."""
 
     code, retriable, name = 56, True, "KAFKA_STORAGE_ERROR"
+
+
+class FencedLeaderEpochError(KafkaApiError):
+    """A fetch or list-offsets carried a leader epoch older than the partition's."""
+
+    code, retriable, name = 74, True, "FENCED_LEADER_EPOCH"
+
+
+class UnknownLeaderEpochError(KafkaApiError):
+    """A fetch or list-offsets carried a leader epoch newer than the partition's."""
+
+    code, retriable, name = 75, True, "UNKNOWN_LEADER_EPOCH"
 
 
 class UnsupportedCompressionTypeError(KafkaApiError, ValueError):

@@ -1,0 +1,30 @@
+"""The Kafka wire protocol, without I/O: primitives, frames and headers, message codecs.
+
+Bytes in, objects or bytes out — fuzzable without sockets (house rule 12).
+See ``primitives`` for the encodings, ``frames`` for framing and headers,
+``messages`` for the APIs and versions served.
+"""
+
+from .frames import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    FrameSplitter,
+    RequestHeader,
+    parse_request_header,
+    response_header,
+)
+from .messages import FLEXIBLE_FROM, SUPPORTED, ApiKey, is_flexible
+from .primitives import Reader, Writer
+
+__all__ = [
+    "ApiKey",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "FLEXIBLE_FROM",
+    "FrameSplitter",
+    "Reader",
+    "RequestHeader",
+    "SUPPORTED",
+    "Writer",
+    "is_flexible",
+    "parse_request_header",
+    "response_header",
+]

@@ -1,0 +1,9 @@
+"""The Kafka wire-protocol broker: an asyncio server in front of an Engine.
+
+``Broker(engine, host, port)`` with ``await start()`` / ``await stop()``;
+``python -m engine serve --data-dir DIR --listen HOST:PORT`` runs one.
+"""
+
+from .broker import Broker
+
+__all__ = ["Broker"]

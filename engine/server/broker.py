@@ -1,0 +1,169 @@
+"""Broker: serves one Engine over the Kafka wire protocol on one plaintext listener.
+
+::
+
+    eng = engine.open("./data")
+    broker = Broker(eng, "127.0.0.1", 9092)
+    await broker.start()          # broker.port is the bound port (port 0 = any free one)
+    ...
+    await broker.stop()
+
+Single node: node id 0 leads every partition (see handlers.py).  Connections
+are handled by :class:`~engine.server.connection.Connection`.  Long-polling
+fetches wait on the broker's append sequence: a produce through this broker
+bumps it and wakes them at once; appends by other writers of the same Engine
+(the embedded producer) are seen by a poll every ``poll_interval`` seconds.
+
+Concurrency: all state lives on the event loop that called ``start()``;
+``start``/``stop`` must be awaited on that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from ..protocol.frames import DEFAULT_MAX_REQUEST_BYTES
+from .connection import Connection
+from .handlers import Handlers
+
+__all__ = ["Broker"]
+
+log = logging.getLogger("engine.server")
+
+
+class Broker:
+    def __init__(self, engine, host: str = "127.0.0.1", port: int = 9092, *,
+                 advertised_host: str | None = None, advertised_port: int | None = None,
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_inflight: int = 16,
+                 max_queued_bytes: int = 64 * 1024 * 1024,
+                 idle_timeout: float = 600.0, poll_interval: float = 0.1,
+                 use_sendfile: bool = True):
+        self.engine = engine
+        self.host = host
+        self.port = port
+        self.advertised_host = advertised_host
+        self.advertised_port = advertised_port
+        self.max_request_bytes = max_request_bytes
+        self.max_inflight = max_inflight
+        self.max_queued_bytes = max_queued_bytes
+        self.idle_timeout = idle_timeout
+        self.poll_interval = poll_interval
+        self.use_sendfile = use_sendfile
+        self.handlers = Handlers(self)
+        self.append_seq = 0
+        self._append_waiters: set[asyncio.Future] = set()
+        self._sock: socket.socket | None = None
+        self._accept_task: asyncio.Task | None = None
+        self._conn_tasks: set[asyncio.Task] = set()
+        self._connections: set[Connection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+        family, _, _, _, addr = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(128)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        self._accept_task = self._loop.create_task(self._accept_loop())
+        log.info("broker listening on %s:%d", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            try:
+                await self._accept_task
+            except BaseException:
+                pass
+            self._accept_task = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        for task in list(self._conn_tasks):
+            task.cancel()
+        if self._conn_tasks:
+            await asyncio.gather(*self._conn_tasks, return_exceptions=True)
+        for conn in list(self._connections):
+            conn.close()
+
+    async def __aenter__(self) -> "Broker":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    async def serve_forever(self) -> None:
+        if self._accept_task is None:
+            await self.start()
+        await self._accept_task
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def _accept_loop(self) -> None:
+        loop = self._loop
+        while True:
+            try:
+                conn_sock, peer = await loop.sock_accept(self._sock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as e:       # EMFILE, ECONNABORTED: keep serving
+                log.warning("accept failed: %s", e)
+                await asyncio.sleep(0.1)
+                continue
+            conn_sock.setblocking(False)
+            conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Connection(self, conn_sock, peer)
+            task = loop.create_task(self._run_connection(conn))
+            self._conn_tasks.add(task)
+            task.add_done_callback(self._conn_tasks.discard)
+
+    async def _run_connection(self, conn: Connection) -> None:
+        self._connections.add(conn)
+        try:
+            await conn.run()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection %s crashed", conn.peer)
+        finally:
+            self._connections.discard(conn)
+            conn.close()
+
+    # -- append notifications (long-poll fetch) ------------------------------------
+    def notify_appended(self) -> None:
+        self.append_seq += 1
+        for fut in self._append_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._append_waiters.clear()
+
+    async def wait_for_append(self, seen_seq: int, deadline: float) -> None:
+        """Return after an append newer than `seen_seq`, `poll_interval`, or the deadline."""
+        if self.append_seq != seen_seq:
+            return
+        timeout = min(self.poll_interval, deadline - self._loop.time())
+        if timeout <= 0:
+            return
+        fut = self._loop.create_future()
+        self._append_waiters.add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._append_waiters.discard(fut)

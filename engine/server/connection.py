@@ -1,0 +1,269 @@
+"""One client connection: framing, in-order processing, backpressure, zero-copy fetch writes.
+
+Wire contract (see engine/protocol/frames.py): size-prefixed frames; one
+response per request (except Produce acks=0), in request order.  Like Kafka
+we process one request at a time per connection; up to ``max_inflight``
+further frames, and at most ``max_queued_bytes`` of them (a frame larger
+than that alone is still accepted), are buffered, after which we stop
+reading the socket (TCP backpressure).  A bad size prefix, an unknown API key or version (ApiVersions
+excepted: it gets a v0 UNSUPPORTED_VERSION answer), a header or body that
+does not parse, or an internal error all close the connection — after the
+responses to earlier requests have been written.
+
+Why raw non-blocking sockets (``loop.sock_recv`` / ``sock_sendall``) and not
+an asyncio Transport: a FileSlice goes out with ``sendfile(2)`` straight from
+the segment file, and waiting for the socket to become writable needs
+``loop.add_writer(fd)``, which asyncio and uvloop both refuse on an fd a
+Transport owns.  With the socket ours, a response is written in order as
+``sock_sendall(header + leading bytes)``, then per FileSlice a loop of
+``sendfile_nonblocking`` + wait-for-writable, then the trailing bytes.  If
+sendfile fails (unsupported fd, odd error) the slice is sent from
+``FileSlice.read()`` instead; if the file got shorter than the slice (a
+deleted or truncated segment) the missing bytes are zeros so the framing we
+announced stays intact (the client drops the partial batch).
+
+Concurrency: everything runs on the broker's event loop; two tasks per
+connection (reader, processor) share only the frame queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from .. import _native
+from ..errors import InvalidRequestError, UnsupportedVersionError
+from ..protocol import messages as m
+from ..protocol.frames import FrameSplitter, parse_request_header, peek_header, response_header
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("engine.server")
+
+_EOF = object()
+_SENDFILE_CHUNK = 1 << 30
+_ZEROS = bytes(65536)
+
+
+class Connection:
+    def __init__(self, broker, sock: socket.socket, peer):
+        self.broker = broker
+        self.sock = sock
+        self.peer = peer
+        self.loop = asyncio.get_running_loop()
+        self.splitter = FrameSplitter(broker.max_request_bytes)
+        # Unbounded so the end-of-stream marker can always be queued; the reader
+        # enforces max_inflight / max_queued_bytes itself before adding a frame.
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.use_sendfile = broker.use_sendfile
+        self.busy = False
+        self.closed = False
+        self.requests = 0
+        self.queued_bytes = 0
+        self._drained = asyncio.Event()
+
+    def advertised_address(self) -> tuple[str, int]:
+        if self.broker.advertised_host:
+            return self.broker.advertised_host, self.broker.advertised_port or self.broker.port
+        host, port = self.sock.getsockname()[:2]
+        return host, self.broker.advertised_port or port
+
+    async def run(self) -> None:
+        reader = self.loop.create_task(self._read_loop())
+        try:
+            await self._process_loop()
+        except (ConnectionError, OSError) as e:
+            log.debug("connection %s: %s", self.peer, e)
+        finally:
+            reader.cancel()
+            try:
+                await reader
+            except BaseException:
+                pass
+        await self._lingering_close()
+
+    async def _lingering_close(self) -> None:
+        """FIN first, then discard what the client still sends (bounded) before close().
+
+        Closing with unread bytes in the receive buffer makes the kernel send
+        RST, which can destroy responses the client has not read yet (B8:
+        earlier pipelined requests must get their answers)."""
+        if self.closed:
+            return
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+            deadline = self.loop.time() + 0.5
+            drained = 0
+            while drained < (1 << 20):
+                left = deadline - self.loop.time()
+                if left <= 0:
+                    break
+                data = await asyncio.wait_for(self.loop.sock_recv(self.sock, 65536), left)
+                if not data:
+                    break
+                drained += len(data)
+        except (OSError, asyncio.TimeoutError):
+            pass
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+    # -- reading -------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        idle = self.broker.idle_timeout
+        try:
+            while True:
+                try:
+                    data = await asyncio.wait_for(self.loop.sock_recv(self.sock, 262144), idle)
+                except asyncio.TimeoutError:
+                    if self.busy or not self.queue.empty():
+                        continue
+                    log.info("connection %s idle for %.0f s: closing", self.peer, idle)
+                    data = b""
+                if not data:
+                    break
+                try:
+                    frames = self.splitter.feed(data)
+                except InvalidRequestError as e:
+                    log.info("connection %s: %s: closing", self.peer, e)
+                    break
+                for frame in frames:
+                    while self.queue.qsize() >= self.broker.max_inflight or (
+                            self.queued_bytes and
+                            self.queued_bytes + len(frame) > self.broker.max_queued_bytes):
+                        self._drained.clear()
+                        await self._drained.wait()
+                    self.queued_bytes += len(frame)
+                    self.queue.put_nowait(frame)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.queue.put_nowait(_EOF)
+
+    # -- processing ------------------------------------------------------------
+    async def _process_loop(self) -> None:
+        handlers = self.broker.handlers
+        while True:
+            frame = await self.queue.get()
+            if frame is _EOF:
+                return
+            self.queued_bytes -= len(frame)
+            self._drained.set()
+            self.busy = True
+            try:
+                try:
+                    key, version, corr = peek_header(frame)
+                    supported = m.SUPPORTED.get(key)
+                    if supported is None:
+                        raise UnsupportedVersionError(f"unknown API key {key}")
+                    lo, hi = supported
+                    if key == m.ApiKey.API_VERSIONS and version > hi:
+                        # KIP-511: do not parse the body; v0 answer with our range.
+                        body = m.encode_api_versions_response(0, 35, {key: supported})
+                        await self._send(response_header(corr, False), [body])
+                        continue
+                    if not lo <= version <= hi:
+                        raise UnsupportedVersionError(
+                            f"{m.API_NAMES[key]} v{version} outside the served range {lo}-{hi}")
+                    flexible = m.is_flexible(key, version)
+                    header, reader = parse_request_header(frame, flexible)
+                    parts = await handlers.handle(header, reader, self)
+                except (InvalidRequestError, UnsupportedVersionError) as e:
+                    log.info("connection %s: %s: closing", self.peer, e)
+                    return
+                except (ConnectionError, asyncio.CancelledError):
+                    raise
+                except Exception:
+                    log.exception("connection %s: request failed: closing", self.peer)
+                    return
+                self.requests += 1
+                if parts is not None:
+                    resp_flexible = flexible and key != m.ApiKey.API_VERSIONS
+                    await self._send(response_header(corr, resp_flexible), parts)
+            finally:
+                self.busy = False
+
+    # -- writing ----------------------------------------------------------------
+    async def _send(self, header: bytes, parts: list) -> None:
+        size = len(header) + sum(len(p) for p in parts)
+        pending = bytearray(size.to_bytes(4, "big", signed=True))
+        pending += header
+        for part in parts:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                pending += part
+                continue
+            if pending:
+                await self.loop.sock_sendall(self.sock, pending)
+                pending = bytearray()
+            await self._send_slice(part)
+        if pending:
+            await self.loop.sock_sendall(self.sock, pending)
+
+    async def _send_slice(self, fs) -> None:
+        sent = 0
+        if self.use_sendfile:
+            out_fd = self.sock.fileno()
+            try:
+                while sent < fs.size:
+                    n = _native.sendfile_nonblocking(out_fd, fs.fd, fs.position + sent,
+                                                     min(fs.size - sent, _SENDFILE_CHUNK))
+                    if n > 0:
+                        sent += n
+                    elif n == 0:
+                        break                    # the file is shorter than the slice
+                    else:
+                        await self._writable(out_fd)
+                if sent == fs.size:
+                    return
+            except (ConnectionError, BrokenPipeError):
+                raise
+            except OSError as e:
+                log.warning("sendfile of %r failed (%s): falling back to read()", fs, e)
+        data = b""
+        try:
+            data = _read_range(fs, sent)
+        except OSError as e:
+            log.warning("read of %r failed (%s): sending zeros", fs, e)
+        if data:
+            await self.loop.sock_sendall(self.sock, data)
+            sent += len(data)
+        while sent < fs.size:                    # keep the announced framing
+            chunk = _ZEROS[:min(len(_ZEROS), fs.size - sent)]
+            await self.loop.sock_sendall(self.sock, chunk)
+            sent += len(chunk)
+
+    async def _writable(self, fd: int) -> None:
+        fut = self.loop.create_future()
+        self.loop.add_writer(fd, _set_done, fut)
+        try:
+            await fut
+        finally:
+            self.loop.remove_writer(fd)
+
+
+def _set_done(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _read_range(fs, skip: int) -> bytes:
+    if skip == 0:
+        return fs.read()
+    import os
+    out = bytearray()
+    pos, end = fs.position + skip, fs.position + fs.size
+    while pos < end:
+        chunk = os.pread(fs.fd, end - pos, pos)
+        if not chunk:
+            break
+        out += chunk
+        pos += len(chunk)
+    return bytes(out)

@@ -1,0 +1,338 @@
+"""One handler per API key: a decoded request in, a response body out.
+
+Contract: ``Handlers.handle(header, reader)`` returns the response body as a
+list of parts (``bytes``/``bytearray`` runs and FileSlices, see
+``messages.encode_fetch_response``) or ``None`` when no response is sent
+(Produce with acks=0).  Handlers never raise for a request that parsed: every
+engine failure becomes a Kafka error code in the response.  A request that
+does not parse raises InvalidRequestError, and the connection closes.
+
+Single node: this broker (node id 0) leads every partition; the leader epoch
+of a partition is its log's latest epoch (0 for a new log), the same number
+Metadata advertises and Fetch/ListOffsets check ``current_leader_epoch``
+against (FENCED_LEADER_EPOCH 74 below it, UNKNOWN_LEADER_EPOCH 75 above).
+
+Concurrency: runs on the broker's event loop.  Engine calls are synchronous.
+A plain append (validate, ``pwrite``, index update) runs inline; an append to
+a log with a flush policy (``flush.messages`` set, e.g. durable mode, where it
+may fdatasync) and the fsync-ing admin calls (CreateTopics, DeleteTopics) run
+in the loop's default thread pool so one slow disk never stalls every
+connection.  PartitionLog and Engine are thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+
+from ..errors import (
+    FencedLeaderEpochError,
+    InvalidRequestError,
+    KafkaApiError,
+    TopicAlreadyExistsError,
+    UnknownLeaderEpochError,
+)
+from ..protocol import messages as m
+from ..protocol.frames import RequestHeader
+from ..protocol.primitives import Reader
+
+__all__ = ["Handlers"]
+
+log = logging.getLogger("engine.server")
+
+NODE_ID = 0
+_NO_FLUSH_POLICY = (1 << 63) - 1      # flush.messages default (Long.MAX_VALUE)
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _code(e: BaseException) -> int:
+    if isinstance(e, KafkaApiError):
+        return e.code
+    return -1
+
+
+def leader_epoch(plog) -> int:
+    return max(plog.leader_epoch_cache.latest_epoch, 0)
+
+
+def _check_epoch(plog, requested: int) -> None:
+    if requested < 0:
+        return
+    ours = leader_epoch(plog)
+    if requested < ours:
+        raise FencedLeaderEpochError(f"leader epoch {requested} is older than {ours}")
+    if requested > ours:
+        raise UnknownLeaderEpochError(f"leader epoch {requested} is newer than {ours}")
+
+
+def _topic_uuid(topic_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+    except (ValueError, TypeError):
+        return _ZERO_UUID
+
+
+class Handlers:
+    """The API handlers of one broker (shared by all its connections)."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.engine = broker.engine
+        self._table = {
+            m.ApiKey.PRODUCE: self.produce,
+            m.ApiKey.FETCH: self.fetch,
+            m.ApiKey.LIST_OFFSETS: self.list_offsets,
+            m.ApiKey.METADATA: self.metadata,
+            m.ApiKey.API_VERSIONS: self.api_versions,
+            m.ApiKey.CREATE_TOPICS: self.create_topics,
+            m.ApiKey.DELETE_TOPICS: self.delete_topics,
+        }
+
+    async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
+        return await self._table[header.api_key](header, body, conn)
+
+    # -- ApiVersions (18) -----------------------------------------------------
+    async def api_versions(self, header, body, conn):
+        m.parse_api_versions_request(body, header.api_version)
+        return [m.encode_api_versions_response(header.api_version, 0, m.SUPPORTED)]
+
+    # -- Metadata (3) ---------------------------------------------------------------
+    async def metadata(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.METADATA, v, body.buf[body.pos:])
+        eng = self.engine
+        auto = eng.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
+        if req.topics is None or (v == 0 and not req.topics):
+            names = eng.list_topics()
+        else:
+            names = [t.name for t in req.topics]
+        topics = []
+        for name in names:
+            try:
+                meta = eng.ensure_topic(name) if auto else eng._topic(name)
+                parts = []
+                for p in range(meta.partitions):
+                    try:
+                        epoch = leader_epoch(eng.log(name, p))
+                        parts.append({"error_code": 0, "partition_index": p, "leader_id": NODE_ID,
+                                      "leader_epoch": epoch, "replica_nodes": [NODE_ID],
+                                      "isr_nodes": [NODE_ID], "offline_replicas": []})
+                    except KafkaApiError as e:
+                        parts.append({"error_code": _code(e), "partition_index": p, "leader_id": -1,
+                                      "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
+                topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
+                               "is_internal": False, "partitions": parts})
+            except Exception as e:  # unknown topic, invalid name, storage error
+                if not isinstance(e, KafkaApiError):
+                    log.exception("metadata for %r failed", name)
+                topics.append({"error_code": _code(e), "name": name, "topic_id": _ZERO_UUID,
+                               "is_internal": False, "partitions": []})
+        host, port = conn.advertised_address()
+        cluster_id = getattr(getattr(eng, "_meta", None), "cluster_id", None)
+        return [m.encode(m.ApiKey.METADATA, v, {
+            "throttle_time": 0,
+            "brokers": [{"node_id": NODE_ID, "host": host, "port": port, "rack": None}],
+            "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": topics,
+        })]
+
+    # -- Produce (0) -----------------------------------------------------------------
+    async def produce(self, header, body, conn):
+        v = header.api_version
+        req = m.parse_produce_request(body, v)
+        eng = self.engine
+        error = 0
+        if v < 3:
+            error = 35   # UNSUPPORTED_VERSION: message formats 0/1 are gone (KAFKA-18659)
+        elif req.acks not in (-1, 0, 1):
+            error = 21   # INVALID_REQUIRED_ACKS
+        out = []
+        appended = False
+        for name, parts in req.topics:
+            results = []
+            for p in parts:
+                if error:
+                    results.append((p.index, error, -1, -1, -1, None))
+                    continue
+                try:
+                    plog = eng.log(name, p.index)
+                    if p.records is None:
+                        raise InvalidRequestError("null records")
+                    # the frame is ours: a writable view is stamped in place, no copy
+                    buf = p.records if not p.records.readonly else bytearray(p.records)
+                    if plog.config["flush.messages"] < _NO_FLUSH_POLICY:
+                        info = await asyncio.get_running_loop().run_in_executor(None, plog.append, buf)
+                    else:
+                        info = plog.append(buf)
+                    appended = True
+                    results.append((p.index, 0, info.first_offset, info.log_append_time,
+                                    plog.log_start_offset, None))
+                except Exception as e:
+                    if not isinstance(e, KafkaApiError):
+                        log.exception("produce to %s-%d failed", name, p.index)
+                    code = _code(e)
+                    if isinstance(e, InvalidRequestError):
+                        code = 87
+                    results.append((p.index, code, -1, -1, -1, str(e)[:200]))
+            out.append((name, results))
+        if appended:
+            self.broker.notify_appended()
+        if req.acks == 0 and not error:
+            return None
+        return [m.encode_produce_response(v, out)]
+
+    # -- Fetch (1) -------------------------------------------------------------------
+    async def fetch(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.FETCH, v, body.buf[body.pos:])
+        max_wait = req.max_wait.total_seconds()
+        min_bytes = req.min_bytes
+        max_bytes = req.max_bytes if v >= 3 else 0x7FFFFFFF
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, max_wait)
+        while True:
+            seq = self.broker.append_seq
+            topics, size, errors = self._read_partitions(req, max_bytes)
+            if size >= min_bytes or errors or loop.time() >= deadline:
+                break
+            await self.broker.wait_for_append(seq, deadline)
+        parts, _ = m.encode_fetch_response(v, topics)
+        return parts
+
+    def _read_partitions(self, req, max_bytes: int):
+        eng = self.engine
+        remaining = max_bytes
+        total = 0
+        errors = False
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                pd = m.FetchPartitionData(p.partition, 0)
+                try:
+                    plog = eng.log(t.topic, p.partition)
+                    _check_epoch(plog, getattr(p, "current_leader_epoch", -1))  # v9+
+                    limit = min(p.partition_max_bytes, remaining)
+                    info = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=(total == 0))
+                    pd.high_watermark = pd.last_stable_offset = info.high_watermark
+                    pd.log_start_offset = info.log_start_offset
+                    pd.slices = info.slices
+                    n = info.size
+                    total += n
+                    remaining -= n
+                except Exception as e:
+                    if not isinstance(e, KafkaApiError):
+                        log.exception("fetch from %s-%d failed", t.topic, p.partition)
+                    pd.error_code = _code(e)
+                    errors = True
+                    try:
+                        plog = eng.log(t.topic, p.partition)
+                        pd.high_watermark = pd.last_stable_offset = plog.high_watermark
+                        pd.log_start_offset = plog.log_start_offset
+                    except Exception:
+                        pass
+                parts.append(pd)
+            topics.append((t.topic, parts))
+        return topics, total, errors
+
+    # -- ListOffsets (2) ---------------------------------------------------------------
+    async def list_offsets(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.LIST_OFFSETS, v, body.buf[body.pos:])
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                res = {"partition_index": p.partition_index, "error_code": 0,
+                       "timestamp": -1, "offset": -1, "leader_epoch": -1,
+                       "old_style_offsets": []}
+                try:
+                    plog = self.engine.log(t.name, p.partition_index)
+                    if v >= 4:
+                        _check_epoch(plog, getattr(p, "current_leader_epoch", -1))  # v4+
+                    ts = p.timestamp
+                    if ts == -3:
+                        hit = _max_timestamp(plog)
+                    else:
+                        hit = plog.offset_for_timestamp(ts)
+                    if hit is not None:
+                        res["offset"], res["timestamp"] = hit
+                        res["leader_epoch"] = leader_epoch(plog)
+                except Exception as e:
+                    if not isinstance(e, KafkaApiError):
+                        log.exception("list offsets for %s-%d failed", t.name, p.partition_index)
+                    res["error_code"] = _code(e)
+                parts.append(res)
+            topics.append({"name": t.name, "partitions": parts})
+        return [m.encode(m.ApiKey.LIST_OFFSETS, v, {"throttle_time": 0, "topics": topics})]
+
+    # -- CreateTopics (19) ---------------------------------------------------------------
+    async def create_topics(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.CREATE_TOPICS, v, body.buf[body.pos:])
+        eng = self.engine
+        results = []
+        seen: set[str] = set()
+        for t in req.topics:
+            res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
+                   "num_partitions": -1, "replication_factor": -1, "configs": None}
+            try:
+                if t.name in seen:
+                    raise InvalidRequestError(f"topic {t.name!r} appears twice in the request")
+                seen.add(t.name)
+                if t.assignments and t.num_partitions != -1:
+                    raise InvalidRequestError("both num_partitions and assignments given")
+                n = len(t.assignments) if t.assignments else (
+                    None if t.num_partitions == -1 else t.num_partitions)
+                rf = 1 if t.replication_factor == -1 else t.replication_factor
+                config = {c.name: c.value for c in t.configs if c.value is not None}
+                if req.validate_only:
+                    from .._engine import validate_topic_name
+                    validate_topic_name(t.name)
+                    eng.config.log_config(config)
+                    if t.name in eng.list_topics():
+                        raise TopicAlreadyExistsError(f"topic {t.name!r} already exists")
+                else:
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, lambda: eng.create_topic(t.name, n, config, replication_factor=rf))
+                    res["topic_id"] = _topic_uuid(eng._topic(t.name).topic_id)
+                res["num_partitions"] = n if n is not None else eng.config["num.partitions"]
+                res["replication_factor"] = rf
+                res["configs"] = []
+            except Exception as e:
+                if not isinstance(e, KafkaApiError):
+                    log.exception("create topic %r failed", t.name)
+                res["error_code"] = _code(e)
+                res["error_message"] = str(e)[:300]
+            results.append(res)
+        return [m.encode(m.ApiKey.CREATE_TOPICS, v, {"throttle_time": 0, "topics": results})]
+
+    # -- DeleteTopics (20) -------------------------------------------------------------
+    async def delete_topics(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.DELETE_TOPICS, v, body.buf[body.pos:])
+        results = []
+        for name in req.topic_names:
+            res = {"name": name, "error_code": 0, "error_message": None}
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.engine.delete_topic, name)
+            except Exception as e:
+                if not isinstance(e, KafkaApiError):
+                    log.exception("delete topic %r failed", name)
+                res["error_code"] = _code(e)
+                res["error_message"] = str(e)[:300]
+            results.append(res)
+        return [m.encode(m.ApiKey.DELETE_TOPICS, v, {"throttle_time": 0, "responses": results})]
+
+
+def _max_timestamp(plog):
+    """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3), or None."""
+    best = None
+    for seg in plog.segments:
+        ts = seg.max_timestamp
+        if ts >= 0 and seg.offset_of_max_timestamp >= 0 and (best is None or ts > best[1]):
+            best = (seg.offset_of_max_timestamp, ts)
+    if best is not None and best[0] >= plog.high_watermark:
+        return None
+    return best

@@ -1,0 +1,134 @@
+"""Every served version of every API against a live broker.
+
+Requests are written and responses read with kio (Kafka's JSON schemas), so
+each version's field layout is checked independently of our own codecs."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import pytest
+
+from engine.protocol import messages as m
+from engine.records import build_batch
+
+from .conftest import connect, recv_frame
+
+kio_serial = pytest.importorskip("kio.serial")
+
+
+def call(port: int, key: int, version: int, data: dict):
+    from kio.serial import entity_reader, entity_writer
+    req_cls = m._entity(key, version, False)
+    resp_cls = m._entity(key, version, True)
+    buf = io.BytesIO()
+    entity_writer(req_cls)(buf, m._build(req_cls, data))
+    flex = m.is_flexible(key, version)
+    header = struct.pack(">hhih", key, version, 99, 4) + b"test" + (b"\x00" if flex else b"")
+    frame = header + buf.getvalue()
+    with connect(port) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        resp = recv_frame(s)
+    assert struct.unpack_from(">i", resp)[0] == 99
+    pos = 4 + (1 if flex and key != 18 else 0)
+    body = memoryview(resp[pos:]).toreadonly()
+    entity, size = entity_reader(resp_cls)(body, 0)
+    assert size == len(body)
+    return entity
+
+
+def versions(key):
+    lo, hi = m.SUPPORTED[key]
+    return range(max(lo, 3) if key == 0 else lo, hi + 1)
+
+
+@pytest.fixture(scope="module")
+def vbroker(tmp_path_factory):
+    from .conftest import BrokerThread
+    b = BrokerThread(str(tmp_path_factory.mktemp("versions")))
+    b.call(lambda: b.engine.create_topic("v", 2))
+    b.call(lambda: b.engine.log("v", 0).append(bytearray(build_batch(
+        [(b"a", None, [], 1000), (b"b", None, [], 2000), (b"c", None, [], 3000)]))))
+    yield b
+    b.stop()
+
+
+@pytest.mark.parametrize("version", versions(18))
+def test_api_versions(vbroker, version):
+    data = {"client_software_name": "t", "client_software_version": "1"}
+    resp = call(vbroker.port, 18, version, data)
+    assert int(resp.error_code) == 0
+    assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == m.SUPPORTED
+
+
+@pytest.mark.parametrize("version", versions(3))
+def test_metadata(vbroker, version):
+    resp = call(vbroker.port, 3, version, {"topics": [{"name": "v"}, {"name": "bad name!"}],
+                                          "allow_auto_topic_creation": True,
+                                          "include_cluster_authorized_operations": False,
+                                          "include_topic_authorized_operations": False})
+    assert [(b.node_id, b.port) for b in resp.brokers] == [(0, vbroker.port)]
+    topics = {t.name: t for t in resp.topics}
+    assert int(topics["v"].error_code) == 0
+    assert [(p.partition_index, p.leader_id, p.replica_nodes) for p in topics["v"].partitions] == \
+        [(0, 0, (0,)), (1, 0, (0,))]
+    assert int(topics["bad name!"].error_code) == 17      # INVALID_TOPIC_EXCEPTION
+    if version >= 2:
+        assert resp.cluster_id
+
+
+@pytest.mark.parametrize("version", versions(0))
+def test_produce(vbroker, version):
+    batch = build_batch([b"p%d" % version])
+    resp = call(vbroker.port, 0, version, {
+        "transactional_id": None, "acks": -1, "timeout": 1000,
+        "topic_data": [{"name": "v", "partition_data": [{"index": 1, "records": batch}]}]})
+    (topic,) = resp.responses
+    (part,) = topic.partition_responses
+    assert int(part.error_code) == 0 and part.base_offset >= 0
+    assert vbroker.call(lambda: vbroker.engine.log("v", 1).log_end_offset) > part.base_offset
+
+
+@pytest.mark.parametrize("version", versions(1))
+def test_fetch(vbroker, version):
+    resp = call(vbroker.port, 1, version, {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{"topic": "v", "partitions": [
+            {"partition": 0, "fetch_offset": 1, "partition_max_bytes": 1 << 20, "current_leader_epoch": -1},
+            {"partition": 5, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    (topic,) = resp.responses
+    p0, p5 = topic.partitions
+    assert (int(p0.error_code), p0.high_watermark, int(p5.error_code)) == (0, 3, 3)
+    from engine.records import decode
+    assert [r.value for r in decode(bytes(p0.records))] == [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("version", versions(2))
+def test_list_offsets(vbroker, version):
+    parts = [{"partition_index": 0, "timestamp": ts, "current_leader_epoch": -1, "max_num_offsets": 1}
+             for ts in ((-2, -1, 1500, -3) if version >= 7 else (-2, -1, 1500))]
+    resp = call(vbroker.port, 2, version, {"replica_id": -1, "isolation_level": 0,
+                                          "topics": [{"name": "v", "partitions": parts}]})
+    got = [(int(p.error_code), p.offset) for p in resp.topics[0].partitions]
+    assert got == [(0, 0), (0, 3), (0, 1), (0, 2)][:len(parts)]
+
+
+@pytest.mark.parametrize("version", versions(19))
+def test_create_and_delete_topics(vbroker, version):
+    name = f"c{version}"
+    resp = call(vbroker.port, 19, version, {
+        "topics": [{"name": name, "num_partitions": 2, "replication_factor": -1, "assignments": [],
+                    "configs": [{"name": "cleanup.policy", "value": "delete"}]},
+                   {"name": "v", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []},
+                   {"name": name + "x", "num_partitions": 1, "replication_factor": 3, "assignments": [],
+                    "configs": []}],
+        "timeout": 5000, "validate_only": False})
+    codes = [(t.name, int(t.error_code)) for t in resp.topics]
+    assert codes == [(name, 0), ("v", 36), (name + "x", 38)]
+    assert vbroker.call(lambda: vbroker.engine.partitions_for(name)) == 2
+    dver = min(max(version - 1, m.SUPPORTED[20][0]), m.SUPPORTED[20][1])
+    resp = call(vbroker.port, 20, dver, {"topic_names": [name, "missing"], "timeout": 5000})
+    assert [(r.name, int(r.error_code)) for r in resp.responses] == [(name, 0), ("missing", 3)]
+    assert name not in vbroker.call(vbroker.engine.list_topics)
