@@ -161,6 +161,15 @@ class Engine:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
         return meta
 
+    def topic_metadata(self, name: str) -> TopicMetadata:
+        """Id, partition count and config overrides of a topic (UnknownTopicOrPartitionError if absent)."""
+        return self._topic(name)
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The ``cluster.id`` of ``meta.properties`` (None for a read-only open of a fresh directory)."""
+        return self._meta.cluster_id
+
     def topic_config(self, name: str) -> LogConfig:
         return self.config.log_config(self._topic(name).config)
 

@@ -111,7 +111,7 @@ class Handlers:
         topics = []
         for name in names:
             try:
-                meta = eng.ensure_topic(name) if auto else eng._topic(name)
+                meta = eng.ensure_topic(name) if auto else eng.topic_metadata(name)
                 parts = []
                 for p in range(meta.partitions):
                     try:
@@ -130,7 +130,7 @@ class Handlers:
                 topics.append({"error_code": _code(e), "name": name, "topic_id": _ZERO_UUID,
                                "is_internal": False, "partitions": []})
         host, port = conn.advertised_address()
-        cluster_id = getattr(getattr(eng, "_meta", None), "cluster_id", None)
+        cluster_id = eng.cluster_id
         return [m.encode(m.ApiKey.METADATA, v, {
             "throttle_time": 0,
             "brokers": [{"node_id": NODE_ID, "host": host, "port": port, "rack": None}],
@@ -296,7 +296,7 @@ class Handlers:
                 else:
                     await asyncio.get_running_loop().run_in_executor(
                         None, lambda: eng.create_topic(t.name, n, config, replication_factor=rf))
-                    res["topic_id"] = _topic_uuid(eng._topic(t.name).topic_id)
+                    res["topic_id"] = _topic_uuid(eng.topic_metadata(t.name).topic_id)
                 res["num_partitions"] = n if n is not None else eng.config["num.partitions"]
                 res["replication_factor"] = rf
                 res["configs"] = []
