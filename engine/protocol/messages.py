@@ -82,10 +82,18 @@ class ApiKey:
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLUSTER = 60
 
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
-             19: "CreateTopics", 20: "DeleteTopics"}
+             19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 23: "OffsetForLeaderEpoch",
+             32: "DescribeConfigs", 37: "CreatePartitions", 44: "IncrementalAlterConfigs",
+             60: "DescribeCluster"}
 
 # api_key -> (min, max) we serve
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -96,10 +104,17 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 5),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
 # api_key -> first flexible version (Kafka 4.x, unchanged)
-FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4}
+FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 21: 2, 23: 4, 32: 4, 37: 2, 44: 1,
+                 60: 0}
 
 
 def is_flexible(api_key: int, version: int) -> bool:

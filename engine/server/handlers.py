@@ -88,6 +88,12 @@ class Handlers:
             m.ApiKey.API_VERSIONS: self.api_versions,
             m.ApiKey.CREATE_TOPICS: self.create_topics,
             m.ApiKey.DELETE_TOPICS: self.delete_topics,
+            m.ApiKey.DELETE_RECORDS: self.delete_records,
+            m.ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+            m.ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+            m.ApiKey.CREATE_PARTITIONS: self.create_partitions,
+            m.ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            m.ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
@@ -324,6 +330,220 @@ class Handlers:
                 res["error_message"] = str(e)[:300]
             results.append(res)
         return [m.encode(m.ApiKey.DELETE_TOPICS, v, {"throttle_time": 0, "responses": results})]
+
+    # -- DeleteRecords (21) ------------------------------------------------------------
+    async def delete_records(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.DELETE_RECORDS, v, body.buf[body.pos:])
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                res = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
+                try:
+                    plog = self.engine.log(t.name, p.partition_index)
+                    offset = plog.high_watermark if p.offset == -1 else p.offset
+                    res["low_watermark"] = plog.delete_records_before(offset)
+                except Exception as e:
+                    if not isinstance(e, KafkaApiError):
+                        log.exception("delete records of %s-%d failed", t.name, p.partition_index)
+                    res["error_code"] = _code(e)
+                parts.append(res)
+            topics.append({"name": t.name, "partitions": parts})
+        return [m.encode(m.ApiKey.DELETE_RECORDS, v, {"throttle_time": 0, "topics": topics})]
+
+    # -- OffsetForLeaderEpoch (23) -------------------------------------------------------
+    async def offset_for_leader_epoch(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, v, body.buf[body.pos:])
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                res = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+                try:
+                    plog = self.engine.log(t.topic, p.partition)
+                    _check_epoch(plog, p.current_leader_epoch)
+                    res["leader_epoch"], res["end_offset"] = plog.end_offset_for_epoch(p.leader_epoch)
+                except Exception as e:
+                    if not isinstance(e, KafkaApiError):
+                        log.exception("offset for leader epoch of %s-%d failed", t.topic, p.partition)
+                    res["error_code"] = _code(e)
+                parts.append(res)
+            topics.append({"topic": t.topic, "partitions": parts})
+        return [m.encode(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, v, {"throttle_time": 0, "topics": topics})]
+
+    # -- DescribeConfigs (32) ---------------------------------------------------------
+    async def describe_configs(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.DESCRIBE_CONFIGS, v, body.buf[body.pos:])
+        eng = self.engine
+        results = []
+        for r in req.resources:
+            res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+                   "resource_name": r.resource_name, "configs": []}
+            try:
+                if r.resource_type == _RESOURCE_TOPIC:
+                    cfg = eng.topic_config(r.resource_name)
+                    values, overrides = dict(cfg), cfg.overrides
+                    dynamic_source = _SOURCE_DYNAMIC_TOPIC
+                elif r.resource_type == _RESOURCE_BROKER:
+                    if r.resource_name not in ("", str(NODE_ID)):
+                        raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({NODE_ID})")
+                    values, overrides = dict(eng.config.values), {}
+                    dynamic_source = _SOURCE_STATIC_BROKER
+                else:
+                    raise InvalidRequestError(f"resource type {r.resource_type} is not supported")
+                # null or empty both mean every key (Kafka's ConfigHelper; kafka-python sends [])
+                wanted = set(r.configuration_keys) if r.configuration_keys else None
+                for name in sorted(values):
+                    if wanted is not None and name not in wanted:
+                        continue
+                    value = _config_string(values[name])
+                    source = dynamic_source if name in overrides else _SOURCE_DEFAULT
+                    res["configs"].append({
+                        "name": name, "value": value, "read_only": r.resource_type != _RESOURCE_TOPIC,
+                        "config_source": source, "is_sensitive": False,
+                        "synonyms": [{"name": name, "value": value, "source": source}]
+                        if req.include_synonyms else [],
+                        "config_type": _config_type(values[name]), "documentation": None,
+                    })
+            except Exception as e:
+                if not isinstance(e, KafkaApiError):
+                    log.exception("describe configs of %r failed", r.resource_name)
+                res["error_code"] = _code(e)
+                res["error_message"] = str(e)[:300]
+            results.append(res)
+        return [m.encode(m.ApiKey.DESCRIBE_CONFIGS, v, {"throttle_time": 0, "results": results})]
+
+    # -- CreatePartitions (37) ----------------------------------------------------------
+    async def create_partitions(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.CREATE_PARTITIONS, v, body.buf[body.pos:])
+        eng = self.engine
+        results = []
+        for t in req.topics:
+            res = {"name": t.name, "error_code": 0, "error_message": None}
+            try:
+                current = eng.topic_metadata(t.name).partitions
+                if t.assignments is not None and len(t.assignments) != t.count - current:
+                    raise InvalidRequestError(
+                        f"{len(t.assignments)} assignments for {t.count - current} new partitions")
+                if t.count <= current:
+                    from ..errors import InvalidPartitionsError
+                    raise InvalidPartitionsError(
+                        f"topic {t.name!r} has {current} partitions; the new count must be larger")
+                if not req.validate_only:
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, eng.create_partitions, t.name, t.count)
+            except Exception as e:
+                if not isinstance(e, KafkaApiError):
+                    log.exception("create partitions of %r failed", t.name)
+                res["error_code"] = _code(e)
+                res["error_message"] = str(e)[:300]
+            results.append(res)
+        return [m.encode(m.ApiKey.CREATE_PARTITIONS, v, {"throttle_time": 0, "results": results})]
+
+    # -- IncrementalAlterConfigs (44) -----------------------------------------------------
+    async def incremental_alter_configs(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.INCREMENTAL_ALTER_CONFIGS, v, body.buf[body.pos:])
+        eng = self.engine
+        responses = []
+        for r in req.resources:
+            res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+                   "resource_name": r.resource_name}
+            try:
+                if r.resource_type != _RESOURCE_TOPIC:
+                    raise InvalidRequestError("only topic configs can be altered (broker configs are static)")
+                current = dict(eng.topic_metadata(r.resource_name).config)
+                sets, deletes = _apply_config_ops(eng.topic_config(r.resource_name), current, r.configs)
+                if req.validate_only:
+                    merged = {k: x for k, x in {**current, **sets}.items() if k not in deletes}
+                    eng.config.log_config(merged)
+                else:
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, lambda: eng.alter_topic_config(r.resource_name, sets, deletes))
+            except Exception as e:
+                if not isinstance(e, KafkaApiError):
+                    log.exception("incremental alter configs of %r failed", r.resource_name)
+                res["error_code"] = _code(e)
+                res["error_message"] = str(e)[:300]
+            responses.append(res)
+        return [m.encode(m.ApiKey.INCREMENTAL_ALTER_CONFIGS, v, {"throttle_time": 0, "responses": responses})]
+
+    # -- DescribeCluster (60) -------------------------------------------------------
+    async def describe_cluster(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.DESCRIBE_CLUSTER, v, body.buf[body.pos:])
+        host, port = conn.advertised_address()
+        endpoint_type = getattr(req, "endpoint_type", 1)
+        error = 0 if endpoint_type in (1, 2) else _UNSUPPORTED_ENDPOINT_TYPE
+        return [m.encode(m.ApiKey.DESCRIBE_CLUSTER, v, {
+            "throttle_time": 0, "error_code": error, "error_message": None,
+            "endpoint_type": endpoint_type, "cluster_id": self.engine.cluster_id or "",
+            "controller_id": NODE_ID,
+            "brokers": [{"broker_id": NODE_ID, "host": host, "port": port, "rack": None}] if not error else [],
+            "cluster_authorized_operations": _AUTHORIZED_OPERATIONS_OMITTED,
+        })]
+
+
+# DescribeConfigs / IncrementalAlterConfigs constants (Kafka's ConfigResource.Type,
+# DescribeConfigsResponse.ConfigSource and ConfigEntry.ConfigType).
+_RESOURCE_TOPIC = 2
+_RESOURCE_BROKER = 4
+_SOURCE_DYNAMIC_TOPIC = 1
+_SOURCE_STATIC_BROKER = 4
+_SOURCE_DEFAULT = 5
+_OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
+_UNSUPPORTED_ENDPOINT_TYPE = 119
+_AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def _config_string(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _config_type(value) -> int:
+    if isinstance(value, bool):
+        return 1      # BOOLEAN
+    if isinstance(value, int):
+        return 5      # LONG
+    if isinstance(value, float):
+        return 6      # DOUBLE
+    return 2          # STRING
+
+
+def _apply_config_ops(effective, overrides: dict, ops) -> tuple[dict, list]:
+    """IncrementalAlterConfigs operations -> (keys to set, keys to delete).
+
+    APPEND / SUBTRACT work on list-valued keys (``cleanup.policy``), starting
+    from the effective value; on any other key they are INVALID_CONFIG.
+    """
+    from ..errors import InvalidConfigError
+
+    sets: dict = {}
+    deletes: list = []
+    for op in ops:
+        if op.config_operation == _OP_SET:
+            sets[op.name] = op.value
+        elif op.config_operation == _OP_DELETE:
+            deletes.append(op.name)
+        elif op.config_operation in (_OP_APPEND, _OP_SUBTRACT):
+            if op.name != "cleanup.policy":
+                raise InvalidConfigError(f"{op.name} is not a list; APPEND/SUBTRACT need a list config")
+            items = [x for x in str(sets.get(op.name, effective[op.name])).split(",") if x]
+            for x in (op.value or "").split(","):
+                if op.config_operation == _OP_APPEND and x and x not in items:
+                    items.append(x)
+                elif op.config_operation == _OP_SUBTRACT and x in items:
+                    items.remove(x)
+            sets[op.name] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"unknown config operation {op.config_operation}")
+    return sets, deletes
 
 
 def _max_timestamp(plog):

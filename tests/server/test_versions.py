@@ -132,3 +132,80 @@ def test_create_and_delete_topics(vbroker, version):
     resp = call(vbroker.port, 20, dver, {"topic_names": [name, "missing"], "timeout": 5000})
     assert [(r.name, int(r.error_code)) for r in resp.responses] == [(name, 0), ("missing", 3)]
     assert name not in vbroker.call(vbroker.engine.list_topics)
+
+
+@pytest.mark.parametrize("version", versions(37))
+def test_create_partitions(vbroker, version):
+    name = f"cp{version}"
+    vbroker.call(lambda: vbroker.engine.create_topic(name, 1))
+    resp = call(vbroker.port, 37, version, {
+        "topics": [{"name": name, "count": 3, "assignments": None},
+                   {"name": "missing", "count": 2, "assignments": None},
+                   {"name": "v", "count": 1, "assignments": None}],
+        "timeout": 5000, "validate_only": False})
+    assert [(r.name, int(r.error_code)) for r in resp.results] == [(name, 0), ("missing", 3), ("v", 37)]
+    assert vbroker.call(lambda: vbroker.engine.partitions_for(name)) == 3
+
+
+@pytest.mark.parametrize("version", versions(32))
+def test_describe_configs(vbroker, version):
+    resp = call(vbroker.port, 32, version, {
+        "resources": [{"resource_type": 2, "resource_name": "v", "configuration_keys": ["segment.bytes"]},
+                      {"resource_type": 2, "resource_name": "missing", "configuration_keys": None},
+                      {"resource_type": 4, "resource_name": "0", "configuration_keys": ["num.partitions"]}],
+        "include_synonyms": True, "include_documentation": False})
+    topic, missing, brk = resp.results
+    assert int(topic.error_code) == 0
+    assert [(c.name, c.value) for c in topic.configs] == [("segment.bytes", "1073741824")]
+    assert int(missing.error_code) == 3
+    assert int(brk.error_code) == 0 and [(c.name, c.value) for c in brk.configs] == [("num.partitions", "1")]
+
+
+@pytest.mark.parametrize("version", versions(44))
+def test_incremental_alter_configs(vbroker, version):
+    name = f"ia{version}"
+    vbroker.call(lambda: vbroker.engine.create_topic(name, 1))
+    resp = call(vbroker.port, 44, version, {
+        "resources": [{"resource_type": 2, "resource_name": name, "configs": [
+            {"name": "retention.bytes", "config_operation": 0, "value": "1000"}]},
+                      {"resource_type": 2, "resource_name": "missing", "configs": []},
+                      {"resource_type": 2, "resource_name": name, "configs": [
+            {"name": "segment.bytes", "config_operation": 0, "value": "not-a-number"}]}],
+        "validate_only": False})
+    assert [int(r.error_code) for r in resp.responses] == [0, 3, 40]
+    assert vbroker.call(lambda: vbroker.engine.topic_config(name))["retention.bytes"] == 1000
+
+
+@pytest.mark.parametrize("version", versions(21))
+def test_delete_records(vbroker, version):
+    name = f"dr{version}"
+    vbroker.call(lambda: vbroker.engine.create_topic(name, 1))
+    vbroker.call(lambda: vbroker.engine.log(name, 0).append(bytearray(build_batch([b"x"] * 10))))
+    resp = call(vbroker.port, 21, version, {"topics": [{"name": name, "partitions": [
+        {"partition_index": 0, "offset": 4}, {"partition_index": 5, "offset": 1}]}], "timeout": 5000})
+    got = [(p.partition_index, p.low_watermark, int(p.error_code)) for p in resp.topics[0].partitions]
+    assert got == [(0, 4, 0), (5, -1, 3)]
+    resp = call(vbroker.port, 21, version, {"topics": [{"name": name, "partitions": [
+        {"partition_index": 0, "offset": 99}]}], "timeout": 5000})
+    assert int(resp.topics[0].partitions[0].error_code) == 1  # OFFSET_OUT_OF_RANGE above the HW
+
+
+@pytest.mark.parametrize("version", versions(23))
+def test_offset_for_leader_epoch(vbroker, version):
+    resp = call(vbroker.port, 23, version, {"replica_id": -1, "topics": [{"topic": "v", "partitions": [
+        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0},
+        {"partition": 0, "current_leader_epoch": 5, "leader_epoch": 0}]}]})
+    ok, fenced = resp.topics[0].partitions
+    assert (int(ok.error_code), ok.leader_epoch, ok.end_offset) == (0, 0, 3)
+    assert int(fenced.error_code) == 75  # UNKNOWN_LEADER_EPOCH: newer than ours
+
+
+@pytest.mark.parametrize("version", versions(60))
+def test_describe_cluster(vbroker, version):
+    data = {"include_cluster_authorized_operations": False}
+    if version >= 1:
+        data["endpoint_type"] = 1
+    resp = call(vbroker.port, 60, version, data)
+    assert int(resp.error_code) == 0
+    assert resp.cluster_id == vbroker.engine.cluster_id
+    assert [(b.broker_id, b.port) for b in resp.brokers] == [(0, vbroker.port)]
