@@ -256,38 +256,63 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _listener_address(value: str) -> tuple[str, int]:
+    """HOST:PORT from ``HOST:PORT`` or the first ``PLAINTEXT://HOST:PORT`` of a listeners list."""
+    first = value.split(",")[0].strip()
+    if "://" in first:
+        proto, first = first.split("://", 1)
+        if proto.upper() != "PLAINTEXT":
+            raise SystemExit(f"error: only PLAINTEXT listeners are served, got {proto}")
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SystemExit(f"error: expected HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve a data directory to Kafka clients until SIGTERM/SIGINT (then shut down cleanly)."""
     import asyncio
     import logging
     import signal
 
+    from .config import parse_properties
     from .server import Broker
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    host, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise SystemExit(f"error: --listen wants HOST:PORT, got {args.listen!r}")
-    host = host.strip("[]") or "0.0.0.0"
+    settings: dict = {}
+    if args.properties:
+        with open(args.properties) as f:
+            settings.update(parse_properties(f.read()))
+    settings.update(_parse_kv(args.config))
+    data_dir = args.data_dir or settings.pop("log.dirs", "./data").split(",")[0]
+    settings.pop("log.dirs", None)
+    listen = args.listen or settings.get("listeners", "127.0.0.1:9092")
+    host, port = _listener_address(listen)
+    host = host or "0.0.0.0"
     adv_host, adv_port = None, None
-    if args.advertised:
-        ah, _, ap = args.advertised.rpartition(":")
-        adv_host, adv_port = ah.strip("[]"), int(ap)
+    advertised = args.advertised or settings.get("advertised.listeners")
+    if advertised:
+        adv_host, adv_port = _listener_address(advertised)
 
     import engine
 
     async def run() -> None:
         # background=True: retention and flush tasks run while serving
-        with engine.open(args.data_dir, _parse_kv(args.config) or None) as eng:
-            broker = Broker(eng, host, int(port), advertised_host=adv_host, advertised_port=adv_port)
+        with engine.open(data_dir, settings or None) as eng:
+            cfg = eng.config
+            broker = Broker(eng, host, port, advertised_host=adv_host, advertised_port=adv_port,
+                            max_request_bytes=cfg["socket.request.max.bytes"],
+                            idle_timeout=cfg["connections.max.idle.ms"] / 1000.0)
             await broker.start()
-            print(f"serving {args.data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
+            print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
             await stop.wait()
             await broker.stop()
+        print("stopped cleanly", file=sys.stderr, flush=True)
 
     asyncio.run(run())
     return 0
@@ -349,8 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("serve", help="run the Kafka wire-protocol broker")
-    with_dir(s)
-    s.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any)")
+    s.add_argument("properties", nargs="?", metavar="server.properties",
+                   help="a Kafka-style properties file (log.dirs, listeners, num.partitions, ...)")
+    s.add_argument("--data-dir", default=None,
+                   help="data directory (default: log.dirs of the properties file, else ./data)")
+    s.add_argument("--config", action="append", metavar="KEY=VALUE",
+                   help="broker config (Kafka keys), repeatable; overrides the properties file")
+    s.add_argument("--listen", default=None,
+                   help="HOST:PORT to listen on (port 0: any; default: listeners, else 127.0.0.1:9092)")
     s.add_argument("--advertised", default=None, metavar="HOST:PORT",
                    help="address given to clients in Metadata (default: the connection's local address)")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

@@ -123,6 +123,17 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "num.recovery.threads.per.data.dir": (1, _int(1)),
     "broker.id": (0, _int(-1)),
     "node.id": (0, _int(-1)),
+    # broker (network) keys, read by engine.server
+    "listeners": ("PLAINTEXT://127.0.0.1:9092", lambda k, v: str(v)),
+    "advertised.listeners": ("", lambda k, v: str(v)),
+    "socket.request.max.bytes": (104857600, _int(1)),
+    "connections.max.idle.ms": (600000, _int(1)),
+    "queued.max.requests": (500, _int(1)),
+    "process.roles": ("broker,controller", lambda k, v: str(v)),
+    "controller.quorum.voters": ("", lambda k, v: str(v)),
+    "controller.listener.names": ("", lambda k, v: str(v)),
+    "listener.security.protocol.map": ("", lambda k, v: str(v)),
+    "inter.broker.listener.name": ("", lambda k, v: str(v)),
 }
 _BROKER_TO_TOPIC = {v[2]: k for k, v in _TOPIC_KEYS.items()}
 # Kafka also accepts the hour/minute forms of a few broker keys.
