@@ -1,0 +1,136 @@
+"""Broker throughput with a real client: confluent-kafka (librdkafka) producing to
+and consuming from `python -m engine serve` on loopback, the setup of the
+reference figures for Apache Kafka 4.0 on this machine type
+(../shared/reference/machine-limits.md §3: 3 partitions here vs 1 there,
+linger.ms=5, batch.size=1 MiB).
+
+    python -m bench.broker_clients [--records 1000000] [--sizes 100,1024] [--codecs none,lz4]
+
+Prints records/s and MB/s for produce (acks=1 and acks=all) and consume, the
+broker's peak RSS, and Kafka's figures beside them as the reference.  The
+client and the broker share the machine's cores, as in the reference run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Apache Kafka 4.0, confluent-kafka 2.16.1, same machine type (machine-limits.md §3), records/s
+CONSUMER_EXTRA: dict = {}
+KAFKA = {("produce", 100): 934_000, ("consume", 100): 184_000,
+         ("produce", 1024): 163_000, ("consume", 1024): 700_000}
+
+
+def start_broker(data: str) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--data-dir", data,
+                             "--listen", "127.0.0.1:0", "--log-level", "warning",
+                             "--config", "num.partitions=3"],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    m = re.search(r":(\d+)\s*$", line)
+    if not m:
+        raise RuntimeError(f"broker did not start: {line}{proc.stderr.read()}")
+    return proc, int(m.group(1))
+
+
+def peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int, codec: str, acks: str) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1 << 20,
+                  "compression.type": codec, "acks": acks, "queue.buffering.max.messages": 2_000_000,
+                  "queue.buffering.max.kbytes": 2 * 1024 * 1024})
+    value = os.urandom(size // 2).hex().encode()
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:
+                p.poll(0.01)
+    if p.flush(120) != 0:
+        raise RuntimeError("records left undelivered")
+    return time.perf_counter() - t0
+
+
+def consume(bootstrap: str, topic: str, n: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 10, **CONSUMER_EXTRA})
+    c.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    got = 0
+    first = None
+    deadline = time.monotonic() + 300
+    while got < n and time.monotonic() < deadline:
+        msgs = c.consume(10000, timeout=1.0)
+        if msgs and first is None:
+            first = time.perf_counter()  # timed from the first message, like the reference
+        got += sum(1 for m in msgs if m.error() is None)
+    dt = time.perf_counter() - (first or time.perf_counter())
+    c.close()
+    if got < n:
+        raise RuntimeError(f"consumed {got} of {n}")
+    return dt
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--codecs", default="none,lz4")
+    ap.add_argument("--max-partition-fetch-bytes", type=int, default=None,
+                    help="consumer max.partition.fetch.bytes (librdkafka default 1 MiB: with 1 MiB "
+                         "producer batches only the first partition of a fetch gets a whole batch)")
+    args = ap.parse_args(argv)
+    if args.max_partition_fetch_bytes:
+        CONSUMER_EXTRA["max.partition.fetch.bytes"] = args.max_partition_fetch_bytes
+    tmp = tempfile.mkdtemp(prefix="engine-broker-bench-")
+    proc, port = start_broker(os.path.join(tmp, "data"))
+    bootstrap = f"127.0.0.1:{port}"
+    rows = []
+    try:
+        produce(bootstrap, "warmup", 50_000, 100, "none", "1")  # connections, topic creation, caches
+        for size in (int(s) for s in args.sizes.split(",")):
+            n = args.records if size <= 100 else max(args.records // 4, 1)
+            for codec in args.codecs.split(","):
+                for acks in ("1", "all"):
+                    topic = f"b{size}-{codec}-{acks}"
+                    dt = produce(bootstrap, topic, n, size, codec, acks)
+                    rows.append((f"produce {size} B {codec} acks={acks}", n / dt, n * size / dt,
+                                 KAFKA.get(("produce", size))))
+                dt = consume(bootstrap, f"b{size}-{codec}-1", n)
+                rows.append((f"consume {size} B {codec}", n / dt, n * size / dt, KAFKA.get(("consume", size))))
+        rss = peak_rss_mb(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"| {'row':<32} | {'records/s':>12} | {'MB/s':>8} | {'Kafka 4.0 rec/s':>15} | {'ratio':>5} |")
+    print(f"|{'-' * 34}|{'-' * 14}|{'-' * 10}|{'-' * 17}|{'-' * 7}|")
+    for name, rps, bps, ref in rows:
+        ratio = f"{rps / ref:.2f}" if ref else "-"
+        print(f"| {name:<32} | {rps:>12,.0f} | {bps / 1e6:>8.0f} | {ref or 0:>15,} | {ratio:>5} |")
+    print(f"broker peak RSS: {rss:.0f} MB (goal < 200 MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
