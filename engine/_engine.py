@@ -46,6 +46,7 @@ from .storage.manager import LogManager
 
 __all__ = ["Engine", "PartitionDescription", "TopicDescription", "open"]
 
+_PRODUCER_ID_BLOCK = 1000
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
@@ -89,6 +90,8 @@ class Engine:
         elif not os.path.isdir(self.path):
             raise FileNotFoundError(f"data directory {self.path} does not exist")
         self._admin = threading.RLock()
+        self._next_producer_id = 0
+        self._producer_id_limit = 0
         self._arrived = threading.Condition(threading.Lock())
         self._closed = False
         # The lock is taken by the LogManager before the metadata is touched.
@@ -169,6 +172,17 @@ class Engine:
     def cluster_id(self) -> str | None:
         """The ``cluster.id`` of ``meta.properties`` (None for a read-only open of a fresh directory)."""
         return self._meta.cluster_id
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before in this data directory (InitProducerId)."""
+        self._check_writable()
+        with self._admin:
+            if self._next_producer_id >= self._producer_id_limit:
+                self._next_producer_id = self._meta.reserve_producer_ids(_PRODUCER_ID_BLOCK)
+                self._producer_id_limit = self._next_producer_id + _PRODUCER_ID_BLOCK
+            pid = self._next_producer_id
+            self._next_producer_id += 1
+            return pid
 
     def topic_config(self, name: str) -> LogConfig:
         return self.config.log_config(self._topic(name).config)

@@ -21,6 +21,8 @@ back to its class.  Classes also subclass a builtin where that is natural, so
     │   ├── InvalidReplicationFactorError (38)
     │   ├── InvalidConfigError (40)            unknown key or bad value; also a ValueError
     │   ├── InvalidRequestError (42)           a frame/request that fails to parse (the broker closes)
+    │   ├── OutOfOrderSequenceError (45)       idempotent batch whose sequence does not follow the last one
+    │   ├── InvalidProducerEpochError (47)     idempotent batch from an older producer epoch
     │   ├── KafkaStorageError (56)             I/O failure (EIO, ENOSPC) on a log dir; also an OSError
     │   ├── FencedLeaderEpochError (74)        request's leader epoch older than the partition's
     │   ├── UnknownLeaderEpochError (75)       request's leader epoch newer than the partition's
@@ -45,6 +47,7 @@ __all__ = [
     "FencedLeaderEpochError",
     "InvalidConfigError",
     "InvalidPartitionsError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidReplicationFactorError",
     "InvalidRequestError",
@@ -53,6 +56,7 @@ __all__ = [
     "KafkaApiError",
     "KafkaStorageError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "ReadOnlyError",
     "RecordTooLargeError",
     "TopicAlreadyExistsError",
@@ -164,6 +168,18 @@ class InvalidRequestError(KafkaApiError, ValueError):
     the connection (Kafka does the same)."""
 
     code, retriable, name = 42, False, "INVALID_REQUEST"
+
+
+class OutOfOrderSequenceError(KafkaApiError):
+    """An idempotent producer's batch does not continue its sequence (a gap or a reordering)."""
+
+    code, retriable, name = 45, False, "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(KafkaApiError):
+    """An idempotent batch carries an older epoch than the producer's current one."""
+
+    code, retriable, name = 47, False, "INVALID_PRODUCER_EPOCH"
 
 
 class KafkaStorageError(KafkaApiError, OSError):

@@ -11,6 +11,7 @@ the data directory and ``partition.metadata`` in each partition directory.
 Format of ``engine-topics.json``::
 
     {"version": 1,
+     "producer_id_block_end": <int>,   # producer ids below it may be in use
      "topics": {"<name>": {"topic_id": "<22-char base64 uuid>",
                            "partitions": <int>,
                            "config": {"<kafka key>": <value>, ...}}}}
@@ -48,6 +49,14 @@ class TopicMetadata:
 class MetadataStore(Protocol):
     def topics(self) -> dict[str, TopicMetadata]: ...
     def put_topic(self, topic: TopicMetadata) -> None: ...
+    def reserve_producer_ids(self, count: int) -> int:
+        """Reserve `count` new producer ids; returns the first.  Persisted before it returns,
+        so ids are never handed out twice, even across restarts (Kafka's producer-id blocks)."""
+        first = self._producer_id_block_end
+        self._producer_id_block_end = first + count
+        self._save()
+        return first
+
     def remove_topic(self, name: str) -> None: ...
 
 
@@ -67,6 +76,7 @@ class LocalMetadataStore:
         self.read_only = read_only
         self._path = os.path.join(data_dir, TOPICS_FILE)
         self._topics: dict[str, TopicMetadata] = {}
+        self._producer_id_block_end = 0  # ids below it may have been handed out before
         self.cluster_id: str | None = None
         self.reload()
         if not read_only:
@@ -87,6 +97,7 @@ class LocalMetadataStore:
                 name: TopicMetadata(name, t["topic_id"], int(t["partitions"]), dict(t.get("config", {})))
                 for name, t in doc["topics"].items()
             }
+            self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptRecordError(f"unreadable topic metadata ({e})", self._path) from None
 
@@ -113,6 +124,7 @@ class LocalMetadataStore:
     def _save(self) -> None:
         doc = {
             "version": 1,
+            "producer_id_block_end": self._producer_id_block_end,
             "topics": {
                 t.name: {"topic_id": t.topic_id, "partitions": t.partitions, "config": t.config}
                 for t in sorted(self._topics.values(), key=lambda t: t.name)
@@ -123,6 +135,14 @@ class LocalMetadataStore:
     def put_topic(self, topic: TopicMetadata) -> None:
         self._topics[topic.name] = topic
         self._save()
+
+    def reserve_producer_ids(self, count: int) -> int:
+        """Reserve `count` new producer ids; returns the first.  Persisted before it returns,
+        so ids are never handed out twice, even across restarts (Kafka's producer-id blocks)."""
+        first = self._producer_id_block_end
+        self._producer_id_block_end = first + count
+        self._save()
+        return first
 
     def remove_topic(self, name: str) -> None:
         self._topics.pop(name, None)

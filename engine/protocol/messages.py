@@ -83,6 +83,7 @@ class ApiKey:
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
@@ -91,7 +92,8 @@ class ApiKey:
 
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
-             19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 23: "OffsetForLeaderEpoch",
+             19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
+             23: "OffsetForLeaderEpoch",
              32: "DescribeConfigs", 37: "CreatePartitions", 44: "IncrementalAlterConfigs",
              60: "DescribeCluster"}
 
@@ -105,6 +107,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 5),
     ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),
@@ -113,7 +116,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 
 # api_key -> first flexible version (Kafka 4.x, unchanged)
-FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 21: 2, 23: 4, 32: 4, 37: 2, 44: 1,
+FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 37: 2, 44: 1,
                  60: 0}
 
 

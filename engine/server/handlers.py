@@ -89,6 +89,7 @@ class Handlers:
             m.ApiKey.CREATE_TOPICS: self.create_topics,
             m.ApiKey.DELETE_TOPICS: self.delete_topics,
             m.ApiKey.DELETE_RECORDS: self.delete_records,
+            m.ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             m.ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             m.ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             m.ApiKey.CREATE_PARTITIONS: self.create_partitions,
@@ -351,6 +352,26 @@ class Handlers:
                 parts.append(res)
             topics.append({"name": t.name, "partitions": parts})
         return [m.encode(m.ApiKey.DELETE_RECORDS, v, {"throttle_time": 0, "topics": topics})]
+
+    # -- InitProducerId (22) -------------------------------------------------------------
+    async def init_producer_id(self, header, body, conn):
+        """Idempotent producers get a fresh id (epoch 0); v3+ callers that send their
+        current id and epoch get the epoch bumped (KIP-360).  Transactions come later."""
+        v = header.api_version
+        req = m.decode(m.ApiKey.INIT_PRODUCER_ID, v, body.buf[body.pos:])
+        res = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
+        if req.transactional_id is not None:
+            res["error_code"] = 42   # INVALID_REQUEST: no transaction coordinator yet
+        else:
+            pid = getattr(req, "producer_id", -1)
+            epoch = getattr(req, "producer_epoch", -1)
+            if pid >= 0 and 0 <= epoch < 32766:
+                res["producer_id"], res["producer_epoch"] = pid, epoch + 1
+            else:
+                res["producer_id"] = await asyncio.get_running_loop().run_in_executor(
+                    None, self.engine.allocate_producer_id)
+                res["producer_epoch"] = 0
+        return [m.encode(m.ApiKey.INIT_PRODUCER_ID, v, res)]
 
     # -- OffsetForLeaderEpoch (23) -------------------------------------------------------
     async def offset_for_leader_epoch(self, header, body, conn):

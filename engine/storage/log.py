@@ -52,10 +52,12 @@ from .. import _native
 from ..errors import (
     ClosedError,
     KafkaStorageError,
+    OutOfOrderSequenceError,
     OffsetOutOfRangeError,
     ReadOnlyError,
 )
 from . import checkpoint, files
+from .producer_state import ProducerStateManager
 from .segment import FileSlice, LogSegment
 
 __all__ = ["AppendInfo", "FetchInfo", "LeaderEpochCache", "PartitionLog", "HighWatermarkFile",
@@ -272,6 +274,7 @@ class PartitionLog:
         self._segments: list[LogSegment] = loaded.segments
         self._bases = [s.base_offset for s in self._segments]
         self.leader_epoch_cache: LeaderEpochCache = loaded.epoch_cache
+        self.producer_state = ProducerStateManager()
         self.recovery_stats: RecoveryStats = loaded.stats
         self.log_end_offset: int = self._segments[-1].next_offset if self._segments else 0
         self.log_start_offset: int = min(max(log_start_offset, self._segments[0].base_offset
@@ -363,6 +366,12 @@ class PartitionLog:
         with self._lock:
             self._check_writable()
             epoch = leader_epoch if leader_epoch is not None else max(self.leader_epoch_cache.latest_epoch, 0)
+            idempotent = None
+            # producerId >= 0 (first byte of the int64 at 43 below 0x80): an idempotent producer
+            if assign_offsets and len(buf) > 61 and buf[43] < 0x80:
+                idempotent = self._check_idempotent(buf)
+                if isinstance(idempotent, AppendInfo):
+                    return idempotent  # a retried batch: its original offsets, nothing written
             first, last, maxts, off_maxts, nb, nrec = _native.assign_offsets(
                 buf, self.log_end_offset, epoch, lat, False, cfg["max.message.bytes"], not assign_offsets)
             size = len(buf)
@@ -379,6 +388,13 @@ class PartitionLog:
                 raise KafkaStorageError(e.errno, f"append to {seg.log_path} failed: {e.strerror}") from e
             if self.leader_epoch_cache.assign(epoch, first):
                 self._flush_epoch_cache()
+            if idempotent:
+                off = first
+                for h in idempotent:
+                    if h.producer_id >= 0:
+                        self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                                                   h.last_offset_delta, off, off + h.last_offset_delta)
+                    off += h.last_offset_delta + 1
             self.log_end_offset = last + 1
             durable = cfg["flush.messages"] <= self.log_end_offset - self.recovery_point
             if not (durable or cfg.durable):
@@ -388,6 +404,29 @@ class PartitionLog:
         if durable or cfg.durable:
             self._await_sync(end)
         return AppendInfo(first, last, maxts, off_maxts, lat, nb, nrec, size)
+
+    def _check_idempotent(self, buf):
+        """Check the idempotent batches of an append (caller holds the lock).
+
+        Returns the batch headers to record after the write, or an AppendInfo
+        with the original offsets when the append is a retry of one batch
+        already in the log.  Raises OutOfOrderSequenceError,
+        InvalidProducerEpochError or InvalidRecordError (ProducerStateManager).
+        """
+        headers, _end = _native.list_batches(buf, 0, -1, False)
+        staged: dict[int, tuple[int, int]] = {}
+        for h in headers:
+            if h.producer_id < 0:
+                continue
+            dup = self.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence,
+                                            h.last_offset_delta, staged)
+            if dup is not None:
+                if len(headers) != 1:
+                    raise OutOfOrderSequenceError(
+                        f"producer {h.producer_id} repeated sequence {h.base_sequence} inside one append")
+                return AppendInfo(dup.first_offset, dup.last_offset, -1, -1, -1, 0, 0, 0)
+            staged[h.producer_id] = (h.producer_epoch, (h.base_sequence + h.last_offset_delta) % (1 << 31))
+        return headers
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int) -> LogSegment:
         seg = self._segments[-1]
@@ -707,6 +746,7 @@ class PartitionLog:
                 self._synced_offset = min(self._synced_offset, self.log_end_offset)
             if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
                 self._flush_epoch_cache()
+            self.producer_state.truncate_from(self.log_end_offset)
             self._hw_file.publish(self.high_watermark, self.log_start_offset)
             self._check_offsets()
             return self.log_end_offset

@@ -209,3 +209,18 @@ def test_describe_cluster(vbroker, version):
     assert int(resp.error_code) == 0
     assert resp.cluster_id == vbroker.engine.cluster_id
     assert [(b.broker_id, b.port) for b in resp.brokers] == [(0, vbroker.port)]
+
+
+@pytest.mark.parametrize("version", versions(22))
+def test_init_producer_id(vbroker, version):
+    data = {"transactional_id": None, "transaction_timeout": 60000}
+    if version >= 3:
+        data.update(producer_id=-1, producer_epoch=-1)
+    first = call(vbroker.port, 22, version, data)
+    assert int(first.error_code) == 0 and first.producer_id >= 0 and first.producer_epoch == 0
+    if version >= 3:  # KIP-360: the same producer asks again and gets its epoch bumped
+        data.update(producer_id=first.producer_id, producer_epoch=0)
+        bumped = call(vbroker.port, 22, version, data)
+        assert (bumped.producer_id, bumped.producer_epoch) == (first.producer_id, 1)
+    txn = call(vbroker.port, 22, version, {**data, "transactional_id": "txn-1"})
+    assert int(txn.error_code) == 42  # no transaction coordinator yet
