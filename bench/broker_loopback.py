@@ -111,6 +111,41 @@ def run(total_mb: int, batch_kb: int, use_sendfile: bool, data_dir: str, produce
     return out
 
 
+def loopback_ceiling(total_mb: int) -> float:
+    """MB/s of plain sendall() of an in-memory 1 MiB buffer to a recv_into() sink on
+    127.0.0.1: the most any fetch over loopback can reach on this machine."""
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    total = total_mb << 20
+
+    def sink() -> None:
+        conn, _ = srv.accept()
+        buf = bytearray(1 << 20)
+        view = memoryview(buf)
+        got = 0
+        while got < total:
+            n = conn.recv_into(view)
+            if not n:
+                break
+            got += n
+        conn.close()
+
+    t = threading.Thread(target=sink)
+    t.start()
+    chunk = os.urandom(1 << 20)
+    with socket.create_connection(("127.0.0.1", srv.getsockname()[1])) as s:
+        t0 = time.perf_counter()
+        for _ in range(total_mb):
+            s.sendall(chunk)
+        t.join()
+        dt = time.perf_counter() - t0
+    srv.close()
+    return total_mb * 1.048576 / dt
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=256)
@@ -120,7 +155,9 @@ def main() -> None:
         r1 = run(args.mb, args.batch_kb, True, d, produce=True)
         # alternate the two write paths over a warm page cache; report the best of 3 each
         fetch = {True: [], False: []}
+        ceiling = []
         for _ in range(3):
+            ceiling.append(loopback_ceiling(args.mb))
             for sf in (False, True):
                 fetch[sf].append(run(args.mb, args.batch_kb, sf, d, produce=False)["fetch_MBps"])
     print(f"produce (acks=1, {args.batch_kb} KiB batches, 8 in flight): {r1['produce_MBps']:.0f} MB/s")
@@ -128,6 +165,9 @@ def main() -> None:
           + ", ".join(f"{x:.0f}" for x in fetch[True]) + ")")
     print(f"fetch with read() copy:  {max(fetch[False]):.0f} MB/s  (runs: "
           + ", ".join(f"{x:.0f}" for x in fetch[False]) + ")")
+    top = max(ceiling)
+    print(f"loopback send() ceiling: {top:.0f} MB/s  (runs: " + ", ".join(f"{x:.0f}" for x in ceiling)
+          + f"); fetch/ceiling: sendfile {max(fetch[True]) / top:.2f}, copy {max(fetch[False]) / top:.2f}")
 
 
 if __name__ == "__main__":
