@@ -52,6 +52,7 @@ import typing
 import uuid as _uuid
 from dataclasses import dataclass
 
+from .. import _native
 from ..errors import InvalidRequestError
 from .primitives import Reader, Writer
 
@@ -172,27 +173,14 @@ class ProduceRequest:
 
 
 def parse_produce_request(r: Reader, version: int) -> ProduceRequest:
-    flex = version >= 9
-    txn = r.nullable_string_f(flex) if version >= 3 else None
-    acks = r.int16()
-    timeout = r.int32()
-    topics = []
-    for _ in range(r.array_length(flex)):
-        name = r.string_f(flex)
-        parts = []
-        for _ in range(r.array_length(flex, min_item=5)):
-            index = r.int32()
-            records = r.compact_nullable_bytes() if flex else r.nullable_bytes()
-            if flex:
-                r.tagged_fields()
-            parts.append(ProducePartition(index, records))
-        if flex:
-            r.tagged_fields()
-        topics.append((name, parts))
-    if flex:
-        r.tagged_fields()
-    r.done()
-    return ProduceRequest(txn, acks, timeout, topics)
+    """Parse a Produce body (v3+) from `r`; the walk is native (csrc/wire.pyx).
+
+    Record fields come back as views into the request frame, not copies.
+    """
+    txn, acks, timeout, topics, end = _native.parse_produce(r.buf, r.pos, r.end, version)
+    r.pos = end
+    return ProduceRequest(txn, acks, timeout,
+                          [(name, [ProducePartition(i, rec) for i, rec in parts]) for name, parts in topics])
 
 
 def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]]) -> bytearray:
@@ -238,43 +226,9 @@ class FetchPartitionData:
 def encode_fetch_response(version: int, topics: list[tuple[str, list[FetchPartitionData]]],
                           error_code: int = 0, session_id: int = 0) -> tuple[list, int]:
     """The body of a FetchResponse as parts: ``bytearray`` runs and the FileSlices of
-    each partition's records, in wire order.  Returns (parts, total size)."""
-    flex = version >= 12
-    parts: list = []
-    w = Writer()
-    w.int32(0)  # throttle_time_ms
-    if version >= 7:
-        w.int16(error_code).int32(session_id)
-    w.array_length(len(topics), flex)
-    total = 0
-    for name, partitions in topics:
-        w.string(name, flex)
-        w.array_length(len(partitions), flex)
-        for p in partitions:
-            w.int32(p.partition_index).int16(p.error_code).int64(p.high_watermark)
-            w.int64(p.last_stable_offset)
-            if version >= 5:
-                w.int64(p.log_start_offset)
-            w.array_length(None, flex)  # aborted_transactions: none (no transactions yet)
-            if version >= 11:
-                w.int32(-1)  # preferred_read_replica
-            size = sum(len(s) for s in p.slices) if p.slices else 0
-            w.bytes_length(size, flex)
-            if size:
-                total += len(w.buf)
-                parts.append(w.buf)
-                parts.extend(s for s in p.slices if len(s))
-                total += size
-                w = Writer()
-            if flex:
-                w.tagged_fields()
-        if flex:
-            w.tagged_fields()
-    if flex:
-        w.tagged_fields()
-    total += len(w.buf)
-    parts.append(w.buf)
-    return parts, total
+    each partition's records, in wire order.  Returns (parts, total size).
+    Written natively (csrc/wire.pyx)."""
+    return _native.fetch_response(version, topics, error_code, session_id)
 
 
 # -- kio-backed control-plane messages -----------------------------------------------
