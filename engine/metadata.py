@@ -49,15 +49,8 @@ class TopicMetadata:
 class MetadataStore(Protocol):
     def topics(self) -> dict[str, TopicMetadata]: ...
     def put_topic(self, topic: TopicMetadata) -> None: ...
-    def reserve_producer_ids(self, count: int) -> int:
-        """Reserve `count` new producer ids; returns the first.  Persisted before it returns,
-        so ids are never handed out twice, even across restarts (Kafka's producer-id blocks)."""
-        first = self._producer_id_block_end
-        self._producer_id_block_end = first + count
-        self._save()
-        return first
-
     def remove_topic(self, name: str) -> None: ...
+    def reserve_producer_ids(self, count: int) -> int: ...
 
 
 def new_topic_id() -> str:

@@ -53,6 +53,15 @@ def _code(e: BaseException) -> int:
     return -1
 
 
+def _record_error(res: dict, e: BaseException, what: str, *args, message: bool = True) -> None:
+    """Put an exception into a per-item response: Kafka's code (and message); log the unexpected."""
+    if not isinstance(e, KafkaApiError):
+        log.exception(what, *args)
+    res["error_code"] = _code(e)
+    if message:
+        res["error_message"] = str(e)[:300]
+
+
 def leader_epoch(plog) -> int:
     return max(plog.leader_epoch_cache.latest_epoch, 0)
 
@@ -267,9 +276,7 @@ class Handlers:
                         res["offset"], res["timestamp"] = hit
                         res["leader_epoch"] = leader_epoch(plog)
                 except Exception as e:
-                    if not isinstance(e, KafkaApiError):
-                        log.exception("list offsets for %s-%d failed", t.name, p.partition_index)
-                    res["error_code"] = _code(e)
+                    _record_error(res, e, "list offsets for %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
             topics.append({"name": t.name, "partitions": parts})
         return [m.encode(m.ApiKey.LIST_OFFSETS, v, {"throttle_time": 0, "topics": topics})]
@@ -308,10 +315,7 @@ class Handlers:
                 res["replication_factor"] = rf
                 res["configs"] = []
             except Exception as e:
-                if not isinstance(e, KafkaApiError):
-                    log.exception("create topic %r failed", t.name)
-                res["error_code"] = _code(e)
-                res["error_message"] = str(e)[:300]
+                _record_error(res, e, "create topic %r failed", t.name)
             results.append(res)
         return [m.encode(m.ApiKey.CREATE_TOPICS, v, {"throttle_time": 0, "topics": results})]
 
@@ -325,10 +329,7 @@ class Handlers:
             try:
                 await asyncio.get_running_loop().run_in_executor(None, self.engine.delete_topic, name)
             except Exception as e:
-                if not isinstance(e, KafkaApiError):
-                    log.exception("delete topic %r failed", name)
-                res["error_code"] = _code(e)
-                res["error_message"] = str(e)[:300]
+                _record_error(res, e, "delete topic %r failed", name)
             results.append(res)
         return [m.encode(m.ApiKey.DELETE_TOPICS, v, {"throttle_time": 0, "responses": results})]
 
@@ -346,9 +347,7 @@ class Handlers:
                     offset = plog.high_watermark if p.offset == -1 else p.offset
                     res["low_watermark"] = plog.delete_records_before(offset)
                 except Exception as e:
-                    if not isinstance(e, KafkaApiError):
-                        log.exception("delete records of %s-%d failed", t.name, p.partition_index)
-                    res["error_code"] = _code(e)
+                    _record_error(res, e, "delete records of %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
             topics.append({"name": t.name, "partitions": parts})
         return [m.encode(m.ApiKey.DELETE_RECORDS, v, {"throttle_time": 0, "topics": topics})]
@@ -387,9 +386,7 @@ class Handlers:
                     _check_epoch(plog, p.current_leader_epoch)
                     res["leader_epoch"], res["end_offset"] = plog.end_offset_for_epoch(p.leader_epoch)
                 except Exception as e:
-                    if not isinstance(e, KafkaApiError):
-                        log.exception("offset for leader epoch of %s-%d failed", t.topic, p.partition)
-                    res["error_code"] = _code(e)
+                    _record_error(res, e, "offset for leader epoch of %s-%d failed", t.topic, p.partition, message=False)
                 parts.append(res)
             topics.append({"topic": t.topic, "partitions": parts})
         return [m.encode(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, v, {"throttle_time": 0, "topics": topics})]
@@ -430,10 +427,7 @@ class Handlers:
                         "config_type": _config_type(values[name]), "documentation": None,
                     })
             except Exception as e:
-                if not isinstance(e, KafkaApiError):
-                    log.exception("describe configs of %r failed", r.resource_name)
-                res["error_code"] = _code(e)
-                res["error_message"] = str(e)[:300]
+                _record_error(res, e, "describe configs of %r failed", r.resource_name)
             results.append(res)
         return [m.encode(m.ApiKey.DESCRIBE_CONFIGS, v, {"throttle_time": 0, "results": results})]
 
@@ -458,10 +452,7 @@ class Handlers:
                     await asyncio.get_running_loop().run_in_executor(
                         None, eng.create_partitions, t.name, t.count)
             except Exception as e:
-                if not isinstance(e, KafkaApiError):
-                    log.exception("create partitions of %r failed", t.name)
-                res["error_code"] = _code(e)
-                res["error_message"] = str(e)[:300]
+                _record_error(res, e, "create partitions of %r failed", t.name)
             results.append(res)
         return [m.encode(m.ApiKey.CREATE_PARTITIONS, v, {"throttle_time": 0, "results": results})]
 
@@ -486,10 +477,7 @@ class Handlers:
                     await asyncio.get_running_loop().run_in_executor(
                         None, lambda: eng.alter_topic_config(r.resource_name, sets, deletes))
             except Exception as e:
-                if not isinstance(e, KafkaApiError):
-                    log.exception("incremental alter configs of %r failed", r.resource_name)
-                res["error_code"] = _code(e)
-                res["error_message"] = str(e)[:300]
+                _record_error(res, e, "incremental alter configs of %r failed", r.resource_name)
             responses.append(res)
         return [m.encode(m.ApiKey.INCREMENTAL_ALTER_CONFIGS, v, {"throttle_time": 0, "responses": responses})]
 
