@@ -1,7 +1,7 @@
 """Options of the ``kafka-engine`` Spark data source, parsed and checked on the driver.
 
 Contract: :func:`parse_options` turns Spark's option map (keys compared
-case-insensitively, values strings) into a frozen, picklable
+case-insensitively -- Spark hands them over lower-cased --, values strings) into a frozen, picklable
 :class:`ReadOptions`, or raises :class:`engine.errors.InvalidConfigError`
 naming the offending option.  Names and meanings are those of Spark's Kafka
 source (``subscribe``, ``startingOffsets``, ``failOnDataLoss``, ...); the
@@ -18,6 +18,7 @@ Offset specs (``startingOffsets`` / ``endingOffsets``) are kept as
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -160,9 +161,11 @@ def parse_options(options, *, streaming: bool | None = False) -> ReadOptions:
                     f"option {k!r} is not supported by the kafka-engine source: it reads the segment "
                     "files under 'path' directly, so broker/consumer settings do not apply "
                     f"(supported: {', '.join(sorted(KNOWN_OPTIONS.values()))})")
+            near = difflib.get_close_matches(lk, KNOWN_OPTIONS, n=1)
+            hint = f"did you mean {KNOWN_OPTIONS[near[0]]!r}? " if near else ""
             raise InvalidConfigError(
-                f"unknown option {k!r} for the kafka-engine source "
-                f"(supported: {', '.join(sorted(KNOWN_OPTIONS.values()))})")
+                f"unknown option {k!r} for the kafka-engine source ({hint}"
+                f"supported: {', '.join(sorted(KNOWN_OPTIONS.values()))})")
         opts[lk] = v
 
     path = opts.get("path")

@@ -276,8 +276,13 @@ def read_range(part: OffsetRangePartition, opts: ReadOptions):
                 except CorruptRecordError as err:
                     if opts.fail_on_data_loss:
                         raise CorruptRecordError(
-                            f"{t}-{p} [{part.start}, {part.end}): {err.args[0] if err.args else err}; "
-                            "set failOnDataLoss=false to skip it", err.path, err.position) from err
+                            f"{err.reason} (reading offsets [{part.start}, {part.end}) of {t}-{p}; "
+                            "set failOnDataLoss=false to skip it)", err.path, err.position) from err
+                    # Rows of the batches before the bad one are in the scanner: keep them.
+                    if sc.num_rows:
+                        done = sc.finish(t, p, False)
+                        offset = max(offset, done.column(4)[-1].as_py() + 1)
+                        yield _spark_shape(done, opts.include_headers)
                     nxt = min(_slice_base(slices[k + 1]), end) if k + 1 < len(slices) else end
                     log.error("kafka-engine: %s; failOnDataLoss=false: skipping offsets [%d, %d) of %s-%d",
                               err, offset, nxt, t, p)

@@ -40,9 +40,11 @@ def data(spark_tmp):
                     p.send_batch("clicks", vals[s:s + 40], timestamps=tss[s:s + 40], partition=part)
         for c in CODECS:
             with eng.producer(compression_type=c, batch_size=8192, linger_ms=0) as p:
-                for i in range(N_CODEC):
-                    p.send(f"codec-{c}", (b"payload %d " % i) * 8, key=b"k%d" % i,
-                           headers=[("codec", c.encode())])
+                for s in range(0, N_CODEC, 50):  # batches of 50 records
+                    idx = range(s, min(s + 50, N_CODEC))
+                    p.send_batch(f"codec-{c}", [(b"payload %d " % i) * 8 for i in idx],
+                                 keys=[b"k%d" % i for i in idx], partition=0,
+                                 headers=[[("codec", c.encode())] for _ in idx])
     return path
 
 
