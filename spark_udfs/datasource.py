@@ -9,6 +9,7 @@ offset long, timestamp timestamp, timestampType int``, plus
 the driver (:mod:`spark_udfs.options`); offsets are resolved when the read is
 planned and records are decoded in the tasks (:mod:`spark_udfs.reader`),
 straight from the segment files under ``path``, as Arrow batches.
+``spark.readStream.format("kafka-engine")`` uses :mod:`spark_udfs.stream`.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class KafkaEngineDataSource(DataSource):
     def reader(self, schema: StructType):
         from .reader import KafkaEngineBatchReader
         return KafkaEngineBatchReader(parse_options(self.options))
+
+    def streamReader(self, schema: StructType):
+        from .stream import KafkaEngineStreamReader
+        return KafkaEngineStreamReader(parse_options(self.options, streaming=True))
 
 
 def register(spark) -> None:

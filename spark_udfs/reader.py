@@ -113,13 +113,15 @@ def _check_json_covers(name: str, spec: dict, tps: list[tuple[str, int]]) -> Non
                                  f"{', '.join(f'{t}-{p}' for t, p in missing)}")
 
 
-def _bound(plog, opts: ReadOptions, tp, which: str, lso: int, hw: int) -> int:
-    """The starting ("start") or ending ("end") offset of one partition, unchecked."""
+def _bound(plog, opts: ReadOptions, tp, which: str, lso: int, hw: int, default_start: int = EARLIEST) -> int:
+    """The starting ("start") or ending ("end") offset of one partition, unchecked
+    (`default_start`: without starting options; Spark's batch default is earliest,
+    its streaming default latest)."""
     t, p = tp
     if which == "start":
         glob_ts, by_ts, spec, name = (opts.starting_timestamp, opts.starting_by_timestamp,
                                       opts.starting, "startingOffsets")
-        default = EARLIEST
+        default = default_start
     else:
         glob_ts, by_ts, spec, name = (opts.ending_timestamp, opts.ending_by_timestamp,
                                       opts.ending, "endingOffsets")
