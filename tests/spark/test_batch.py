@@ -204,3 +204,33 @@ def test_batch_size_option_bounds_arrow_batches(data):
         sizes = [b.num_rows for b in read_range(part, opts)]
         assert sizes and max(sizes) <= 77 and sum(sizes) == part.end - part.start
         assert all(s == 77 for s in sizes[:-1])
+
+
+def test_udfs_header_value_and_kafka_partition(spark, data):
+    from pyspark.sql import functions as F
+
+    from spark_udfs.udfs import header_value, kafka_partition
+    df = load(spark, data, subscribe="orders", includeHeaders="true")
+    rows = (df.select("partition", "key", "value", kafka_partition("key", 3).alias("kp"),
+                      header_value("headers", "n").alias("n"), header_value(F.col("headers"), "none").alias("x"))
+            .toArrow().to_pylist())
+    assert len(rows) == N_ORDERS
+    for r in rows:
+        # the embedded producer placed keyed records with Kafka's DefaultPartitioner
+        assert r["kp"] == (r["partition"] if r["key"] is not None else None)
+        i = int(r["value"][6:12])
+        assert r["n"] == (str(i).encode() if i % 3 == 0 else None)
+        assert r["x"] is None
+
+
+def test_header_value_array_last_wins_and_slices():
+    from spark_udfs.udfs import header_value_array, kafka_partition_array
+    from engine._native import murmur2
+    h = pa.array([[{"key": "a", "value": b"1"}, {"key": "a", "value": b"2"}], None, [],
+                  [{"key": "b", "value": None}, {"key": "a", "value": b"3"}]],
+                 type=engine.arrow.HEADERS_TYPE)
+    assert header_value_array(h, "a").to_pylist() == [b"2", None, None, b"3"]
+    assert header_value_array(h.slice(2), "b").to_pylist() == [None, None]
+    keys = pa.array([b"x", None, b"", b"user-17"]).slice(1)
+    want = [None] + [(murmur2(k) & 0x7FFFFFFF) % 5 for k in (b"", b"user-17")]
+    assert kafka_partition_array(keys, 5).to_pylist() == want
