@@ -298,7 +298,16 @@ def read_range(part: OffsetRangePartition, opts: ReadOptions):
             if offset >= end:
                 break
             if k + 1 < len(slices):
-                offset = max(offset, _slice_base(slices[k + 1]))
+                nxt = _slice_base(slices[k + 1])
+                if offset < nxt and not skipped:
+                    # Segments are contiguous (no compaction yet): a hole is lost data.
+                    msg = (f"offsets [{offset}, {min(nxt, end)}) of {t}-{p} are missing: {sl.path} "
+                           f"ends before the next segment starts")
+                    if opts.fail_on_data_loss:
+                        raise OffsetOutOfRangeError(msg + "; set failOnDataLoss=false to skip them")
+                    log.warning("kafka-engine: %s; failOnDataLoss=false: skipped", msg)
+                skipped = False
+                offset = max(offset, nxt)
         if sc.num_rows:
             yield _spark_shape(sc.finish(t, p, False), opts.include_headers)
         if offset < end and not skipped:

@@ -179,3 +179,33 @@ def test_range_deleted_after_planning(good, spark_tmp):
     lax = parse_options({"path": path, "subscribe": "t", "failOnDataLoss": "false"})
     got = [o for b in read_range(part0, lax) for o in b.column("offset").to_pylist()]
     assert got == list(range(100, N))
+
+
+def test_hole_between_segments_is_data_loss(spark_tmp, caplog):
+    """A sealed segment cut short (its last batches gone): never a silent short read."""
+    path = str(spark_tmp / "hole")
+    with engine.open(path, background=False) as eng:
+        eng.create_topic("h", partitions=1, config={"segment.bytes": 8 * 1024})
+        with eng.producer(linger_ms=0) as p:
+            for s in range(0, 1000, 20):
+                p.send_batch("h", [b"value-%04d" % i for i in range(s, s + 20)], partition=0)
+        segs = eng.log("h", 0).segments
+        seg_path, nxt = segs[1].log_path, segs[2].base_offset
+    with open(seg_path, "r+b") as f:
+        data = f.read()
+        pos = 0
+        ends = []
+        while pos < len(data):
+            pos += 12 + struct.unpack(">i", data[pos + 8:pos + 12])[0]
+            ends.append(pos)
+        f.truncate(ends[-3])  # drop the last two batches (40 records)
+    opts = parse_options({"path": path, "subscribe": "h"})
+    with pytest.raises(OffsetOutOfRangeError, match=rf"offsets \[{nxt - 40}, {nxt}\) of h-0 are missing"):
+        for part in plan_ranges(opts):
+            list(read_range(part, opts))
+    lax = parse_options({"path": path, "subscribe": "h", "failOnDataLoss": "false"})
+    with caplog.at_level(logging.WARNING, logger="spark_udfs"):
+        got = [o for part in plan_ranges(lax) for b in read_range(part, lax)
+               for o in b.column("offset").to_pylist()]
+    assert got == list(range(nxt - 40)) + list(range(nxt, 1000))
+    assert "are missing" in caplog.text
