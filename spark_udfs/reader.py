@@ -119,12 +119,12 @@ def _bound(plog, opts: ReadOptions, tp, which: str, lso: int, hw: int, default_s
     its streaming default latest)."""
     t, p = tp
     if which == "start":
-        glob_ts, by_ts, spec, name = (opts.starting_timestamp, opts.starting_by_timestamp,
-                                      opts.starting, "startingOffsets")
+        glob_ts, by_ts, spec, by_ts_name = (opts.starting_timestamp, opts.starting_by_timestamp,
+                                            opts.starting, "startingOffsetsByTimestamp")
         default = default_start
     else:
-        glob_ts, by_ts, spec, name = (opts.ending_timestamp, opts.ending_by_timestamp,
-                                      opts.ending, "endingOffsets")
+        glob_ts, by_ts, spec, by_ts_name = (opts.ending_timestamp, opts.ending_by_timestamp,
+                                            opts.ending, "endingOffsetsByTimestamp")
         default = LATEST
     # Spark's precedence: the global timestamp, then per-partition timestamps, then offsets.
     ts = glob_ts if glob_ts is not None else (by_ts.get(tp) if by_ts is not None else None)
@@ -138,8 +138,8 @@ def _bound(plog, opts: ReadOptions, tp, which: str, lso: int, hw: int, default_s
             f"no record of {t}-{p} has a timestamp >= {ts} (startingTimestamp / "
             "startingOffsetsByTimestamp; set startingOffsetsByTimestampStrategy=latest to start at the end)")
     if by_ts is not None and glob_ts is None:
-        raise InvalidConfigError(f"option {'startingOffsetsByTimestamp' if which == 'start' else 'endingOffsetsByTimestamp'!r}"
-                                 f" does not give {t}-{p}")
+        raise InvalidConfigError(f"option {by_ts_name!r} must give every selected partition; "
+                                 f"missing {t}-{p}")
     off = default if spec is None else (EARLIEST if spec.kind == "earliest" else
                                         LATEST if spec.kind == "latest" else spec.per_partition[tp])
     if off == EARLIEST:

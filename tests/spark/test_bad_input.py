@@ -209,3 +209,11 @@ def test_hole_between_segments_is_data_loss(spark_tmp, caplog):
                for o in b.column("offset").to_pylist()]
     assert got == list(range(nxt - 40)) + list(range(nxt, 1000))
     assert "are missing" in caplog.text
+
+
+def test_per_partition_timestamps_must_cover_the_selection(good):
+    opts = parse_options({"path": good, "subscribe": "t",
+                          "startingOffsetsByTimestamp": '{"t":{"0":0}}'})
+    with pytest.raises(InvalidConfigError, match="'startingOffsetsByTimestamp' must give every "
+                                                 "selected partition; missing t-1"):
+        plan_ranges(opts)
