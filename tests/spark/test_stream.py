@@ -60,3 +60,26 @@ def test_streaming_query_with_restart(spark, spark_tmp):
     assert len(rows) == 900 and len(set((p, o) for p, o, _ in rows)) == 900  # no loss, no duplicate
     assert sorted((p, o) for p, o, _ in rows) == [(p, o) for p in range(2) for o in range(450)]
     assert all(v == b"s%d-%d" % (p, o) for p, o, v in rows)
+
+
+def test_latest_offset_shares_the_limit_by_backlog(spark_tmp):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from spark_udfs.options import parse_options
+    from spark_udfs.stream import KafkaEngineStreamReader
+    path = str(spark_tmp / "stream-limit")
+    with engine.open(path, background=False) as eng:
+        eng.create_topic("s", partitions=2)
+        with eng.producer(linger_ms=0) as p:
+            p.send_batch("s", [b"a"] * 300, partition=0)
+            p.send_batch("s", [b"b"] * 100, partition=1)
+    r = KafkaEngineStreamReader(parse_options(
+        {"path": path, "subscribe": "s", "maxOffsetsPerTrigger": "200"}, streaming=True))
+    assert r.initialOffset() == {"s": {"0": 300, "1": 100}}  # streaming default: latest
+    start = {"s": {"0": 0, "1": 0}}
+    assert r.getDefaultReadLimit() == ReadMaxRows(200)
+    assert r.latestOffset(start, ReadMaxRows(200)) == {"s": {"0": 150, "1": 50}}
+    assert r.latestOffset(start, ReadAllAvailable()) == {"s": {"0": 300, "1": 100}}
+    parts = r.partitions(start, {"s": {"0": 150, "1": 50}})
+    assert [(p.partition, p.start, p.end) for p in parts] == [(0, 0, 150), (1, 0, 50)]
+    assert sum(b.num_rows for p in parts for b in r.read(p)) == 200
