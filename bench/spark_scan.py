@@ -1,0 +1,93 @@
+"""Full-scan speed of the kafka-engine Spark source against Spark reading Parquet.
+
+For each case (N records of S-byte values, codec), writes the topic with the
+embedded producer (one partition per core, 2 here), then times in one
+SparkSession (local[2]): ``count()`` and ``sum(length(value))`` through
+``format("kafka-engine")``, and the same two queries over a Parquet file that
+Spark wrote from those rows in the same run.  Each query runs once to warm up,
+then the best of `--runs` is reported as rows/s and MB/s of value bytes.
+
+    python bench/spark_scan.py [--quick] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def write_topic(path, n, size, codec, partitions=2):
+    import engine
+    chunk = 10_000
+    with engine.open(path, background=False) as eng:
+        eng.create_topic("bench", partitions=partitions)
+        with eng.producer(compression_type=codec, linger_ms=0, batch_size=256 * 1024) as p:
+            base = os.urandom(size // 2).hex().encode()[:size]
+            for part in range(partitions):
+                vals = [base] * chunk
+                for _ in range(0, n // partitions, chunk):
+                    p.send_batch("bench", vals, partition=part)
+
+
+def best(fn, runs):
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="1 M x 100 B and 200 k x 1 KiB")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args(argv)
+    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+    sys.path.insert(0, ROOT)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from spark_udfs.datasource import KafkaEngineDataSource
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(KafkaEngineDataSource)
+    scale = 10 if args.quick else 1
+    cases = [(10_000_000 // scale, 100, "none"), (10_000_000 // scale, 100, "lz4"),
+             (2_000_000 // scale, 1024, "none"), (2_000_000 // scale, 1024, "lz4")]
+    print(f"| records | value | codec | query | kafka-engine rows/s | MB/s | Parquet rows/s | MB/s | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n, size, codec in cases:
+        tmp = tempfile.mkdtemp(prefix="spark-scan-")
+        try:
+            data = os.path.join(tmp, "data")
+            write_topic(data, n, size, codec)
+            src = spark.read.format("kafka-engine").option("path", data).option("subscribe", "bench").load()
+            pq_path = os.path.join(tmp, "parquet")
+            src.write.parquet(pq_path)
+            pq = spark.read.parquet(pq_path)
+            for qname, q in (("count", lambda d: d.count()),
+                             ("sum(length(value))",
+                              lambda d: d.agg(F.sum(F.length("value"))).collect())):
+                tk = best(lambda: q(src), args.runs)
+                tp = best(lambda: q(pq), args.runs)
+                mb = n * size / 1e6
+                print(f"| {n:,} | {size} B | {codec} | {qname} | {n / tk:,.0f} | {mb / tk:,.0f} | "
+                      f"{n / tp:,.0f} | {mb / tp:,.0f} | {tp / tk:.2f}x |", flush=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
