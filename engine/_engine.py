@@ -93,6 +93,7 @@ class Engine:
         self._next_producer_id = 0
         self._producer_id_limit = 0
         self._arrived = threading.Condition(threading.Lock())
+        self._append_listeners: list = []
         self._closed = False
         # The lock is taken by the LogManager before the metadata is touched.
         self.logs = LogManager(self.path, self.config, read_only=read_only,
@@ -315,8 +316,21 @@ class Engine:
 
     # -- notifications between appenders and waiting consumers -----------
     def notify_appended(self) -> None:
+        """Wake consumers waiting in this process and call the append listeners (the broker's)."""
         with self._arrived:
             self._arrived.notify_all()
+        for listener in tuple(self._append_listeners):
+            listener()
+
+    def add_append_listener(self, callback) -> None:
+        """Call `callback()` (from the appending thread) after every append made through this Engine."""
+        self._append_listeners.append(callback)
+
+    def remove_append_listener(self, callback) -> None:
+        try:
+            self._append_listeners.remove(callback)
+        except ValueError:
+            pass
 
     def wait_for_data(self, timeout_s: float) -> None:
         if timeout_s <= 0:

@@ -12,7 +12,8 @@ Single node: node id 0 leads every partition (see handlers.py).  Connections
 are handled by :class:`~engine.server.connection.Connection`.  Long-polling
 fetches wait on the broker's append sequence: a produce through this broker
 bumps it and wakes them at once; appends by other writers of the same Engine
-(the embedded producer) are seen by a poll every ``poll_interval`` seconds.
+(the embedded producer) wake them through the Engine's append listeners; a poll every
+``poll_interval`` seconds remains as a backstop.
 
 Concurrency: all state lives on the event loop that called ``start()``;
 ``start``/``stop`` must be awaited on that loop.
@@ -61,8 +62,15 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -----------------------------------------------------------
+    def _appended_elsewhere(self) -> None:
+        """Engine append listener: may run on any thread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.notify_appended)
+
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.engine.add_append_listener(self._appended_elsewhere)
         infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
         family, _, _, _, addr = infos[0]
@@ -81,6 +89,7 @@ class Broker:
         log.info("broker listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
+        self.engine.remove_append_listener(self._appended_elsewhere)
         if self._accept_task is not None:
             self._accept_task.cancel()
             try:

@@ -167,3 +167,29 @@ def test_malformed_frame_behind_a_full_queue_frees_the_connection(make_broker):
     while b.broker.connection_count and time.monotonic() < deadline:
         time.sleep(0.01)
     assert b.broker.connection_count == 0
+
+
+def test_embedded_append_wakes_a_waiting_fetch_at_once(make_broker):
+    """A fetch long-polling with max_wait 5 s returns right after an in-process producer appends
+    (through the Engine's append listener), not at the next broker poll or the timeout."""
+    import threading
+
+    from .test_bad_input import fetch_v9, parse_fetch_v9
+
+    b = make_broker(poll_interval=30.0)  # no backstop poll within the test's time
+    b.call(lambda: b.engine.create_topic("w", 1))
+    with connect(b.port) as s:
+        def append_later():
+            time.sleep(0.3)
+            with b.engine.producer(linger_ms=0) as p:  # appends from this thread, not the loop
+                p.send("w", b"wake", partition=0)
+
+        th = threading.Thread(target=append_later)
+        th.start()
+        t0 = time.monotonic()
+        s.sendall(request_frame(1, 9, 5, fetch_v9("w", 0, 0, max_wait_ms=5000)))
+        error, hw, size = parse_fetch_v9(recv_frame(s))
+        waited = time.monotonic() - t0
+        th.join()
+    assert (error, hw) == (0, 1) and size > 0
+    assert waited < 3.0, f"the fetch waited {waited:.1f} s"
