@@ -75,7 +75,6 @@ def main():
         batches = _native.build_batches(recs, codec=codec, max_batch_bytes=1 << 20)
         data = b"".join(batches)
         payloads = [memoryview(b)[61:] for b in batches]
-        plain = {3: lz4.frame.decompress, 4: zstandard.ZstdDecompressor().decompressobj}.get(codec)
         scan_t, plain_t = [], []
         for _ in range(9):   # interleaved, so both see the same machine load
             t = time.process_time()

@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from ._util import best_of, fmt_rate, interleave, peak_rss_mb
+from ._util import fmt_rate, interleave, peak_rss_mb
 
 KiB = 1024
 MiB = 1024 * 1024

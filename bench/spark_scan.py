@@ -65,7 +65,7 @@ def main(argv=None):
     scale = 10 if args.quick else 1
     cases = [(10_000_000 // scale, 100, "none"), (10_000_000 // scale, 100, "lz4"),
              (2_000_000 // scale, 1024, "none"), (2_000_000 // scale, 1024, "lz4")]
-    print(f"| records | value | codec | query | kafka-engine rows/s | MB/s | Parquet rows/s | MB/s | ratio |")
+    print("| records | value | codec | query | kafka-engine rows/s | MB/s | Parquet rows/s | MB/s | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     for n, size, codec in cases:
         tmp = tempfile.mkdtemp(prefix="spark-scan-")

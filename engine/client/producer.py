@@ -19,7 +19,6 @@ records were sent.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, NamedTuple, Sequence
 
 from .. import _native

@@ -123,7 +123,7 @@ def corrupt(spark_tmp):
         segs = eng.log("c", 0).segments
         assert len(segs) >= 3
         seg = segs[1]
-        seg_path, base, nxt = seg.log_path, seg.base_offset, segs[2].base_offset
+        seg_path, nxt = seg.log_path, segs[2].base_offset
     with open(seg_path, "r+b") as f:
         data = f.read()
         pos, n = 0, 0

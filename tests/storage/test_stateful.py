@@ -90,7 +90,6 @@ class LogMachine(RuleBasedStateMachine):
     @rule(more=st.integers(0, 3), torn=st.sampled_from([None, "zeros", "garbage"]), seed=st.integers(0, 99))
     def power_loss(self, more, torn, seed):
         """fsync + checkpoints, `more` unsynced appends, then every file cut to its fsync'd length."""
-        import os
         import random
 
         self.m.flush_all()

@@ -99,7 +99,7 @@ def test_max_rows_resume_gives_the_same_rows():
     data, _ = log_of(per=7)
     want = as_rows(expected_rows(data))
     sc = _native.ColumnScanner()
-    got, pos, off, tables = [], 0, 0, []
+    got, pos, off = [], 0, 0
     while True:
         off, pos = sc.feed(data, pos, -1, off, max_rows=5)
         if sc.num_rows == 0:
