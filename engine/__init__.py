@@ -6,7 +6,7 @@ this package is the thin Python layer over it.  Start with :func:`open`.
 """
 
 from . import errors
-from ._engine import Engine, PartitionDescription, TopicDescription, open
+from ._engine import Engine, PartitionDescription, TopicDescription, broker_address, open
 from .arrow import KAFKA_SCHEMA
 from .client._types import ConsumerRecord, OffsetAndTimestamp, RawBatch, RecordMetadata, TopicPartition
 from .client.consumer import Consumer
@@ -57,6 +57,7 @@ __all__ = [
     "TopicDescription",
     "TopicPartition",
     "UnknownTopicOrPartitionError",
+    "broker_address",
     "errors",
     "open",
 ]

@@ -42,7 +42,7 @@ from .errors import (
     UnknownTopicOrPartitionError,
 )
 from .metadata import LocalMetadataStore, TopicMetadata, new_topic_id, write_partition_metadata
-from .storage.manager import LogManager
+from .storage.manager import LogManager, lock_holder
 
 __all__ = ["Engine", "PartitionDescription", "TopicDescription", "open"]
 
@@ -136,6 +136,12 @@ class Engine:
         self._check_open()
         if self.read_only:
             raise ReadOnlyError(f"{self.path} is open read-only")
+
+    def advertise_listener(self, address: str | None) -> None:
+        """Record ``HOST:PORT`` of the broker serving this directory (None clears it);
+        other processes find it with :func:`broker_address`."""
+        self._check_writable()
+        self.logs.advertise_listener(address)
 
     @property
     def recovery_report(self) -> list:
@@ -340,6 +346,13 @@ class Engine:
             return
         with self._arrived:
             self._arrived.wait(timeout_s)
+
+
+def broker_address(path: str | os.PathLike[str]) -> str | None:
+    """``HOST:PORT`` of the broker that owns data directory ``path``, or None when the
+    directory has no writer or its writer serves no listener (an embedded writer)."""
+    holder = lock_holder(os.fspath(path))
+    return None if holder is None else holder.get("listener")
 
 
 def open(path: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,

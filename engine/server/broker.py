@@ -86,10 +86,15 @@ class Broker:
         self._sock = sock
         self.port = sock.getsockname()[1]
         self._accept_task = self._loop.create_task(self._accept_loop())
+        if not self.engine.read_only:
+            self.engine.advertise_listener(f"{self.advertised_host or self.host}:"
+                                           f"{self.advertised_port or self.port}")
         log.info("broker listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
         self.engine.remove_append_listener(self._appended_elsewhere)
+        if not self.engine.read_only and not self.engine.closed:
+            self.engine.advertise_listener(None)
         if self._accept_task is not None:
             self._accept_task.cancel()
             try:

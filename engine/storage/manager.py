@@ -3,6 +3,7 @@
 Directory layout::
 
     <data_dir>/.lock                               writer lock (flock LOCK_EX), holds "pid=… host=… started=…"
+                                                   and, while a broker serves it, "listener=HOST:PORT"
     <data_dir>/.kafka_cleanshutdown               clean-shutdown marker (JSON), removed while a writer runs
     <data_dir>/recovery-point-offset-checkpoint   0 / N / "topic partition offset"
     <data_dir>/log-start-offset-checkpoint        same format
@@ -45,7 +46,36 @@ from ..errors import (
 from . import checkpoint, files
 from .log import PartitionLog, RecoveryEvent
 
-__all__ = ["LogManager"]
+__all__ = ["LogManager", "lock_holder"]
+
+
+def _parse_lock_info(text: str) -> dict[str, str]:
+    return dict(tok.split("=", 1) for tok in text.split() if "=" in tok)
+
+
+def lock_holder(data_dir: str) -> dict[str, str] | None:
+    """Who holds the writer lock of ``data_dir``: the lock file's ``key=value`` fields
+    (``pid``, ``host``, ``started`` and, when a broker serves the directory,
+    ``listener`` = ``HOST:PORT``), or None when no writer holds it.
+
+    This is how a second process finds the broker that owns a directory (the Spark
+    sink, group members of read-only opens).  Probing takes a shared flock for an
+    instant, so it also answers correctly inside the writer's own process.
+    """
+    path = os.path.join(os.path.abspath(data_dir), files.LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _parse_lock_info(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 class LogManager:
@@ -61,6 +91,7 @@ class LogManager:
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock_fd = -1
+        self._lock_info: dict[str, str] = {}
         self._closed = False
         self._bg_thread: threading.Thread | None = None
         self._bg_stop = threading.Event()
@@ -90,10 +121,25 @@ class LogManager:
             finally:
                 os.close(fd)
             raise DataDirLockedError(self.data_dir, holder) from None
-        info = f"pid={os.getpid()} host={socket.gethostname()} started={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, info.encode(), 0)
         self._lock_fd = fd
+        self._lock_info = {"pid": str(os.getpid()), "host": socket.gethostname(),
+                           "started": time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}
+        self._write_lock_info()
+
+    def _write_lock_info(self) -> None:
+        info = " ".join(f"{k}={v}" for k, v in self._lock_info.items()) + "\n"
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, info.encode(), 0)
+
+    def advertise_listener(self, address: str | None) -> None:
+        """Record (or, with None, clear) the ``HOST:PORT`` of the broker serving this directory."""
+        with self._lock:
+            self._check_open(write=True)
+            if address is None:
+                self._lock_info.pop("listener", None)
+            else:
+                self._lock_info["listener"] = address
+            self._write_lock_info()
 
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:

@@ -193,3 +193,24 @@ def test_embedded_append_wakes_a_waiting_fetch_at_once(make_broker):
         th.join()
     assert (error, hw) == (0, 1) and size > 0
     assert waited < 3.0, f"the fetch waited {waited:.1f} s"
+
+
+def test_broker_address_is_found_through_the_data_dir(tmp_path):
+    """A broker records its listener in the directory's lock file while it serves;
+    an embedded writer or no writer at all gives None."""
+    import engine
+    from engine.storage.manager import lock_holder
+
+    from .conftest import BrokerThread
+
+    path = str(tmp_path / "d")
+    with engine.open(path):
+        assert engine.broker_address(path) is None          # embedded writer: no listener
+    assert engine.broker_address(path) is None              # no writer
+    b = BrokerThread(path)
+    try:
+        assert engine.broker_address(path) == b.bootstrap
+        assert lock_holder(path)["pid"] == str(os.getpid())
+    finally:
+        b.stop()
+    assert engine.broker_address(path) is None
