@@ -639,14 +639,20 @@ def _read_varint(data, pos: int) -> tuple[int, int]:
 def _first_record_at_or_after(data, position: int, target: int):
     """(offset, timestamp) of the first record with timestamp >= target in the batch at `position`.
 
-    Record-level for uncompressed CreateTime batches; LogAppendTime batches
-    give every record maxTimestamp; compressed batches answer at batch level
-    (base offset, maxTimestamp) since the storage layer never decompresses.
+    Record-level like Kafka: uncompressed CreateTime batches are walked in
+    place; a compressed one is decompressed (only the batch the time index
+    led to — ListOffsets by timestamp is rare); LogAppendTime batches give
+    every record maxTimestamp, so their first record answers.
     """
     h = _native.read_header(data, position)
     if h.max_timestamp < target:
         return None
-    if h.timestamp_type == 1 or h.codec != 0:
+    if h.timestamp_type == 1:
+        return h.base_offset, h.max_timestamp
+    if h.codec != 0:
+        for offset, ts, _k, _v, _h in _native.decode_batch(data, position, check_crc=False):
+            if ts >= target:
+                return offset, ts
         return h.base_offset, h.max_timestamp
     pos = position + 61
     end = position + h.size

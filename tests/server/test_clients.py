@@ -224,7 +224,9 @@ def test_confluent_kafka_round_trip(broker, codec, cid):
         assert got == [(i, b"k%d" % i, None if i == 7 else b"value-%d" % i + PAD, [("i", b"%d" % i)],
                         1_650_000_000_000 + i) for i in range(30)]
         assert c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=5) == (0, 30)
-        # (offsets_for_times inside a compressed batch answers at batch level: storage never inflates)
+        # by timestamp inside a compressed batch: the exact record, as Kafka answers
+        found = c.offsets_for_times([ck.TopicPartition(topic, 0, 1_650_000_000_000 + 17)], timeout=5)
+        assert found[0].offset == 17
     finally:
         c.close()
 

@@ -126,6 +126,23 @@ def test_offset_for_timestamp(tmp_path):
     log.close()
 
 
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd", "snappy"])
+def test_offset_for_timestamp_inside_compressed_batches(tmp_path, codec):
+    """Kafka answers a timestamp lookup with the exact record, compressed batches included."""
+    from engine.records import build_batch
+
+    log = _open(tmp_path)
+    for b in range(3):
+        log.append(build_batch([(b"v%d" % i, None, None, 1_000 + 100 * b + i) for i in range(10)],
+                               codec=codec))
+    assert log.offset_for_timestamp(1_000) == (0, 1_000)
+    assert log.offset_for_timestamp(1_104) == (14, 1_104)
+    assert log.offset_for_timestamp(1_150) == (20, 1_200)
+    assert log.offset_for_timestamp(1_209) == (29, 1_209)
+    assert log.offset_for_timestamp(1_210) is None
+    log.close()
+
+
 def test_truncate_and_epoch_cache(tmp_path):
     log = _open(tmp_path)
     for epoch in (1, 1, 3, 3, 5):
