@@ -30,7 +30,8 @@ back to its class.  Classes also subclass a builtin where that is natural, so
     │   └── InvalidRecordError (87)            a batch a client must not send
     ├── DataDirLockedError                     a second writer opened a data directory
     ├── ReadOnlyError                          a write through a read-only open
-    └── ClosedError                            use of a closed log, engine, producer or consumer
+    ├── ClosedError                            use of a closed log, engine, producer or consumer
+    └── CommitFailedError                      a group member's commit refused after a rebalance
 
 Expected outcomes (a partial batch at the live tail, the end of the log) are
 return values, never exceptions.
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 __all__ = [
     "ClosedError",
+    "CommitFailedError",
     "CorruptIndexError",
     "CorruptRecordError",
     "DataDirLockedError",
@@ -64,6 +66,7 @@ __all__ = [
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "UnsupportedVersionError",
+    "api_error",
     "for_code",
 ]
 
@@ -233,6 +236,13 @@ class ClosedError(EngineError, RuntimeError):
     """The log, engine, producer or consumer is closed."""
 
 
+class CommitFailedError(EngineError):
+    """A group member's offset commit was refused because the group rebalanced
+    (stale generation or unknown member; Kafka's CommitFailedException).  The
+    member rejoins on its next poll; the records since the last commit may be
+    delivered again to whoever owns the partitions now."""
+
+
 _BY_CODE: dict[int, type[KafkaApiError]] = {}
 for _cls in list(globals().values()):
     if isinstance(_cls, type) and issubclass(_cls, KafkaApiError) and _cls.code >= 0:
@@ -242,3 +252,11 @@ for _cls in list(globals().values()):
 def for_code(code: int) -> type[KafkaApiError]:
     """The exception class for a Kafka error code (KafkaApiError if unknown)."""
     return _BY_CODE.get(code, KafkaApiError)
+
+
+def api_error(code: int, message: str) -> KafkaApiError:
+    """An exception for a Kafka error code that keeps the code even when no class has it."""
+    err = for_code(code)(message)
+    if err.code != code:
+        err.code = code
+    return err

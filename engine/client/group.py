@@ -1,0 +1,271 @@
+"""Group membership for the embedded consumer: Kafka's classic consumer
+protocol driven from the client side.
+
+A :class:`GroupMember` talks to a group coordinator through a *transport*
+(:class:`GroupTransport`): the in-process coordinator of the Engine that holds
+the data directory, or — for a read-only open in another process — the broker
+that owns the directory, over the wire.  Either way the coordinator is the
+same code; the member only runs the client half of the protocol:
+
+1. JoinGroup with the subscription (``engine.client.assignors`` bytes, so a
+   group may mix embedded members with confluent-kafka / kafka-python /
+   aiokafka ones); a first join answered MEMBER_ID_REQUIRED is retried with
+   the given member id.
+2. The leader runs the assignor over every member's subscription and sends the
+   assignment in SyncGroup; every member reads its own partitions from the
+   SyncGroup answer.
+3. Committed offsets of the new assignment are fetched (OffsetFetch); a
+   partition without one starts at ``auto_offset_reset``.
+4. A heartbeat thread sends Heartbeat every ``heartbeat_interval_ms``; an
+   answer of REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID
+   marks the member for rejoining, which happens on the consumer's thread at
+   its next ``poll`` (eager protocol: commit if auto-commit is on, revoke
+   everything, join again).  A consumer that does not poll within
+   ``max_poll_interval_ms`` leaves the group, as Kafka's does.
+
+Thread-safety: ``ensure_active``/``commit``/``close`` run on the consumer's
+thread; the heartbeat thread only sends heartbeats and sets flags.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, NamedTuple, Protocol
+
+from ..errors import CommitFailedError, EngineError, KafkaApiError, api_error
+from .assignors import ASSIGNORS, decode_assignment, decode_subscription, encode_assignment, encode_subscription
+
+__all__ = ["GroupMember", "GroupTransport", "JoinResult"]
+
+NONE = 0
+ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+REBALANCE_IN_PROGRESS = 27
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+_REJOIN = {ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS}
+
+
+class JoinResult(NamedTuple):
+    error_code: int
+    generation_id: int
+    protocol_name: str | None
+    leader: str
+    member_id: str
+    members: list[tuple[str, str | None, bytes]]   # (member_id, group_instance_id, metadata)
+
+
+class GroupTransport(Protocol):
+    """How a member reaches its coordinator; field names are Kafka's."""
+
+    def join(self, group_id: str, member_id: str, group_instance_id: str | None,
+             session_timeout_ms: int, rebalance_timeout_ms: int,
+             protocols: list[tuple[str, bytes]]) -> JoinResult: ...
+
+    def sync(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+             protocol_name: str | None, assignments: list[tuple[str, bytes]]) -> tuple[int, bytes]: ...
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None) -> int: ...
+
+    def leave(self, group_id: str, member_id: str, group_instance_id: str | None) -> int: ...
+
+    def commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+               offsets: dict[tuple[str, int], tuple[int, str | None]]) -> dict[tuple[str, int], int]: ...
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]: ...
+
+
+class GroupMember:
+    """One consumer's membership in one group (see the module docstring)."""
+
+    def __init__(self, transport: GroupTransport, group_id: str, *,
+                 partitions_for: Callable[[str], int],
+                 group_instance_id: str | None = None,
+                 session_timeout_ms: int = 45000, rebalance_timeout_ms: int = 300000,
+                 heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
+                 assignors: tuple[str, ...] = ("range", "roundrobin")):
+        if not group_id:
+            raise EngineError("group_id must be a non-empty string")
+        unknown = [a for a in assignors if a not in ASSIGNORS]
+        if unknown:
+            raise EngineError(f"unknown partition assignment strategy {unknown[0]!r}: "
+                              f"one of {', '.join(ASSIGNORS)}")
+        self.transport = transport
+        self.group_id = group_id
+        self.group_instance_id = group_instance_id
+        self.member_id = ""
+        self.generation_id = -1
+        self.protocol_name: str | None = None
+        self.assignment: list[tuple[str, int]] = []
+        self._partitions_for = partitions_for
+        self._session_ms = session_timeout_ms
+        self._rebalance_ms = rebalance_timeout_ms
+        self._heartbeat_s = heartbeat_interval_ms / 1000.0
+        self._max_poll_s = max_poll_interval_ms / 1000.0
+        self._assignors = assignors
+        self._topics: list[str] = []
+        self._rejoin = threading.Event()
+        self._stop = threading.Event()
+        self._last_poll = time.monotonic()
+        self._hb_error: BaseException | None = None
+        self._hb_thread: threading.Thread | None = None
+        self._lock = threading.Lock()          # generation/member id seen by the heartbeat thread
+
+    # -- subscription --------------------------------------------------------
+    def subscribe(self, topics: list[str]) -> None:
+        self._topics = sorted(set(topics))
+        self._rejoin.set()
+
+    @property
+    def needs_rejoin(self) -> bool:
+        return self._rejoin.is_set()
+
+    def poll_tick(self) -> None:
+        """The consumer polled: resets the max.poll.interval clock; raises a heartbeat failure."""
+        self._last_poll = time.monotonic()
+        err, self._hb_error = self._hb_error, None
+        if err is not None:
+            raise err
+
+    # -- the join / sync round -------------------------------------------------
+    def join(self) -> list[tuple[str, int]]:
+        """Join (or rejoin) and return this member's assignment."""
+        if not self._topics:
+            raise EngineError("subscribe() to at least one topic before polling a group")
+        metadata = encode_subscription(self._topics)
+        protocols = [(name, metadata) for name in self._assignors]
+        deadline = time.monotonic() + self._rebalance_ms / 1000.0 + 30.0
+        while True:
+            if time.monotonic() > deadline:
+                raise api_error(REBALANCE_IN_PROGRESS, f"group {self.group_id}: no stable generation")
+            self._rejoin.clear()
+            res = self.transport.join(self.group_id, self.member_id, self.group_instance_id,
+                                      self._session_ms, self._rebalance_ms, protocols)
+            if res.error_code == MEMBER_ID_REQUIRED:
+                self.member_id = res.member_id
+                continue
+            if res.error_code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                self.member_id = ""
+                continue
+            if res.error_code == REBALANCE_IN_PROGRESS:
+                continue
+            if res.error_code != NONE:
+                raise api_error(res.error_code, f"JoinGroup {self.group_id}")
+            with self._lock:
+                self.member_id = res.member_id
+                self.generation_id = res.generation_id
+                self.protocol_name = res.protocol_name
+            assignments: list[tuple[str, bytes]] = []
+            if res.leader == res.member_id:
+                assignments = self._assign(res.protocol_name or "range", res.members)
+            err, data = self.transport.sync(self.group_id, res.generation_id, res.member_id,
+                                            self.group_instance_id, res.protocol_name, assignments)
+            if err in _REJOIN:
+                if err != REBALANCE_IN_PROGRESS:
+                    self.member_id = "" if err == UNKNOWN_MEMBER_ID else self.member_id
+                continue
+            if err != NONE:
+                raise api_error(err, f"SyncGroup {self.group_id}")
+            if self._rejoin.is_set():
+                continue
+            self.assignment = decode_assignment(data)
+            self._start_heartbeats()
+            return self.assignment
+
+    def _assign(self, protocol: str, members: list[tuple[str, str | None, bytes]]) -> list[tuple[str, bytes]]:
+        subs = {mid: decode_subscription(meta).topics for mid, _iid, meta in members}
+        counts = {}
+        for t in {t for ts in subs.values() for t in ts}:
+            try:
+                counts[t] = self._partitions_for(t)
+            except KafkaApiError:
+                counts[t] = 0          # a subscribed topic that does not exist yet
+        plan = ASSIGNORS[protocol](subs, counts)
+        return [(mid, encode_assignment(tps)) for mid, tps in plan.items()]
+
+    # -- heartbeats ------------------------------------------------------------
+    def _start_heartbeats(self) -> None:
+        if self._hb_thread is not None and self._hb_thread.is_alive():
+            return
+        self._stop.clear()
+        self._hb_thread = threading.Thread(target=self._heartbeat_loop, daemon=True,
+                                           name=f"heartbeat-{self.group_id}")
+        self._hb_thread.start()
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop.wait(self._heartbeat_s):
+            if self._rejoin.is_set():
+                continue
+            if time.monotonic() - self._last_poll > self._max_poll_s:
+                # Kafka: a consumer that stops polling leaves so its partitions move on
+                self._leave_quietly()
+                self._rejoin.set()
+                continue
+            with self._lock:
+                gen, mid = self.generation_id, self.member_id
+            try:
+                err = self.transport.heartbeat(self.group_id, gen, mid, self.group_instance_id)
+            except Exception as e:              # the coordinator went away: try again next beat
+                self._hb_error = None if isinstance(e, OSError) else e
+                continue
+            if err in _REJOIN:
+                if err == UNKNOWN_MEMBER_ID:
+                    with self._lock:
+                        self.member_id = ""
+                self._rejoin.set()
+            elif err == FENCED_INSTANCE_ID:
+                self._hb_error = api_error(err, f"group {self.group_id}: instance id "
+                                                    f"{self.group_instance_id} fenced by a newer member")
+                self._stop.set()
+            elif err != NONE:
+                self._rejoin.set()
+
+    # -- offsets ---------------------------------------------------------------
+    def committed(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return self.transport.fetch_offsets(self.group_id, partitions)
+
+    def commit(self, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> None:
+        """Commit within the current generation; CommitFailedError when a rebalance took the partitions."""
+        if not offsets:
+            return
+        with self._lock:
+            gen, mid = self.generation_id, self.member_id
+        errors = self.transport.commit(self.group_id, gen, mid, self.group_instance_id, offsets)
+        bad = {tp: code for tp, code in errors.items() if code != NONE}
+        if not bad:
+            return
+        codes = set(bad.values())
+        if codes & _REJOIN:
+            self._rejoin.set()
+            raise CommitFailedError(
+                f"group {self.group_id}: commit of {sorted(bad)} refused (generation {gen}, "
+                f"error {min(codes)}): the group rebalanced; rejoin on the next poll")
+        code = min(codes)
+        raise api_error(code, f"OffsetCommit {self.group_id}: {sorted(bad)}")
+
+    # -- leaving ---------------------------------------------------------------
+    def _leave_quietly(self) -> None:
+        with self._lock:
+            mid = self.member_id
+        if mid:
+            try:
+                self.transport.leave(self.group_id, mid, self.group_instance_id)
+            except Exception:
+                pass
+        with self._lock:
+            self.member_id = "" if self.group_instance_id is None else self.member_id
+            self.generation_id = -1
+
+    def close(self, leave: bool = True) -> None:
+        """Stop heartbeating and (for a dynamic member) leave the group so it rebalances at once.
+
+        A static member (``group_instance_id``) does not send LeaveGroup, as in Kafka:
+        its partitions wait for it until the session timeout.
+        """
+        self._stop.set()
+        if self._hb_thread is not None:
+            self._hb_thread.join(5)
+        if leave and self.group_instance_id is None:
+            self._leave_quietly()
