@@ -95,6 +95,7 @@ class Engine:
         self._arrived = threading.Condition(threading.Lock())
         self._append_listeners: list = []
         self._closed = False
+        self._group_coordinator = None
         # The lock is taken by the LogManager before the metadata is touched.
         self.logs = LogManager(self.path, self.config, read_only=read_only,
                                config_for=self._log_config_for)
@@ -110,6 +111,9 @@ class Engine:
     # -- lifecycle -------------------------------------------------------
     def close(self) -> None:
         """Flush, write checkpoints and the clean-shutdown marker, release the lock."""
+        coord = self._group_coordinator
+        if coord is not None and not self._closed:
+            coord.stop()        # before the logs close: it may be finishing a write
         with self._admin:
             if self._closed:
                 return
@@ -142,6 +146,21 @@ class Engine:
         other processes find it with :func:`broker_address`."""
         self._check_writable()
         self.logs.advertise_listener(address)
+
+    @property
+    def group_coordinator(self):
+        """The :class:`~engine.coordinator.GroupCoordinator` of this data directory (consumer
+        groups and committed offsets), started on first use; writable engines only."""
+        coord = self._group_coordinator
+        if coord is not None:
+            return coord
+        self._check_writable()
+        with self._admin:
+            self._check_writable()
+            if self._group_coordinator is None:
+                from .coordinator import GroupCoordinator
+                self._group_coordinator = GroupCoordinator(self, node_id=self.config["node.id"]).start()
+            return self._group_coordinator
 
     @property
     def recovery_report(self) -> list:

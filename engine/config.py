@@ -134,6 +134,16 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "controller.listener.names": ("", lambda k, v: str(v)),
     "listener.security.protocol.map": ("", lambda k, v: str(v)),
     "inter.broker.listener.name": ("", lambda k, v: str(v)),
+    # group coordinator (engine.coordinator)
+    "group.initial.rebalance.delay.ms": (3000, _int(0)),
+    "group.min.session.timeout.ms": (6000, _int(0)),
+    "group.max.session.timeout.ms": (1800000, _int(0)),
+    "group.max.size": (2147483647, _int(1)),
+    "offsets.topic.num.partitions": (50, _int(1)),
+    "offsets.topic.replication.factor": (3, _int(1)),   # accepted; one node keeps one replica
+    "offsets.retention.minutes": (10080, _int(1)),
+    "offsets.retention.check.interval.ms": (600000, _int(1)),
+    "offset.metadata.max.bytes": (4096, _int(0)),
 }
 _BROKER_TO_TOPIC = {v[2]: k for k, v in _TOPIC_KEYS.items()}
 # Kafka also accepts the hour/minute forms of a few broker keys.
