@@ -5,6 +5,13 @@ return.  ``poll`` decodes records (decompressing as needed) into
 :class:`ConsumerRecord` tuples; ``poll_batches`` hands out stored batches
 untouched, for callers that decode themselves.  Reads never go above the high
 watermark.  A consumer is not thread-safe (like Kafka's); use one per thread.
+
+With a ``group_id``, ``subscribe(topics)`` makes the consumer a member of a
+consumer group (Kafka's classic protocol, see ``engine.client.group``): the
+group's coordinator — the same code the broker serves to wire clients — splits
+the partitions among members, and positions start from the group's committed
+offsets.  ``poll`` joins and rejoins as needed; ``commit`` stores positions.
+Without a ``group_id`` the consumer uses ``assign`` only, as before.
 """
 
 from __future__ import annotations
@@ -14,8 +21,16 @@ from collections import deque
 from typing import Any, Iterable, Mapping
 
 from .. import _native
-from ..errors import ClosedError, InvalidConfigError, OffsetOutOfRangeError
+from ..errors import (
+    ClosedError,
+    CommitFailedError,
+    EngineError,
+    InvalidConfigError,
+    KafkaApiError,
+    OffsetOutOfRangeError,
+)
 from ._types import ConsumerRecord, OffsetAndTimestamp, RawBatch, TopicPartition
+from .group import GroupMember, group_transport
 
 __all__ = ["Consumer"]
 
@@ -25,6 +40,15 @@ _SETTINGS = {
     "max_partition_fetch_bytes": 1048576,
     "auto_offset_reset": "latest",
     "check_crcs": True,
+    # consumer groups (Kafka's keys and defaults)
+    "group_id": None,
+    "group_instance_id": None,
+    "enable_auto_commit": True,
+    "auto_commit_interval_ms": 5000,
+    "session_timeout_ms": 45000,
+    "heartbeat_interval_ms": 3000,
+    "max_poll_interval_ms": 300000,
+    "partition_assignment_strategy": "range,roundrobin",
 }
 
 
@@ -41,7 +65,12 @@ class Consumer:
     Settings (Kafka's consumer keys, with ``.`` written as ``_``):
     ``max_poll_records`` (500), ``fetch_max_bytes`` (50 MiB),
     ``max_partition_fetch_bytes`` (1 MiB), ``auto_offset_reset``
-    ("latest", "earliest" or "none"), ``check_crcs`` (True).
+    ("latest", "earliest" or "none"), ``check_crcs`` (True); for groups
+    ``group_id`` (None), ``group_instance_id`` (None: dynamic member),
+    ``enable_auto_commit`` (True), ``auto_commit_interval_ms`` (5000),
+    ``session_timeout_ms`` (45000), ``heartbeat_interval_ms`` (3000),
+    ``max_poll_interval_ms`` (300000), ``partition_assignment_strategy``
+    ("range,roundrobin").
     """
 
     def __init__(self, engine: Any, **settings: Any):
@@ -52,7 +81,9 @@ class Consumer:
         if cfg["auto_offset_reset"] not in ("latest", "earliest", "none"):
             raise InvalidConfigError(
                 f"auto_offset_reset must be latest, earliest or none, got {cfg['auto_offset_reset']!r}")
-        for key in ("max_poll_records", "fetch_max_bytes", "max_partition_fetch_bytes"):
+        for key in ("max_poll_records", "fetch_max_bytes", "max_partition_fetch_bytes",
+                    "auto_commit_interval_ms", "session_timeout_ms", "heartbeat_interval_ms",
+                    "max_poll_interval_ms"):
             if not isinstance(cfg[key], int) or cfg[key] < 1:
                 raise InvalidConfigError(f"{key} must be a positive integer, got {cfg[key]!r}")
         self._engine = engine
@@ -61,11 +92,100 @@ class Consumer:
         self._buffered: dict[TopicPartition, deque] = {}
         self._rr = 0
         self._closed = False
+        self._group: GroupMember | None = None
+        self._next_auto_commit = 0.0
+        if cfg["group_id"] is not None:
+            strategies = tuple(x.strip() for x in str(cfg["partition_assignment_strategy"]).split(",")
+                               if x.strip())
+            try:
+                self._group = GroupMember(
+                    group_transport(engine), str(cfg["group_id"]),
+                    partitions_for=engine.partitions_for,
+                    group_instance_id=cfg["group_instance_id"],
+                    session_timeout_ms=cfg["session_timeout_ms"],
+                    rebalance_timeout_ms=cfg["max_poll_interval_ms"],
+                    heartbeat_interval_ms=cfg["heartbeat_interval_ms"],
+                    max_poll_interval_ms=cfg["max_poll_interval_ms"],
+                    assignors=strategies)
+            except EngineError as e:
+                if isinstance(e, InvalidConfigError):
+                    raise
+                raise InvalidConfigError(str(e)) from None
+
+    # -- groups --------------------------------------------------------------
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join the consumer group (``group_id``) for these topics; partitions come at the next poll."""
+        self._check()
+        if self._group is None:
+            raise InvalidConfigError("subscribe() needs a group_id (or use assign())")
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        if not topics:
+            raise ValueError("subscribe() needs at least one topic")
+        self._maybe_auto_commit(force=True)
+        self._group.subscribe(topics)
+
+    def _ensure_group(self) -> None:
+        g = self._group
+        if g is None or not g._topics:
+            return
+        g.poll_tick()
+        if not g.needs_rejoin:
+            return
+        # eager protocol: commit what we consumed, give everything up, rejoin
+        self._maybe_auto_commit(force=True, quiet=True)
+        assigned = [TopicPartition(t, p) for t, p in g.join()]
+        committed = g.committed([(tp.topic, tp.partition) for tp in assigned])
+        self._positions = {tp: (committed.get((tp.topic, tp.partition), -1) if
+                                committed.get((tp.topic, tp.partition), -1) >= 0 else None)
+                           for tp in assigned}
+        self._buffered = {tp: deque() for tp in assigned}
+        self._next_auto_commit = time.monotonic() + self._cfg["auto_commit_interval_ms"] / 1000.0
+
+    def commit(self, offsets: Mapping[Any, int] | None = None) -> None:
+        """Commit offsets (next record to read) for the group; by default every current position.
+
+        Raises CommitFailedError when the group rebalanced and took the partitions.
+        """
+        self._check()
+        if self._group is None:
+            raise InvalidConfigError("commit() needs a group_id")
+        if offsets is None:
+            todo = {(tp.topic, tp.partition): (pos, None) for tp, pos in self._positions.items()
+                    if pos is not None}
+        else:
+            todo = {(tp.topic, tp.partition): (int(off), None)
+                    for tp, off in ((_tp(k), v) for k, v in offsets.items())}
+        self._group.commit(todo)
+
+    def committed(self, partitions: Iterable[Any]) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition (None when there is none)."""
+        self._check()
+        if self._group is None:
+            raise InvalidConfigError("committed() needs a group_id")
+        tps = [_tp(p) for p in partitions]
+        got = self._group.committed([(tp.topic, tp.partition) for tp in tps])
+        return {tp: (got.get((tp.topic, tp.partition), -1) if got.get((tp.topic, tp.partition), -1) >= 0
+                     else None) for tp in tps}
+
+    def _maybe_auto_commit(self, force: bool = False, quiet: bool = False) -> None:
+        g = self._group
+        if g is None or not self._cfg["enable_auto_commit"] or g.generation_id < 0:
+            return
+        if not force and time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self._cfg["auto_commit_interval_ms"] / 1000.0
+        try:
+            self.commit()
+        except (CommitFailedError, KafkaApiError):
+            if not quiet:
+                raise
 
     # -- assignment and positions ------------------------------------------
     def assign(self, partitions: Iterable[Any]) -> None:
         """Replace the assignment.  Unknown topics or partitions raise UnknownTopicOrPartitionError."""
         self._check()
+        if self._group is not None and self._group._topics:
+            raise InvalidConfigError("assign() on a consumer that subscribed to a group")
         tps = [_tp(p) for p in partitions]
         for tp in tps:
             self._engine.log(tp.topic, tp.partition)
@@ -170,6 +290,8 @@ class Consumer:
         limit = max_records or self._cfg["max_poll_records"]
         deadline = time.monotonic() + timeout_ms / 1000.0
         while True:
+            self._ensure_group()
+            self._maybe_auto_commit(quiet=True)
             out = self._poll_once(limit)
             remaining = deadline - time.monotonic()
             if out or remaining <= 0:
@@ -223,6 +345,8 @@ class Consumer:
         deadline = time.monotonic() + timeout_ms / 1000.0
         per_part = max_bytes or self._cfg["max_partition_fetch_bytes"]
         while True:
+            self._ensure_group()
+            self._maybe_auto_commit(quiet=True)
             out: list[RawBatch] = []
             for tp in self._positions:
                 if self._buffered[tp]:
@@ -237,6 +361,14 @@ class Consumer:
             self._engine.wait_for_data(min(remaining, 0.05))
 
     def close(self) -> None:
+        """Close; a group member commits (with auto-commit) and leaves its group first."""
+        if self._closed:
+            return
+        if self._group is not None:
+            try:
+                self._maybe_auto_commit(force=True, quiet=True)
+            finally:
+                self._group.close()
         self._closed = True
         self._buffered.clear()
 

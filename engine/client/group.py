@@ -36,7 +36,7 @@ from typing import Callable, NamedTuple, Protocol
 from ..errors import CommitFailedError, EngineError, KafkaApiError, api_error
 from .assignors import ASSIGNORS, decode_assignment, decode_subscription, encode_assignment, encode_subscription
 
-__all__ = ["GroupMember", "GroupTransport", "JoinResult"]
+__all__ = ["GroupMember", "GroupTransport", "InProcessTransport", "JoinResult", "group_transport"]
 
 NONE = 0
 ILLEGAL_GENERATION = 22
@@ -75,6 +75,64 @@ class GroupTransport(Protocol):
                offsets: dict[tuple[str, int], tuple[int, str | None]]) -> dict[tuple[str, int], int]: ...
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]: ...
+
+
+class InProcessTransport:
+    """The coordinator of the Engine in this process, called through its sync facade."""
+
+    def __init__(self, coordinator, client_id: str = "embedded"):
+        self.coord = coordinator
+        self.client_id = client_id
+
+    def join(self, group_id, member_id, group_instance_id, session_timeout_ms, rebalance_timeout_ms,
+             protocols):
+        c = self.coord
+        r = c.call(c.join_group, group_id, member_id, protocol_type="consumer", protocols=protocols,
+                   session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+                   group_instance_id=group_instance_id, client_id=self.client_id,
+                   client_host="in-process", timeout=rebalance_timeout_ms / 1000.0 + 30)
+        return JoinResult(r.error_code, r.generation_id, r.protocol_name, r.leader_id, r.member_id,
+                          list(r.members))
+
+    def sync(self, group_id, generation_id, member_id, group_instance_id, protocol_name, assignments):
+        c = self.coord
+        r = c.call(c.sync_group, group_id, generation_id, member_id, dict(assignments),
+                   group_instance_id=group_instance_id, protocol_type="consumer",
+                   protocol_name=protocol_name, timeout=330)
+        return r.error_code, r.assignment
+
+    def heartbeat(self, group_id, generation_id, member_id, group_instance_id):
+        c = self.coord
+        return c.call(c.heartbeat, group_id, generation_id, member_id, group_instance_id, timeout=30)
+
+    def leave(self, group_id, member_id, group_instance_id):
+        c = self.coord
+        r = c.call(c.leave_group, group_id, [(member_id, group_instance_id)], timeout=30)
+        return r.error_code or next((code for _m, _i, code in r.members if code), 0)
+
+    def commit(self, group_id, generation_id, member_id, group_instance_id, offsets):
+        c = self.coord
+        return c.call(c.commit_offsets, group_id,
+                      {tp: (off, -1, meta or "") for tp, (off, meta) in offsets.items()},
+                      generation_id=generation_id, member_id=member_id,
+                      group_instance_id=group_instance_id, timeout=30)
+
+    def fetch_offsets(self, group_id, partitions):
+        c = self.coord
+        err, got = c.call(c.fetch_offsets, group_id, list(partitions), timeout=30)
+        if err:
+            raise api_error(err, f"OffsetFetch {group_id}")
+        return {tp: om.offset for tp, om in got.items()}
+
+
+def group_transport(engine) -> GroupTransport:
+    """How a consumer of `engine` reaches its group coordinator: the Engine's own when it
+    holds the data directory; for a read-only open, the broker that owns the directory."""
+    if not engine.read_only:
+        return InProcessTransport(engine.group_coordinator)
+    raise EngineError(
+        f"{engine.path} is open read-only: consumer groups need the coordinator of the process "
+        "that holds the directory (open it writable, or run a broker on it and use a Kafka client)")
 
 
 class GroupMember:
