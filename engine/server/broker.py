@@ -87,6 +87,7 @@ class Broker:
         self.port = sock.getsockname()[1]
         self._accept_task = self._loop.create_task(self._accept_loop())
         if not self.engine.read_only:
+            self.engine.group_coordinator      # starts loading __consumer_offsets now, not on first use
             self.engine.advertise_listener(f"{self.advertised_host or self.host}:"
                                            f"{self.advertised_port or self.port}")
         log.info("broker listening on %s:%d", self.host, self.port)

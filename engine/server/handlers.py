@@ -27,9 +27,11 @@ import base64
 import logging
 import uuid
 
+from ..coordinator.records import OFFSETS_TOPIC
 from ..errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
+    InvalidTopicError,
     KafkaApiError,
     TopicAlreadyExistsError,
     UnknownLeaderEpochError,
@@ -105,6 +107,8 @@ class Handlers:
             m.ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
             m.ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
+        from .group_handlers import GroupHandlers
+        self._table.update(GroupHandlers(self).table())
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)
@@ -127,7 +131,8 @@ class Handlers:
         topics = []
         for name in names:
             try:
-                meta = eng.ensure_topic(name) if auto else eng.topic_metadata(name)
+                internal = name == OFFSETS_TOPIC    # made by the group coordinator, never auto-created
+                meta = eng.ensure_topic(name) if auto and not internal else eng.topic_metadata(name)
                 parts = []
                 for p in range(meta.partitions):
                     try:
@@ -139,7 +144,7 @@ class Handlers:
                         parts.append({"error_code": _code(e), "partition_index": p, "leader_id": -1,
                                       "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
-                               "is_internal": False, "partitions": parts})
+                               "is_internal": internal, "partitions": parts})
             except Exception as e:  # unknown topic, invalid name, storage error
                 if not isinstance(e, KafkaApiError):
                     log.exception("metadata for %r failed", name)
@@ -172,6 +177,8 @@ class Handlers:
                     results.append((p.index, error, -1, -1, -1, None))
                     continue
                 try:
+                    if name == OFFSETS_TOPIC:
+                        raise InvalidTopicError(f"cannot append to internal topic {name}")
                     plog = eng.log(name, p.index)
                     if p.records is None:
                         raise InvalidRequestError("null records")

@@ -1,0 +1,318 @@
+"""Wire handlers of the group APIs: requests decoded with kio, answered by the GroupCoordinator.
+
+Served (see messages.SUPPORTED): FindCoordinator 0-4 (v4 batched keys),
+OffsetCommit 2-9, OffsetFetch 1-9 (v8+ several groups), JoinGroup 0-9,
+Heartbeat 0-4, LeaveGroup 0-5 (v3+ several members), SyncGroup 0-5,
+DescribeGroups 0-5, ListGroups 0-5, DeleteGroups 0-2, OffsetDelete 0.
+
+The coordinator lives on its own loop (``Engine.group_coordinator``); a handler
+submits the call there and awaits it with ``asyncio.wrap_future``.  A JoinGroup
+or SyncGroup may wait up to the group's rebalance timeout: like Kafka, that
+connection answers nothing else meanwhile (responses stay in order), other
+connections are not affected, and nothing here times it out.  A read-only
+Engine has no coordinator: every group request gets COORDINATOR_NOT_AVAILABLE.
+Transactions are not served yet: FindCoordinator with key type 1 answers
+COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..coordinator.group import OffsetAndMetadata
+from ..protocol import messages as m
+
+__all__ = ["GroupHandlers"]
+
+log = logging.getLogger("engine.server")
+
+_COORDINATOR_NOT_AVAILABLE = 15
+
+
+def _ms(td) -> int:
+    """A kio duration (timedelta) or int in milliseconds."""
+    if td is None:
+        return -1
+    if isinstance(td, int):
+        return td
+    return round(td.total_seconds() * 1000)
+
+
+class GroupHandlers:
+    """The group API handlers; ``table()`` maps API keys to them (merged into Handlers)."""
+
+    def __init__(self, handlers):
+        self.handlers = handlers
+        self.engine = handlers.engine
+
+    def table(self) -> dict:
+        return {
+            m.ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            m.ApiKey.JOIN_GROUP: self.join_group,
+            m.ApiKey.SYNC_GROUP: self.sync_group,
+            m.ApiKey.HEARTBEAT: self.heartbeat,
+            m.ApiKey.LEAVE_GROUP: self.leave_group,
+            m.ApiKey.OFFSET_COMMIT: self.offset_commit,
+            m.ApiKey.OFFSET_FETCH: self.offset_fetch,
+            m.ApiKey.DESCRIBE_GROUPS: self.describe_groups,
+            m.ApiKey.LIST_GROUPS: self.list_groups,
+            m.ApiKey.DELETE_GROUPS: self.delete_groups,
+            m.ApiKey.OFFSET_DELETE: self.offset_delete,
+        }
+
+    def _coordinator(self):
+        if self.engine.read_only or self.engine.closed:
+            return None
+        try:
+            coord = self.engine.group_coordinator
+        except Exception:
+            log.exception("the group coordinator is not available")
+            return None
+        return coord if coord.running else None
+
+    async def _call(self, fn_name: str, *args, **kwargs):
+        """Run a coordinator method on its loop; None when there is no coordinator."""
+        coord = self._coordinator()
+        if coord is None:
+            return None
+        try:
+            return await asyncio.wrap_future(coord.submit(getattr(coord, fn_name), *args, **kwargs))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("group coordinator %s failed", fn_name)
+            return None
+
+    @staticmethod
+    def _decode(key: int, header, body):
+        return m.decode(key, header.api_version, body.buf[body.pos:])
+
+    # -- FindCoordinator (10) -----------------------------------------------------------
+    async def find_coordinator(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.FIND_COORDINATOR, header, body)
+        key_type = getattr(req, "key_type", 0)
+        keys = list(req.coordinator_keys) if v >= 4 else [req.key]
+        host, port = conn.advertised_address()
+        answers = []
+        for key in keys:
+            res = await self._call("find_coordinator", key, key_type)
+            code, message = res if res is not None else (_COORDINATOR_NOT_AVAILABLE, "no group coordinator")
+            ok = code == 0
+            answers.append({"key": key, "node_id": self._node_id() if ok else -1,
+                            "host": host if ok else "", "port": port if ok else -1,
+                            "error_code": code, "error_message": message})
+        if v >= 4:
+            return [m.encode(m.ApiKey.FIND_COORDINATOR, v, {"throttle_time": 0, "coordinators": answers})]
+        a = answers[0]
+        return [m.encode(m.ApiKey.FIND_COORDINATOR, v, {
+            "throttle_time": 0, "error_code": a["error_code"], "error_message": a["error_message"],
+            "node_id": a["node_id"], "host": a["host"], "port": a["port"]})]
+
+    def _node_id(self) -> int:
+        from .handlers import NODE_ID
+        return NODE_ID
+
+    # -- JoinGroup (11) -----------------------------------------------------------------
+    async def join_group(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.JOIN_GROUP, header, body)
+        session = _ms(req.session_timeout)
+        rebalance = _ms(getattr(req, "rebalance_timeout", None)) if v >= 1 else session
+        res = await self._call(
+            "join_group", req.group_id, req.member_id, protocol_type=req.protocol_type,
+            protocols=[(p.name, p.metadata) for p in req.protocols], session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance, group_instance_id=getattr(req, "group_instance_id", None),
+            client_id=header.client_id or "", client_host=_client_host(conn),
+            require_known_member_id=v >= 4, reason=getattr(req, "reason", None))
+        if res is None:
+            data = {"error_code": _COORDINATOR_NOT_AVAILABLE, "member_id": req.member_id, "members": [],
+                    "protocol_name": None, "leader": ""}
+        else:
+            data = {"error_code": res.error_code, "generation_id": res.generation_id,
+                    "protocol_type": res.protocol_type, "protocol_name": res.protocol_name,
+                    "leader": res.leader_id, "skip_assignment": res.skip_assignment,
+                    "member_id": res.member_id,
+                    "members": [{"member_id": mid, "group_instance_id": inst, "metadata": meta}
+                                for mid, inst, meta in res.members]}
+            if v < 7 and data["protocol_name"] is None:
+                data["protocol_name"] = ""        # nullable only from v7
+        data["throttle_time"] = 0
+        return [m.encode(m.ApiKey.JOIN_GROUP, v, data)]
+
+    # -- SyncGroup (14) -----------------------------------------------------------------
+    async def sync_group(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.SYNC_GROUP, header, body)
+        res = await self._call(
+            "sync_group", req.group_id, req.generation_id, req.member_id,
+            {a.member_id: a.assignment for a in req.assignments},
+            group_instance_id=getattr(req, "group_instance_id", None),
+            protocol_type=getattr(req, "protocol_type", None),
+            protocol_name=getattr(req, "protocol_name", None))
+        if res is None:
+            data = {"error_code": _COORDINATOR_NOT_AVAILABLE, "assignment": b""}
+        else:
+            data = {"error_code": res.error_code, "protocol_type": res.protocol_type,
+                    "protocol_name": res.protocol_name, "assignment": res.assignment}
+        data["throttle_time"] = 0
+        return [m.encode(m.ApiKey.SYNC_GROUP, v, data)]
+
+    # -- Heartbeat (12) -------------------------------------------------------------------
+    async def heartbeat(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.HEARTBEAT, header, body)
+        code = await self._call("heartbeat", req.group_id, req.generation_id, req.member_id,
+                                getattr(req, "group_instance_id", None))
+        return [m.encode(m.ApiKey.HEARTBEAT, v, {
+            "throttle_time": 0, "error_code": _COORDINATOR_NOT_AVAILABLE if code is None else code})]
+
+    # -- LeaveGroup (13) ------------------------------------------------------------------
+    async def leave_group(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.LEAVE_GROUP, header, body)
+        if v >= 3:
+            members = [(x.member_id, x.group_instance_id) for x in req.members]
+        else:
+            members = [(req.member_id, None)]
+        res = await self._call("leave_group", req.group_id, members)
+        if res is None:
+            top, per = _COORDINATOR_NOT_AVAILABLE, [(mid, inst, _COORDINATOR_NOT_AVAILABLE) for mid, inst in members]
+        else:
+            top, per = res.error_code, res.members
+        if v < 3:
+            # one member: its outcome is the top-level error, as Kafka's LeaveGroupResponse does
+            if top == 0 and per:
+                top = per[0][2]
+            return [m.encode(m.ApiKey.LEAVE_GROUP, v, {"throttle_time": 0, "error_code": top})]
+        return [m.encode(m.ApiKey.LEAVE_GROUP, v, {
+            "throttle_time": 0, "error_code": top,
+            "members": [{"member_id": mid, "group_instance_id": inst, "error_code": code}
+                        for mid, inst, code in per]})]
+
+    # -- OffsetCommit (8) -----------------------------------------------------------------
+    async def offset_commit(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.OFFSET_COMMIT, header, body)
+        offsets = {}
+        for t in req.topics:
+            for p in t.partitions:
+                offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "")
+        retention = _ms(getattr(req, "retention_time", None)) if 2 <= v <= 4 else -1
+        res = await self._call("commit_offsets", req.group_id, offsets,
+                               generation_id=req.generation_id_or_member_epoch, member_id=req.member_id,
+                               group_instance_id=getattr(req, "group_instance_id", None),
+                               retention_ms=retention)
+        topics = []
+        for t in req.topics:
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": _COORDINATOR_NOT_AVAILABLE if res is None
+                 else res.get((t.name, p.partition_index), 0)}
+                for p in t.partitions]})
+        return [m.encode(m.ApiKey.OFFSET_COMMIT, v, {"throttle_time": 0, "topics": topics})]
+
+    # -- OffsetFetch (9) ------------------------------------------------------------------
+    async def offset_fetch(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.OFFSET_FETCH, header, body)
+        if v >= 8:
+            groups = []
+            for g in req.groups:
+                code, topics = await self._fetch_group(g.group_id, g.topics, v)
+                groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+            return [m.encode(m.ApiKey.OFFSET_FETCH, v, {"throttle_time": 0, "groups": groups})]
+        code, topics = await self._fetch_group(req.group_id, req.topics, v)
+        if v < 2 and code:
+            # no top-level error before v2: every partition carries it
+            for t in topics:
+                for p in t["partitions"]:
+                    p["error_code"] = code
+        return [m.encode(m.ApiKey.OFFSET_FETCH, v, {"throttle_time": 0, "topics": topics, "error_code": code})]
+
+    async def _fetch_group(self, group_id: str, req_topics, v: int):
+        wanted = None
+        if req_topics is not None:
+            wanted = [(t.name, p) for t in req_topics for p in t.partition_indexes]
+        res = await self._call("fetch_offsets", group_id, wanted)
+        code, offsets = (_COORDINATOR_NOT_AVAILABLE, {}) if res is None else res
+        if code and wanted is not None:
+            offsets = {tp: OffsetAndMetadata(-1) for tp in wanted}
+        by_topic: dict[str, list] = {}
+        order = wanted if wanted is not None else sorted(offsets)
+        for tp in order:
+            om = offsets.get(tp, OffsetAndMetadata(-1))
+            by_topic.setdefault(tp[0], []).append({
+                "partition_index": tp[1], "committed_offset": om.offset,
+                "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata,
+                "error_code": 0})
+        return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+    # -- DescribeGroups (15) --------------------------------------------------------------
+    async def describe_groups(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.DESCRIBE_GROUPS, header, body)
+        res = await self._call("describe_groups", list(req.groups))
+        groups = []
+        if res is None:
+            groups = [{"error_code": _COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "",
+                       "protocol_type": "", "protocol_data": "", "members": []} for g in req.groups]
+        else:
+            for d in res:
+                groups.append({
+                    "error_code": d.error_code, "group_id": d.group_id, "group_state": d.state,
+                    "protocol_type": d.protocol_type, "protocol_data": d.protocol_name,
+                    "members": [{"member_id": x.member_id, "group_instance_id": x.group_instance_id,
+                                 "client_id": x.client_id, "client_host": x.client_host,
+                                 "member_metadata": x.metadata, "member_assignment": x.assignment}
+                                for x in d.members],
+                    "authorized_operations": -2147483648})
+        return [m.encode(m.ApiKey.DESCRIBE_GROUPS, v, {"throttle_time": 0, "groups": groups})]
+
+    # -- ListGroups (16) ------------------------------------------------------------------
+    async def list_groups(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.LIST_GROUPS, header, body)
+        states = list(getattr(req, "states_filter", ()) or ())
+        types = {t.lower() for t in (getattr(req, "types_filter", ()) or ())}
+        res = await self._call("list_groups", states or None)
+        code, listings = (_COORDINATOR_NOT_AVAILABLE, []) if res is None else res
+        if types and "classic" not in types:
+            listings = []       # every group here is a classic group
+        return [m.encode(m.ApiKey.LIST_GROUPS, v, {
+            "throttle_time": 0, "error_code": code,
+            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+                        "group_type": "classic"} for g in listings]})]
+
+    # -- DeleteGroups (42) ----------------------------------------------------------------
+    async def delete_groups(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.DELETE_GROUPS, header, body)
+        names = list(req.groups_names)
+        res = await self._call("delete_groups", names)
+        return [m.encode(m.ApiKey.DELETE_GROUPS, v, {"throttle_time": 0, "results": [
+            {"group_id": g, "error_code": _COORDINATOR_NOT_AVAILABLE if res is None else res[g]}
+            for g in dict.fromkeys(names)]})]
+
+    # -- OffsetDelete (47) ----------------------------------------------------------------
+    async def offset_delete(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.OFFSET_DELETE, header, body)
+        wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        res = await self._call("delete_offsets", req.group_id, wanted)
+        code, per = (_COORDINATOR_NOT_AVAILABLE, {}) if res is None else res
+        topics = []
+        if not code:
+            for t in req.topics:
+                topics.append({"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index, "error_code": per.get((t.name, p.partition_index), 0)}
+                    for p in t.partitions]})
+        return [m.encode(m.ApiKey.OFFSET_DELETE, v, {"throttle_time": 0, "error_code": code, "topics": topics})]
+
+
+def _client_host(conn) -> str:
+    peer = conn.peer
+    host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
+    return f"/{host}"
