@@ -30,10 +30,11 @@ KAFKA = {("produce", 100): 934_000, ("consume", 100): 184_000,
          ("produce", 1024): 163_000, ("consume", 1024): 700_000}
 
 
-def start_broker(data: str) -> tuple[subprocess.Popen, int]:
+def start_broker(data: str, extra: list[str] = ()) -> tuple[subprocess.Popen, int]:
+    """`python -m engine serve` on a free port; `extra` are more `--config key=value` settings."""
+    conf = [x for kv in ["num.partitions=3", *extra] for x in ("--config", kv)]
     proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--data-dir", data,
-                             "--listen", "127.0.0.1:0", "--log-level", "warning",
-                             "--config", "num.partitions=3"],
+                             "--listen", "127.0.0.1:0", "--log-level", "warning", *conf],
                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
     m = re.search(r":(\d+)\s*$", line)
