@@ -151,3 +151,45 @@ def test_kafka_error_keeps_kafkas_code():
     e = kafka_error(6, "produce")
     assert type(e) is KafkaApiError and e.code == 6 and e.retriable and "NOT_LEADER_OR_FOLLOWER" in str(e)
     assert isinstance(kafka_error(1, "x"), OffsetOutOfRangeError)
+
+
+def test_corrupt_batch_over_the_wire(spark_tmp, caplog):
+    """A batch whose payload was flipped on disk after a clean close: the broker sends it
+    as is; the task fails naming the range, or with failOnDataLoss=false skips that batch only."""
+    import logging
+    import struct
+
+    from engine.errors import CorruptRecordError
+    from spark_udfs.options import parse_options
+    from spark_udfs.reader import plan_ranges, read_range
+
+    path = str(spark_tmp / "wire-corrupt")
+    with engine.open(path, background=False) as eng:
+        eng.create_topic("c", partitions=1)
+        with eng.producer(linger_ms=0) as p:
+            for s in range(0, 400, 20):
+                p.send_batch("c", [b"value-%04d" % i for i in range(s, s + 20)], partition=0)
+        seg_path = eng.log("c", 0).segments[0].log_path
+    with open(seg_path, "r+b") as f:
+        data = f.read()
+        pos = 0
+        for _ in range(5):  # the 6th batch: offsets 100..119
+            pos += 12 + struct.unpack(">i", data[pos + 8:pos + 12])[0]
+        assert struct.unpack(">q", data[pos:pos + 8])[0] == 100
+        f.seek(pos + 70)
+        f.write(bytes([data[pos + 70] ^ 0xFF]))
+    b = BrokerThread(path)
+    try:
+        strict = parse_options({"kafka.bootstrap.servers": b.bootstrap, "subscribe": "c"})
+        with pytest.raises(CorruptRecordError, match=r"fetched from the broker .*offsets \[0, 400\) of c-0"):
+            for part in plan_ranges(strict):
+                list(read_range(part, strict))
+        lax = parse_options({"kafka.bootstrap.servers": b.bootstrap, "subscribe": "c",
+                             "failOnDataLoss": "false", "maxRecordsPerBatch": "30"})
+        with caplog.at_level(logging.ERROR, logger="spark_udfs"):
+            offs = [o for part in plan_ranges(lax) for bt in read_range(part, lax)
+                    for o in bt.column(4).to_pylist()]
+        assert offs == list(range(100)) + list(range(120, 400))
+        assert "skipping offsets [100, 120) of c-0" in caplog.text
+    finally:
+        b.stop()
