@@ -65,3 +65,22 @@ def test_bootstrap_servers_auto_creates_and_acks(spark, owned):
     with pytest.raises(Exception, match="not both"):
         (df.write.format("kafka-engine").mode("append").option("kafka.bootstrap.servers", owned.bootstrap)
          .option("path", owned.engine.path).save())
+
+
+def test_streaming_write_through_the_broker(spark, owned, tmp_path):
+    src = str(tmp_path / "src")
+    with engine.open(src, background=False) as eng:
+        eng.create_topic("in", partitions=2)
+        with eng.producer(linger_ms=0) as p:
+            p.send_batch("in", [b"s%d" % i for i in range(300)], keys=[b"%d" % i for i in range(300)])
+    df = (spark.readStream.format("kafka-engine").option("path", src).option("subscribe", "in")
+          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100").load())
+    q = (df.select("key", "value").writeStream.format("kafka-engine").option("path", owned.engine.path)
+         .option("topic", "rt").option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    t = _read(owned, "rt")
+    assert sorted(t["value"].to_pylist()) == sorted(b"s%d" % i for i in range(300))
+    assert all(p == (murmur2(k) & 0x7FFFFFFF) % 3 for k, p in zip(t["key"].to_pylist(), t["partition"].to_pylist()))
