@@ -3,9 +3,12 @@
 For each case (N records of S-byte values, codec), writes the topic with the
 embedded producer (one partition per core, 2 here), then times in one
 SparkSession (local[2]): ``count()`` and ``sum(length(value))`` through
-``format("kafka-engine")``, and the same two queries over a Parquet file that
-Spark wrote from those rows in the same run.  Each query runs once to warm up,
-then the best of `--runs` is reported as rows/s and MB/s of value bytes.
+``format("kafka-engine")`` reading the files (``path``), the same through the
+network fallback (``kafka.bootstrap.servers`` of a broker serving that
+directory from this process, on the same two cores), and the same two
+queries over a Parquet file that Spark wrote from those rows in the same run.
+Each query runs once to warm up, then the best of `--runs` is reported as
+rows/s and MB/s of value bytes.
 
     python bench/spark_scan.py [--quick] [--runs 3]
 """
@@ -33,6 +36,42 @@ def write_topic(path, n, size, codec, partitions=2):
                 vals = [base] * chunk
                 for _ in range(0, n // partitions, chunk):
                     p.send_batch("bench", vals, partition=part)
+
+
+class _Broker:
+    """``python -m engine serve`` in a thread of this process, on a free port."""
+
+    def __init__(self, path):
+        import asyncio
+        import threading
+
+        import engine
+        from engine.server import Broker
+
+        self.engine = engine.open(path, background=False)
+        self.loop = asyncio.new_event_loop()
+        self.broker = Broker(self.engine, "127.0.0.1", 0)
+        started = threading.Event()
+
+        def run():
+            asyncio.set_event_loop(self.loop)
+            self.loop.run_until_complete(self.broker.start())
+            started.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        if not started.wait(10):
+            raise RuntimeError("broker did not start")
+        self.bootstrap = f"127.0.0.1:{self.broker.port}"
+
+    def stop(self):
+        import asyncio
+        asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+        self.engine.close()
 
 
 def best(fn, runs):
@@ -65,8 +104,9 @@ def main(argv=None):
     scale = 10 if args.quick else 1
     cases = [(10_000_000 // scale, 100, "none"), (10_000_000 // scale, 100, "lz4"),
              (2_000_000 // scale, 1024, "none"), (2_000_000 // scale, 1024, "lz4")]
-    print("| records | value | codec | query | kafka-engine rows/s | MB/s | Parquet rows/s | MB/s | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| records | value | codec | query | kafka-engine rows/s | MB/s | network rows/s | MB/s | "
+          "Parquet rows/s | MB/s | local / Parquet | network / local | network / Parquet |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, size, codec in cases:
         tmp = tempfile.mkdtemp(prefix="spark-scan-")
         try:
@@ -76,14 +116,22 @@ def main(argv=None):
             pq_path = os.path.join(tmp, "parquet")
             src.write.parquet(pq_path)
             pq = spark.read.parquet(pq_path)
-            for qname, q in (("count", lambda d: d.count()),
-                             ("sum(length(value))",
-                              lambda d: d.agg(F.sum(F.length("value"))).collect())):
-                tk = best(lambda: q(src), args.runs)
-                tp = best(lambda: q(pq), args.runs)
-                mb = n * size / 1e6
-                print(f"| {n:,} | {size} B | {codec} | {qname} | {n / tk:,.0f} | {mb / tk:,.0f} | "
-                      f"{n / tp:,.0f} | {mb / tp:,.0f} | {tp / tk:.2f}x |", flush=True)
+            broker = _Broker(data)
+            try:
+                net = (spark.read.format("kafka-engine").option("kafka.bootstrap.servers", broker.bootstrap)
+                       .option("subscribe", "bench").load())
+                for qname, q in (("count", lambda d: d.count()),
+                                 ("sum(length(value))",
+                                  lambda d: d.agg(F.sum(F.length("value"))).collect())):
+                    tk = best(lambda: q(src), args.runs)
+                    tn = best(lambda: q(net), args.runs)
+                    tp = best(lambda: q(pq), args.runs)
+                    mb = n * size / 1e6
+                    print(f"| {n:,} | {size} B | {codec} | {qname} | {n / tk:,.0f} | {mb / tk:,.0f} | "
+                          f"{n / tn:,.0f} | {mb / tn:,.0f} | {n / tp:,.0f} | {mb / tp:,.0f} | "
+                          f"{tp / tk:.2f}x | {tk / tn:.2f}x | {tp / tn:.2f}x |", flush=True)
+            finally:
+                broker.stop()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     spark.stop()

@@ -9,7 +9,8 @@ offset long, timestamp timestamp, timestampType int``, plus
 the driver (:mod:`spark_udfs.options`); offsets are resolved when the read is
 planned and records are decoded in the tasks (:mod:`spark_udfs.reader`),
 straight from the segment files under ``path``, as Arrow batches.
-``spark.readStream.format("kafka-engine")`` uses :mod:`spark_udfs.stream`.
+``spark.readStream.format("kafka-engine")`` uses :mod:`spark_udfs.stream`;
+``df.write`` / ``df.writeStream`` use :mod:`spark_udfs.sink` (Spark's Kafka sink).
 """
 
 from __future__ import annotations
@@ -69,6 +70,14 @@ class KafkaEngineDataSource(DataSource):
     def streamReader(self, schema: StructType):
         from .stream import KafkaEngineStreamReader
         return KafkaEngineStreamReader(parse_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool):
+        from .sink import make_writer
+        return make_writer(self.options, schema, overwrite, streaming=False)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from .sink import make_writer
+        return make_writer(self.options, schema, overwrite, streaming=True)
 
 
 def register(spark) -> None:

@@ -4,10 +4,14 @@ Contract: :func:`parse_options` turns Spark's option map (keys compared
 case-insensitively -- Spark hands them over lower-cased --, values strings) into a frozen, picklable
 :class:`ReadOptions`, or raises :class:`engine.errors.InvalidConfigError`
 naming the offending option.  Names and meanings are those of Spark's Kafka
-source (``subscribe``, ``startingOffsets``, ``failOnDataLoss``, ...); the
-options that only make sense against a broker (``kafka.*``) are refused,
-except ``kafka.check.crcs`` and ``kafka.isolation.level`` (Kafka consumer
-names).  Nothing here touches the data directory: offsets are resolved by
+source (``subscribe``, ``startingOffsets``, ``failOnDataLoss``, ...).  The
+source reads either a data directory (``path``) or, the network fallback, a
+broker (``kafka.bootstrap.servers``): exactly one of the two.  Of the Kafka
+consumer settings (``kafka.*``) only those that mean something here are
+accepted (``kafka.check.crcs``, ``kafka.isolation.level``, and with a
+broker ``kafka.max.partition.fetch.bytes``, ``kafka.request.timeout.ms``,
+``kafka.client.id``); others are refused by name.  Nothing here touches the
+data directory or the network: offsets are resolved by
 :mod:`spark_udfs.reader`.
 
 Offset specs (``startingOffsets`` / ``endingOffsets``) are kept as
@@ -42,6 +46,8 @@ KNOWN_OPTIONS = {n.lower(): n for n in (
     "maxOffsetsPerTrigger",
     "maxRecordsPerBatch",
     "kafka.check.crcs", "kafka.isolation.level",
+    "kafka.bootstrap.servers", "kafka.max.partition.fetch.bytes", "kafka.request.timeout.ms",
+    "kafka.client.id",
 )}
 
 DEFAULT_MAX_RECORDS_PER_BATCH = 65536
@@ -55,7 +61,7 @@ class OffsetSpec:
 
 @dataclass(frozen=True)
 class ReadOptions:
-    path: str
+    path: str | None
     subscribe: tuple | None = None              # topic names
     subscribe_pattern: str | None = None        # regex, fullmatch on topic names
     assign: dict | None = None                  # {topic: (partitions, ...)}
@@ -72,6 +78,15 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     check_crcs: bool = True
+    bootstrap_servers: str | None = None        # the network fallback instead of path
+    max_partition_fetch_bytes: int = 1048576    # Kafka consumer's default
+    request_timeout_ms: int = 30000
+    client_id: str = "kafka-engine-spark"
+
+    @property
+    def source(self) -> str:
+        """What is read, for messages: the data directory or the broker."""
+        return self.path if self.path else f"the broker at {self.bootstrap_servers}"
 
 
 def _bool(name: str, value: str) -> bool:
@@ -158,8 +173,8 @@ def parse_options(options, *, streaming: bool | None = False) -> ReadOptions:
         if lk not in KNOWN_OPTIONS:
             if lk.startswith("kafka."):
                 raise InvalidConfigError(
-                    f"option {k!r} is not supported by the kafka-engine source: it reads the segment "
-                    "files under 'path' directly, so broker/consumer settings do not apply "
+                    f"option {k!r} is not supported by the kafka-engine source: it decodes record "
+                    "batches itself, so this consumer setting does not apply "
                     f"(supported: {', '.join(sorted(KNOWN_OPTIONS.values()))})")
             near = difflib.get_close_matches(lk, KNOWN_OPTIONS, n=1)
             hint = f"did you mean {KNOWN_OPTIONS[near[0]]!r}? " if near else ""
@@ -169,16 +184,30 @@ def parse_options(options, *, streaming: bool | None = False) -> ReadOptions:
         opts[lk] = v
 
     path = opts.get("path")
-    if not path:
-        raise InvalidConfigError("option 'path' (the data directory) is required, "
+    servers = str(opts.get("kafka.bootstrap.servers") or "").strip()
+    if not path and not servers:
+        raise InvalidConfigError("option 'path' (the data directory) or 'kafka.bootstrap.servers' "
+                                 "(a broker) is required, "
                                  "e.g. spark.read.format('kafka-engine').option('path', '/data')")
+    if path and servers:
+        raise InvalidConfigError("give either option 'path' (read the files) or 'kafka.bootstrap.servers' "
+                                 "(read through a broker), not both")
 
     strategies = [n for n in ("subscribe", "subscribepattern", "assign") if n in opts]
     if len(strategies) != 1:
         raise InvalidConfigError(
             "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be given, got "
             + (", ".join(repr(KNOWN_OPTIONS[s]) for s in strategies) or "none"))
-    kw: dict = {"path": str(path)}
+    kw: dict = {"path": str(path) if path else None}
+    if servers:
+        kw["bootstrap_servers"] = servers
+    if "kafka.max.partition.fetch.bytes" in opts:
+        kw["max_partition_fetch_bytes"] = _positive_int("kafka.max.partition.fetch.bytes",
+                                                        opts["kafka.max.partition.fetch.bytes"])
+    if "kafka.request.timeout.ms" in opts:
+        kw["request_timeout_ms"] = _positive_int("kafka.request.timeout.ms", opts["kafka.request.timeout.ms"])
+    if "kafka.client.id" in opts:
+        kw["client_id"] = str(opts["kafka.client.id"])
     if "subscribe" in opts:
         topics = tuple(t.strip() for t in str(opts["subscribe"]).split(",") if t.strip())
         if not topics:

@@ -20,6 +20,17 @@ planning), a corrupt batch or a short read raise with ``failOnDataLoss=true``;
 with false they are skipped and reported on the ``spark_udfs`` logger (the
 executor's stderr, i.e. the Spark log): a corrupt batch skips the rest of its
 segment file, the range continues at the next segment.
+
+Network fallback (``kafka.bootstrap.servers`` instead of ``path``): the
+driver resolves topics, partitions and offsets over the wire
+(:class:`WireSource`: Metadata and ListOffsets through
+:class:`engine.client.wire.WireClient`, the same planning code on top), and
+each task fetches its range (:func:`read_range_wire`) and decodes the fetched
+record batches with the same native column scanner, straight from the
+response frame.  Same schema, options, bounds and ``failOnDataLoss`` rules;
+``minPartitions`` cuts ranges at even offsets (there is no index to consult),
+and a corrupt batch skips just that batch (its header says where the next
+one starts).
 """
 
 from __future__ import annotations
@@ -40,8 +51,8 @@ from engine.errors import (
 
 from .options import EARLIEST, LATEST, ReadOptions
 
-__all__ = ["KafkaEngineBatchReader", "OffsetRangePartition", "plan_ranges", "read_range",
-           "resolve_topic_partitions", "split_ranges"]
+__all__ = ["KafkaEngineBatchReader", "OffsetRangePartition", "WireSource", "plan_ranges", "read_range",
+           "read_range_wire", "resolve_topic_partitions", "split_ranges"]
 
 log = logging.getLogger("spark_udfs")
 
@@ -69,6 +80,61 @@ def _open(path: str):
         raise InvalidConfigError(f"option 'path': data directory {path!r} does not exist") from None
 
 
+class _WireLog:
+    """What planning needs of one partition, asked of the broker (ListOffsets)."""
+
+    def __init__(self, src: "WireSource", topic: str, partition: int):
+        self.src, self.topic, self.partition = src, topic, partition
+        self.log_start_offset = self.high_watermark = 0
+
+    def refresh(self) -> None:
+        tp = (self.topic, self.partition)
+        self.log_start_offset = self.src.client.list_offsets({tp: EARLIEST})[tp][0]
+        self.high_watermark = self.src.client.list_offsets({tp: LATEST})[tp][0]
+
+    def offset_for_timestamp(self, ts: int):
+        tp = (self.topic, self.partition)
+        off, found_ts = self.src.client.list_offsets({tp: ts})[tp]
+        return None if off < 0 else (off, found_ts)
+
+
+class WireSource:
+    """The read-only Engine calls planning makes, answered by a broker."""
+
+    is_wire = True
+
+    def __init__(self, opts: ReadOptions):
+        from engine.client.wire import WireClient
+        self.client = WireClient(opts.bootstrap_servers, client_id=opts.client_id,
+                                 request_timeout_ms=opts.request_timeout_ms)
+        self._topics: dict | None = None
+
+    def _all(self) -> dict:
+        if self._topics is None:
+            self._topics = self.client.list_topics()
+        return self._topics
+
+    def list_topics(self) -> list[str]:
+        return sorted(self._all())
+
+    def partitions_for(self, topic: str) -> int:
+        n = self._all().get(topic)
+        if n is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        return n
+
+    def log(self, topic: str, partition: int) -> _WireLog:
+        return _WireLog(self, topic, partition)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _source(opts: ReadOptions):
+    """The data directory (read-only open) or, with kafka.bootstrap.servers, the broker."""
+    return WireSource(opts) if opts.bootstrap_servers else _open(opts.path)
+
+
 def resolve_topic_partitions(eng, opts: ReadOptions) -> list[tuple[str, int]]:
     """The (topic, partition) pairs the options select, sorted."""
     topics = eng.list_topics()
@@ -78,7 +144,7 @@ def resolve_topic_partitions(eng, opts: ReadOptions) -> list[tuple[str, int]]:
         if missing:
             raise UnknownTopicOrPartitionError(
                 f"option 'subscribe': topic(s) {', '.join(map(repr, missing))} do not exist in "
-                f"{opts.path} (topics: {', '.join(topics) or 'none'})")
+                f"{opts.source} (topics: {', '.join(topics) or 'none'})")
         for t in dict.fromkeys(opts.subscribe):
             out.extend((t, p) for p in range(eng.partitions_for(t)))
     elif opts.subscribe_pattern is not None:
@@ -91,7 +157,7 @@ def resolve_topic_partitions(eng, opts: ReadOptions) -> list[tuple[str, int]]:
         for t, parts in opts.assign.items():
             if t not in topics:
                 raise UnknownTopicOrPartitionError(
-                    f"option 'assign': topic {t!r} does not exist in {opts.path}")
+                    f"option 'assign': topic {t!r} does not exist in {opts.source}")
             n = eng.partitions_for(t)
             bad = [p for p in parts if p >= n]
             if bad:
@@ -221,6 +287,10 @@ def split_ranges(eng, ranges, min_partitions: int | None) -> list[tuple[str, int
         if pieces == 1:
             out.append((t, p, s, e))
             continue
+        if getattr(eng, "is_wire", False):  # no index over the wire: even offsets
+            bounds = sorted({s + (e - s) * k // pieces for k in range(pieces + 1)})
+            out.extend((t, p, a, b) for a, b in zip(bounds, bounds[1:]) if b > a)
+            continue
         segs = eng.log(t, p).segments
         bases = [sg.base_offset for sg in segs]
         cuts = [_cut_at_or_below(segs, bases, s + (e - s) * k // pieces) for k in range(1, pieces)]
@@ -231,7 +301,7 @@ def split_ranges(eng, ranges, min_partitions: int | None) -> list[tuple[str, int
 
 def plan_ranges(opts: ReadOptions) -> list[OffsetRangePartition]:
     """The driver's plan for a batch read (see the module docstring)."""
-    eng = _open(opts.path)
+    eng = _source(opts)
     try:
         tps = resolve_topic_partitions(eng, opts)
         ranges = resolve_ranges(eng, opts, tps)
@@ -250,6 +320,9 @@ def read_range(part: OffsetRangePartition, opts: ReadOptions):
     from engine.arrow import scanner
 
     if part.start >= part.end:
+        return
+    if opts.bootstrap_servers:
+        yield from read_range_wire(part, opts)
         return
     max_rows = opts.max_records_per_batch
     t, p = part.topic, part.partition
@@ -320,6 +393,83 @@ def read_range(part: OffsetRangePartition, opts: ReadOptions):
             log.warning("kafka-engine: %s; failOnDataLoss=false: skipped", msg)
     finally:
         eng.close()
+
+
+def read_range_wire(part: OffsetRangePartition, opts: ReadOptions):
+    """:func:`read_range` over the wire: Fetch from the broker, decode with the column scanner."""
+    from engine._native import read_header
+    from engine.arrow import scanner
+    from engine.client.wire import EARLIEST as W_EARLIEST
+    from engine.client.wire import WireClient
+
+    t, p = part.topic, part.partition
+    start, end = part.start, part.end
+    max_rows = opts.max_records_per_batch
+    where = f"the broker at {opts.bootstrap_servers}"
+    client = WireClient(opts.bootstrap_servers, client_id=opts.client_id,
+                        request_timeout_ms=opts.request_timeout_ms)
+    try:
+        sc = scanner(opts.check_crcs)
+        offset = start
+        empty = 0
+        while offset < end:
+            res = client.fetch(t, p, offset, max_bytes=opts.max_partition_fetch_bytes)
+            if res.error_code == 1:  # OFFSET_OUT_OF_RANGE: retention ran after planning
+                lso = client.list_offsets({(t, p): W_EARLIEST})[(t, p)][0]
+                if offset >= lso:
+                    raise OffsetOutOfRangeError(f"{where} refused offset {offset} of {t}-{p} as out of "
+                                                f"range (log start offset {lso})")
+                msg = (f"offsets [{offset}, {min(lso, end)}) of {t}-{p} are gone (log start offset is now "
+                       f"{lso}, retention or deletion ran after the query was planned)")
+                if opts.fail_on_data_loss:
+                    raise OffsetOutOfRangeError(msg + "; set failOnDataLoss=false to skip them")
+                log.warning("kafka-engine: %s; failOnDataLoss=false: skipped", msg)
+                offset = min(lso, end)
+                continue
+            data = res.records
+            pos, before = 0, offset
+            while True:
+                try:
+                    offset, pos = sc.feed(data, pos, -1, offset, end, None, max_rows, 0)
+                except CorruptRecordError as err:
+                    if opts.fail_on_data_loss:
+                        raise CorruptRecordError(
+                            f"{err.reason} (fetched from {where}: offsets [{part.start}, {part.end}) of "
+                            f"{t}-{p}, batch at byte {err.position} of the response; set "
+                            "failOnDataLoss=false to skip it)") from err
+                    if sc.num_rows:
+                        done = sc.finish(t, p, False)
+                        offset = max(offset, done.column(4)[-1].as_py() + 1)
+                        yield _spark_shape(done, opts.include_headers)
+                    try:
+                        nxt = min(read_header(data, err.position).next_offset, end)
+                    except (CorruptRecordError, ValueError, IndexError):
+                        nxt = end  # not even the header: nothing tells where the next batch starts
+                    log.error("kafka-engine: %s; failOnDataLoss=false: skipping offsets [%d, %d) of %s-%d",
+                              err, offset, nxt, t, p)
+                    offset = max(offset, nxt)
+                    break
+                if sc.num_rows >= max_rows:
+                    yield _spark_shape(sc.finish(t, p, False), opts.include_headers)
+                    continue
+                break
+            if offset > before:
+                empty = 0
+                continue
+            # Nothing usable came back below `end`.
+            empty += 1
+            if res.high_watermark > offset and empty < 3:
+                continue
+            msg = (f"short read of {t}-{p}: offsets [{offset}, {end}) were not returned by {where} "
+                   f"(high watermark {res.high_watermark})")
+            if opts.fail_on_data_loss:
+                raise OffsetOutOfRangeError(msg)
+            log.warning("kafka-engine: %s; failOnDataLoss=false: skipped", msg)
+            break
+        if sc.num_rows:
+            yield _spark_shape(sc.finish(t, p, False), opts.include_headers)
+    finally:
+        client.close()
 
 
 def _slice_base(sl) -> int:

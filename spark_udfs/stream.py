@@ -12,7 +12,8 @@ proportion to their backlog, as Spark does); partitions that appear later
 ``partitions(start, end)`` makes the same offset-range tasks as batch reads
 (split by ``minPartitions``), ``read`` is the batch task reader, and
 ``commit`` keeps nothing: the offsets live in Spark's checkpoint, the segment
-files are never changed by a reader.
+files are never changed by a reader.  With ``kafka.bootstrap.servers`` the
+same calls go to the broker (:class:`spark_udfs.reader.WireSource`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .options import LATEST, ReadOptions
 from .reader import (
     OffsetRangePartition,
     _bound,
-    _open,
+    _source,
     log,
     read_range,
     resolve_topic_partitions,
@@ -58,7 +59,7 @@ class KafkaEngineStreamReader(DataSourceStreamReader):
         self.opts = opts
 
     def initialOffset(self) -> dict:
-        eng = _open(self.opts.path)
+        eng = _source(self.opts)
         try:
             out = {}
             for tp in resolve_topic_partitions(eng, self.opts):
@@ -88,7 +89,7 @@ class KafkaEngineStreamReader(DataSourceStreamReader):
             max_rows = limit.max_rows
         elif limit is None:  # older pyspark: no read limit argument
             max_rows = self.opts.max_offsets_per_trigger
-        eng = _open(self.opts.path)
+        eng = _source(self.opts)
         try:
             begin = _flatten(start) if start is not None else {}
             latest = {}
@@ -115,7 +116,7 @@ class KafkaEngineStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict):
         s, e = _flatten(start), _flatten(end)
-        eng = _open(self.opts.path)
+        eng = _source(self.opts)
         try:
             ranges = []
             for tp, hi in sorted(e.items()):

@@ -41,8 +41,10 @@ def test_unknown_option_is_named(spark, good):
         load(spark, good, subscribe="t", startingOffset="earliest")
 
 
-def test_broker_options_are_refused(spark, good):
-    with pytest.raises(Exception, match="'kafka.bootstrap.servers' is not supported"):
+def test_consumer_options_that_do_not_apply_are_refused(spark, good):
+    with pytest.raises(Exception, match="'kafka.group.id' is not supported"):
+        load(spark, good, subscribe="t", **{"kafka.group.id": "g"})
+    with pytest.raises(Exception, match="not both"):
         load(spark, good, subscribe="t", **{"kafka.bootstrap.servers": "localhost:9092"})
 
 

@@ -1,0 +1,564 @@
+"""A small synchronous Kafka protocol client: what the Spark source and sink need
+from a broker (ours or Apache Kafka), and nothing more.
+
+Contract: :class:`WireClient` connects to one of ``bootstrap`` (``host:port``
+list), asks ApiVersions and uses, per API, the highest version both sides
+serve.  It offers Metadata (topics, partition counts, leaders; optional
+auto-creation), ListOffsets (earliest -2, latest -1, or the first offset at or
+after a timestamp), Fetch of one partition from an offset (the records come
+back as a ``memoryview`` into the response frame: the frame is read from the
+socket once, straight into its buffer, and never copied again -- decode it
+with ``engine._native.ColumnScanner`` or ``decode_batches``) and Produce of
+prebuilt record batches (``engine.records.build_batches`` /
+``BatchBuilder``) with ``acks`` 0, 1 or -1.  Requests go to the partition
+leader's connection (one socket per broker, opened on first use).
+
+Errors: a partition or topic error code raises the class ``engine.errors.for_code``
+gives, with ``code`` and ``retriable`` set to Kafka's values (also for codes
+the engine has no class for, e.g. NOT_LEADER_OR_FOLLOWER); retriable errors
+(leader moving, topic being created) are retried with backoff inside
+``request_timeout_ms`` after refreshing metadata.  A closed connection, a
+timeout or an unparseable response raises :class:`KafkaConnectionError`
+(the connection is dropped and reopened on the next request).
+
+Codecs: Produce requests and Fetch responses are written/read by hand here
+(records stay raw bytes); Metadata, ListOffsets, ApiVersions and the Fetch
+request are kio's schemas (Kafka's JSON message definitions), encoded with
+kio's writer and decoded by walking kio's dataclasses with our
+bounds-checked :class:`~engine.protocol.primitives.Reader` (as
+``engine/protocol/messages.py`` decodes requests).  Not thread-safe: one
+client per thread/task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import random
+import socket
+import struct
+import time
+import typing
+from dataclasses import dataclass
+
+from ..errors import (
+    EngineError,
+    InvalidRequestError,
+    KafkaApiError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    for_code,
+)
+from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _build, _entity, _plan
+from ..protocol.primitives import Reader, Writer
+
+__all__ = ["EARLIEST", "LATEST", "FetchResult", "KafkaConnectionError", "PartitionMetadata",
+           "WireClient", "kafka_error"]
+
+EARLIEST = -2
+LATEST = -1
+
+# api_key -> (min, max) this client speaks.
+CLIENT_VERSIONS = {
+    ApiKey.PRODUCE: (3, 9),
+    ApiKey.FETCH: (4, 12),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.METADATA: (1, 9),
+    ApiKey.API_VERSIONS: (0, 0),
+}
+
+
+class KafkaConnectionError(EngineError, ConnectionError):
+    """The broker could not be reached, closed the connection, timed out or sent garbage."""
+
+
+def kafka_error(code: int, context: str) -> KafkaApiError:
+    """An exception for Kafka error `code` (engine.errors' class; Kafka's code, name, retriable)."""
+    from kio.schema.errors import ErrorCode
+
+    cls = for_code(code)
+    try:
+        ec = ErrorCode(code)
+        name, retriable = ec.name.upper(), bool(ec.retriable)
+    except ValueError:
+        name, retriable = "UNKNOWN_SERVER_ERROR", False
+    err = cls(f"{context}: {name} (error code {code})")
+    if cls is KafkaApiError:  # no class of ours: keep Kafka's facts on the instance
+        err.code, err.name, err.retriable = code, name, retriable
+    return err
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    partition: int
+    leader: int
+    error_code: int
+
+
+@dataclass
+class FetchResult:
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    records: memoryview           # raw record batches (possibly a partial batch at the end)
+
+
+# -- generic decoding of kio response schemas ---------------------------------------
+def _read_value(r: Reader, kind: str, nullable: bool, flex: bool):
+    if kind in ("int32",):
+        return r.int32()
+    if kind in ("int64", "datetime_i64", "timedelta_i64"):
+        return r.int64()
+    if kind in ("int16", "error_code", "uint16"):
+        return r.int16()
+    if kind == "int8":
+        return r.int8()
+    if kind == "bool":
+        return r.boolean()
+    if kind == "timedelta_i32":
+        return r.int32()
+    if kind == "string":
+        return r.nullable_string_f(flex) if nullable else r.string_f(flex)
+    if kind == "uuid":
+        return r.uuid()
+    if kind == "float64":
+        return r.float64()
+    if kind in ("bytes", "records"):
+        return r.compact_nullable_bytes() if flex else r.nullable_bytes()
+    raise InvalidRequestError(f"field type {kind} is not supported by the client decoder")
+
+
+def _read_field(r: Reader, kind, is_array, nullable, nested, flex):
+    if is_array:
+        n = r.array_length(flex, nullable=nullable)
+        if n < 0:
+            return None
+        if nested is not None:
+            return [_read_struct(nested, r) for _ in range(n)]
+        return [_read_value(r, kind, False, flex) for _ in range(n)]
+    if nested is not None:
+        if nullable and r.int8() < 0:
+            return None
+        return _read_struct(nested, r)
+    return _read_value(r, kind, nullable, flex)
+
+
+def _read_struct(cls: type, r: Reader) -> dict:
+    """A response struct of kio's schema `cls` as a dict (tagged fields included when known)."""
+    flex = cls.__flexible__
+    out: dict = {}
+    tagged = {}
+    for name, kind, is_array, nullable, tag, nested in _plan(cls):
+        if tag is not None:
+            tagged[tag] = (name, kind, is_array, nullable, nested)
+            continue
+        out[name] = _read_field(r, kind, is_array, nullable, nested, flex)
+    if flex:
+        for tag, raw in r.tagged_fields().items():
+            spec = tagged.get(tag)
+            if spec is not None:
+                name, kind, is_array, nullable, nested = spec
+                out[name] = _read_field(Reader(raw), kind, is_array, nullable, nested, True)
+    return out
+
+
+_REQ_WRITERS: dict[type, typing.Callable] = {}
+
+
+def _encode_request(api_key: int, version: int, data: dict) -> bytes:
+    from kio.serial import entity_writer
+
+    cls = _entity(api_key, version, False)
+    writer = _REQ_WRITERS.get(cls)
+    if writer is None:
+        writer = _REQ_WRITERS[cls] = entity_writer(cls)
+    out = io.BytesIO()
+    writer(out, _build(cls, _trim(data, cls)))
+    return out.getvalue()
+
+
+def _trim(data, cls: type) -> dict:
+    """Keep only the keys `cls` (a kio dataclass) has, recursively for lists of dicts."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        v = data[f.name]
+        tp = hints[f.name]
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        inner = typing.get_args(args[0])[0] if args and typing.get_origin(args[0]) is tuple else \
+            (typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else None)
+        if isinstance(v, list) and inner is not None and dataclasses.is_dataclass(inner):
+            v = [_trim(x, inner) for x in v]
+        out[f.name] = v
+    return out
+
+
+# -- connections --------------------------------------------------------------------
+class _Connection:
+    def __init__(self, host: str, port: int, client_id: bytes, timeout_s: float):
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as e:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {e}") from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.address = f"{host}:{port}"
+        self.client_id = client_id
+        self.corr = 0
+
+    def request(self, api_key: int, version: int, body_parts: list, expect_response: bool = True):
+        """Send one request; return a Reader over the response body (after the header)."""
+        self.corr = (self.corr + 1) & 0x7FFFFFFF
+        flex = version >= FLEXIBLE_FROM[api_key]
+        head = struct.pack(">hhih", api_key, version, self.corr, len(self.client_id)) + self.client_id
+        if flex:
+            head += b"\x00"
+        size = len(head) + sum(len(p) for p in body_parts)
+        try:
+            self._send_all([struct.pack(">i", size), head, *body_parts])
+            if not expect_response:
+                return None
+            frame = self._recv_frame()
+        except (OSError, EOFError) as e:
+            self.close()
+            raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
+        r = Reader(frame)
+        corr = r.int32()
+        if corr != self.corr:
+            self.close()
+            raise KafkaConnectionError(f"{self.address}: response to request {corr}, expected {self.corr}")
+        if flex and api_key != ApiKey.API_VERSIONS:  # ApiVersions responses keep header v0
+            r.tagged_fields()
+        return r
+
+    def _send_all(self, parts: list) -> None:
+        """sendmsg the parts (no join: record batches are not copied), resuming partial sends."""
+        views = [memoryview(p).cast("B") for p in parts if len(p)]
+        while views:
+            sent = self.sock.sendmsg(views[:512])
+            while sent:
+                if sent >= len(views[0]):
+                    sent -= len(views[0])
+                    views.pop(0)
+                else:
+                    views[0] = views[0][sent:]
+                    sent = 0
+
+    def _recv_into(self, view: memoryview) -> None:
+        got = 0
+        n = len(view)
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise EOFError(f"connection closed after {got} of {n} bytes")
+            got += k
+
+    def _recv_frame(self) -> bytearray:
+        head = bytearray(4)
+        self._recv_into(memoryview(head))
+        (n,) = struct.unpack(">i", head)
+        if n < 4:
+            raise EOFError(f"bad response size {n}")
+        frame = bytearray(n)  # the only copy of the records: socket -> this buffer
+        self._recv_into(memoryview(frame))
+        return frame
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class WireClient:
+    """See the module docstring."""
+
+    def __init__(self, bootstrap: str, *, client_id: str = "kafka-engine", request_timeout_ms: int = 30_000):
+        self.client_id = client_id.encode()
+        self.timeout_s = request_timeout_ms / 1000.0
+        self.bootstrap = [self._split(a) for a in str(bootstrap).split(",") if a.strip()]
+        if not self.bootstrap:
+            raise KafkaConnectionError(f"no broker address in {bootstrap!r}")
+        self._conns: dict[int, _Connection] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._leaders: dict[tuple[str, int], int] = {}
+        self._counts: dict[str, int] = {}
+        self.versions: dict[int, int] = {}
+        self._boot = self._connect_bootstrap()
+
+    @staticmethod
+    def _split(addr: str) -> tuple[str, int]:
+        host, _, port = addr.strip().rpartition(":")
+        try:
+            return host.strip("[]") or "127.0.0.1", int(port)
+        except ValueError:
+            raise KafkaConnectionError(f"bad broker address {addr!r} (want host:port)") from None
+
+    # -- connections and versions ---------------------------------------------------
+    def _connect_bootstrap(self) -> _Connection:
+        errors = []
+        for host, port in random.sample(self.bootstrap, len(self.bootstrap)):
+            try:
+                conn = _Connection(host, port, self.client_id, self.timeout_s)
+                self._negotiate(conn)
+                return conn
+            except KafkaConnectionError as e:
+                errors.append(str(e))
+        raise KafkaConnectionError("no bootstrap broker answered: " + "; ".join(errors))
+
+    def _negotiate(self, conn: _Connection) -> None:
+        if self.versions:
+            return
+        r = conn.request(ApiKey.API_VERSIONS, 0, [])
+        resp = _read_struct(_entity(ApiKey.API_VERSIONS, 0, True), r)
+        if resp["error_code"]:
+            raise kafka_error(resp["error_code"], f"ApiVersions from {conn.address}")
+        theirs = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
+        for key, (lo, hi) in CLIENT_VERSIONS.items():
+            if key not in theirs:
+                continue
+            tlo, thi = theirs[key]
+            if max(lo, tlo) <= min(hi, thi):
+                self.versions[key] = min(hi, thi)
+
+    def _version(self, key: int) -> int:
+        v = self.versions.get(key)
+        if v is None:
+            raise UnsupportedVersionError(f"the broker serves no version of API {key} this client speaks "
+                                          f"({CLIENT_VERSIONS[key][0]}-{CLIENT_VERSIONS[key][1]})")
+        return v
+
+    def _conn_for(self, node: int | None) -> _Connection:
+        if node is None or node not in self._brokers:
+            if self._boot is None or self._boot.sock.fileno() < 0:
+                self._boot = self._connect_bootstrap()
+            return self._boot
+        conn = self._conns.get(node)
+        if conn is None or conn.sock.fileno() < 0:
+            conn = self._conns[node] = _Connection(*self._brokers[node], self.client_id, self.timeout_s)
+        return conn
+
+    def close(self) -> None:
+        for c in list(self._conns.values()) + ([self._boot] if self._boot else []):
+            c.close()
+        self._conns.clear()
+        self._boot = None
+
+    def __enter__(self) -> "WireClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, node: int | None, key: int, body: dict | list, version: int | None = None) -> dict:
+        v = self._version(key) if version is None else version
+        parts = [_encode_request(key, v, body)] if isinstance(body, dict) else body
+        r = self._conn_for(node).request(key, v, parts)
+        try:
+            return _read_struct(_entity(key, v, True), r)
+        except InvalidRequestError as e:
+            raise KafkaConnectionError(f"unparseable response to API {key} v{v}: {e}") from None
+
+    def _retrying(self, what: str, fn):
+        """Run fn(); retry retriable Kafka errors and lost connections until the request timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        delay = 0.05
+        while True:
+            try:
+                return fn()
+            except (KafkaApiError, KafkaConnectionError) as e:
+                retriable = isinstance(e, KafkaConnectionError) or getattr(e, "retriable", False)
+                if not retriable or isinstance(e, UnknownTopicOrPartitionError) \
+                        or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                self._leaders.clear()
+
+    # -- Metadata ---------------------------------------------------------------------
+    def metadata(self, topics: list[str] | None = None, auto_create: bool = False) -> dict:
+        """{topic: [PartitionMetadata, ...]} (all topics when `topics` is None); topic errors raise."""
+        v = self._version(ApiKey.METADATA)
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": auto_create,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False}
+        resp = self._call(None, ApiKey.METADATA, body, v)
+        for b in resp["brokers"]:
+            self._brokers[b["node_id"]] = (b["host"], b["port"])
+        out = {}
+        for t in resp["topics"]:
+            if t["error_code"]:
+                raise kafka_error(t["error_code"], f"metadata of topic {t['name']!r}")
+            parts = sorted((PartitionMetadata(p["partition_index"], p["leader_id"], p["error_code"])
+                            for p in t["partitions"]), key=lambda p: p.partition)
+            out[t["name"]] = parts
+            self._counts[t["name"]] = len(parts)
+            for p in parts:
+                self._leaders[(t["name"], p.partition)] = p.leader
+        return out
+
+    def list_topics(self) -> dict[str, int]:
+        """{topic: partition count} of every (non-internal) topic."""
+        return {t: len(ps) for t, ps in self._retrying("metadata", lambda: self.metadata(None)).items()
+                if not t.startswith("__")}
+
+    def partition_count(self, topic: str, auto_create: bool = False) -> int:
+        """Partitions of `topic` (UnknownTopicOrPartitionError when absent and not auto-created)."""
+        def once():
+            parts = self.metadata([topic], auto_create).get(topic)
+            if not parts:
+                raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+            if any(p.leader < 0 or p.error_code for p in parts):
+                bad = next(p for p in parts if p.leader < 0 or p.error_code)
+                raise kafka_error(bad.error_code or 5, f"leader of {topic}-{bad.partition}")
+            return len(parts)
+        return self._retrying("metadata", once)
+
+    def _leader(self, topic: str, partition: int) -> int:
+        node = self._leaders.get((topic, partition))
+        if node is None:
+            parts = self.metadata([topic]).get(topic) or []
+            if partition >= len(parts):
+                raise UnknownTopicOrPartitionError(
+                    f"partition {partition} of topic {topic!r} does not exist ({len(parts)} partitions)")
+            node = self._leaders[(topic, partition)]
+        return node
+
+    # -- ListOffsets -------------------------------------------------------------------
+    def list_offsets(self, requests: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, int]]:
+        """{(topic, partition): timestamp (-2 earliest, -1 latest, or ms)} -> {(t, p): (offset, timestamp)};
+        offset -1 when no record has a timestamp at or after the one asked."""
+        out: dict = {}
+        by_node: dict[int, dict] = {}
+        for (t, p), ts in requests.items():
+            by_node.setdefault(self._retrying("metadata", lambda t=t, p=p: self._leader(t, p)), {})[(t, p)] = ts
+        for node, reqs in by_node.items():
+            out.update(self._retrying("list_offsets", lambda node=node, reqs=reqs: self._list_offsets(node, reqs)))
+        return out
+
+    def _list_offsets(self, node: int, reqs: dict) -> dict:
+        topics: dict[str, list] = {}
+        for (t, p), ts in sorted(reqs.items()):
+            topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
+        body = {"replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        resp = self._call(node, ApiKey.LIST_OFFSETS, body)
+        out = {}
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise kafka_error(p["error_code"], f"list offsets of {t['name']}-{p['partition_index']}")
+                out[(t["name"], p["partition_index"])] = (p["offset"], p["timestamp"])
+        return out
+
+    # -- Fetch --------------------------------------------------------------------------
+    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1048576,
+              max_wait_ms: int = 500, min_bytes: int = 1) -> FetchResult:
+        """Record batches of one partition from `offset` (a view into the response frame).
+        The partition's error code is in the result (the caller decides what an
+        out-of-range offset means); other failures raise."""
+        def once():
+            node = self._leader(topic, partition)
+            res = self._fetch(node, topic, partition, offset, max_bytes, max_wait_ms, min_bytes)
+            if res.error_code and res.error_code != 1:  # OFFSET_OUT_OF_RANGE is returned
+                raise kafka_error(res.error_code, f"fetch of {topic}-{partition} at offset {offset}")
+            return res
+        return self._retrying("fetch", once)
+
+    def _fetch(self, node, topic, partition, offset, max_bytes, max_wait_ms, min_bytes) -> FetchResult:
+        v = self._version(ApiKey.FETCH)
+        body = {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": topic, "partitions": [{
+                    "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+                "forgotten_topics_data": [], "rack_id": ""}
+        r = self._conn_for(node).request(ApiKey.FETCH, v, [_encode_request(ApiKey.FETCH, v, body)])
+        try:
+            return self._parse_fetch(r, v, topic, partition)
+        except InvalidRequestError as e:
+            raise KafkaConnectionError(f"unparseable Fetch v{v} response: {e}") from None
+
+    @staticmethod
+    def _parse_fetch(r: Reader, v: int, topic: str, partition: int) -> FetchResult:
+        """FetchResponse v4-12 by hand: the records field stays a view of the frame."""
+        flex = v >= 12
+        r.int32()  # throttle_time_ms
+        if v >= 7:
+            err = r.int16()
+            r.int32()  # session_id
+            if err:
+                raise kafka_error(err, f"fetch of {topic}-{partition}")
+        found = None
+        for _ in range(r.array_length(flex)):
+            name = r.string_f(flex)
+            for _ in range(r.array_length(flex)):
+                index = r.int32()
+                err = r.int16()
+                hw = r.int64()
+                r.int64()  # last_stable_offset
+                lso = r.int64() if v >= 5 else -1
+                n_aborted = r.array_length(flex, nullable=True)
+                for _ in range(max(n_aborted, 0)):
+                    r.int64()
+                    r.int64()
+                    if flex:
+                        r.tagged_fields()
+                if v >= 11:
+                    r.int32()  # preferred_read_replica
+                records = r.compact_nullable_bytes() if flex else r.nullable_bytes()
+                if flex:
+                    r.tagged_fields()
+                if name == topic and index == partition:
+                    found = FetchResult(err, hw, lso, records if records is not None else memoryview(b""))
+            if flex:
+                r.tagged_fields()
+        if flex:
+            r.tagged_fields()
+        if found is None:
+            raise UnknownTopicOrPartitionError(f"the fetch response has no data for {topic}-{partition}")
+        return found
+
+    # -- Produce ------------------------------------------------------------------------
+    def produce(self, topic: str, partition: int, batches, *, acks: int = -1, timeout_ms: int = 30_000) -> int:
+        """Append prebuilt record batches (bytes-likes) to one partition; returns the base
+        offset of the first (-1 with acks=0).  Error codes raise (retriable ones are retried)."""
+        if acks not in (-1, 0, 1):
+            from ..errors import InvalidRequiredAcksError
+            raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks!r}")
+        batches = [b for b in batches if len(b)]
+        if not batches:
+            return -1
+        size = sum(len(b) for b in batches)
+
+        def once():
+            node = self._leader(topic, partition)
+            v = self._version(ApiKey.PRODUCE)
+            flex = v >= 9
+            w = Writer()
+            w.string(None, flex)  # transactional_id
+            w.int16(acks).int32(timeout_ms)
+            w.array_length(1, flex)
+            w.string(topic, flex)
+            w.array_length(1, flex)
+            w.int32(partition)
+            w.bytes_length(size, flex)
+            tail = Writer()
+            if flex:
+                tail.tagged_fields().tagged_fields().tagged_fields()
+            parts = [w.buf, *batches, tail.buf]
+            if acks == 0:
+                self._conn_for(node).request(ApiKey.PRODUCE, v, parts, expect_response=False)
+                return -1
+            resp = self._call(node, ApiKey.PRODUCE, parts, v)
+            for t in resp["responses"]:
+                for p in t["partition_responses"]:
+                    if p["error_code"]:
+                        msg = p.get("error_message") or ""
+                        raise kafka_error(p["error_code"], f"produce to {topic}-{partition}"
+                                          + (f" ({msg})" if msg else ""))
+                    return p["base_offset"]
+            raise KafkaConnectionError(f"the produce response has no result for {topic}-{partition}")
+        return self._retrying("produce", once)
