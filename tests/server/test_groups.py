@@ -104,6 +104,10 @@ def test_mixed_clients_share_one_group(gbroker):
     _handover(gbroker, ["kafka-python", "confluent", "aiokafka"])
 
 
+def test_roundrobin_librdkafka(gbroker):
+    _handover(gbroker, ["confluent"] * 2, {"partition.assignment.strategy": "roundrobin"})
+
+
 def test_cooperative_sticky_librdkafka(gbroker):
     conf = {"partition.assignment.strategy": "cooperative-sticky"}
 
