@@ -775,7 +775,10 @@ class PartitionLog:
         cfg = self.config
         deleted = 0
         with self._lock:
-            rms = cfg["retention.ms"]
+            # retention by time/size is the "delete" policy; a compact-only topic
+            # (__consumer_offsets) keeps its segments, as in Kafka
+            deletes = "delete" in cfg["cleanup.policy"]
+            rms = cfg["retention.ms"] if deletes else -1
             if rms >= 0:
                 def expired(seg, _nxt, _total):
                     ts = seg.max_timestamp
@@ -783,7 +786,7 @@ class PartitionLog:
                         ts = int(os.path.getmtime(seg.log_path) * 1000)
                     return now - ts > rms
                 deleted += self._delete_segments_locked(expired, "retention.ms")
-            rbytes = cfg["retention.bytes"]
+            rbytes = cfg["retention.bytes"] if deletes else -1
             if rbytes >= 0:
                 state = {"diff": sum(s.size for s in self._segments) - rbytes}
 

@@ -7,8 +7,9 @@
 - librdkafka's cooperative-sticky assignor (incremental rebalances) works.
 - A member killed with SIGKILL (no LeaveGroup) is removed after its session
   timeout and its partitions are reassigned.
-- AdminClient: list / describe / delete consumer groups, list and alter
-  consumer group offsets.
+- confluent-kafka's AdminClient: list / describe / delete consumer groups, list
+  and alter consumer group offsets; kafka-python's KafkaAdminClient: list,
+  describe, delete groups, list and delete group offsets.
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ def test_group_split_and_handover(gbroker, client):
 
 def test_mixed_clients_share_one_group(gbroker):
     _handover(gbroker, ["kafka-python", "confluent", "aiokafka"])
+
+
+def test_roundrobin_librdkafka(gbroker):
+    _handover(gbroker, ["confluent"] * 2, {"partition.assignment.strategy": "roundrobin"})
 
 
 def test_cooperative_sticky_librdkafka(gbroker):
@@ -240,3 +245,32 @@ def test_admin_client_groups_and_offsets(gbroker):
     admin.delete_consumer_groups(["live"])["live"].result(10)
     assert admin.list_consumer_groups().result(10).valid == []
     assert os.path.isdir(os.path.join(gbroker.engine.path, "__consumer_offsets-0"))
+
+
+def test_kafka_python_admin_client(gbroker):
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import GroupSubscribedToTopicError
+
+    produce(gbroker.bootstrap, "t", PARTS, PER)
+    m = Member("kafka-python", gbroker.bootstrap, "kg", "t")
+    m.start()
+    admin = KafkaAdminClient(bootstrap_servers=gbroker.bootstrap)
+    try:
+        wait_until(lambda: m.assignment == frozenset(range(PARTS)), what="the member to own the topic")
+        wait_until(lambda: committed_offsets(gbroker.bootstrap, "kg", "t", PARTS) == {p: PER for p in range(PARTS)},
+                   what="commits")
+        assert [(g["group_id"], g["group_state"]) for g in admin.list_groups()] == [("kg", "Stable")]
+        desc = admin.describe_groups(["kg"])["kg"]
+        assert desc["protocol_data"] == "range" and len(desc["members"]) == 1
+        assert desc["members"][0]["member_metadata"]["topics"] == ["t"]
+        offsets = admin.list_group_offsets("kg")["kg"]
+        assert {tp.partition: om.offset for tp, om in offsets.items()} == {p: PER for p in range(PARTS)}
+        # OffsetDelete of a topic the live group subscribes to is refused
+        assert admin.delete_group_offsets("kg", [TopicPartition("t", 0)]) == \
+            {TopicPartition("t", 0): GroupSubscribedToTopicError}
+    finally:
+        m.stop()
+    _check_errors([m])
+    wait_until(lambda: [g["group_state"] for g in admin.list_groups()] == ["Empty"], what="an empty group")
+    assert admin.delete_groups(["kg", "nope"]) == {"kg": "OK", "nope": "GroupIdNotFoundError"}
+    admin.close()

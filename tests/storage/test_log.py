@@ -92,6 +92,23 @@ def test_roll_by_time_and_retention(tmp_path):
     log.close()
 
 
+
+def test_compact_only_topic_keeps_old_segments(tmp_path):
+    """retention.ms / retention.bytes belong to cleanup.policy=delete; a compact-only log
+    (__consumer_offsets) keeps every segment until the cleaner deals with it, as in Kafka."""
+    cfg = small_config(segment_bytes=2000, retention_bytes=100, retention_ms=1)
+    cfg = cfg.with_overrides({"cleanup.policy": "compact"})
+    log = _open(tmp_path, config=cfg, clock=lambda: 10**13)
+    for i in range(20):
+        log.append(make_batch(3, 1000 + i, 100, seed=i))
+    before = [s.base_offset for s in log.segments]
+    assert len(before) > 2
+    assert log.maybe_apply_retention(now_ms=10**13) == 0
+    assert [s.base_offset for s in log.segments] == before and log.log_start_offset == 0
+    log.update_config(cfg.with_overrides({"cleanup.policy": "compact,delete"}))
+    assert log.maybe_apply_retention(now_ms=10**13) > 0
+    log.close()
+
 def test_retention_bytes_and_delayed_delete(tmp_path):
     cfg = small_config(segment_bytes=2000, retention_bytes=5000, file_delete_delay_ms=1000)
     now = [0]
