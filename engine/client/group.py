@@ -36,7 +36,8 @@ from typing import Callable, NamedTuple, Protocol
 from ..errors import CommitFailedError, EngineError, KafkaApiError, api_error
 from .assignors import ASSIGNORS, decode_assignment, decode_subscription, encode_assignment, encode_subscription
 
-__all__ = ["GroupMember", "GroupTransport", "InProcessTransport", "JoinResult", "group_transport"]
+__all__ = ["GroupMember", "GroupTransport", "InProcessTransport", "JoinResult", "WireTransport",
+           "group_transport"]
 
 NONE = 0
 ILLEGAL_GENERATION = 22
@@ -125,14 +126,150 @@ class InProcessTransport:
         return {tp: om.offset for tp, om in got.items()}
 
 
+class WireTransport:
+    """The group coordinator of a broker, over the Kafka protocol (``engine.client.wire``).
+
+    Two connections: one for the consumer's thread (JoinGroup may wait a whole
+    rebalance) and one for the heartbeat thread, so heartbeats never queue
+    behind a join.  The coordinator is found with FindCoordinator and asked
+    again after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE.
+    """
+
+    _MOVED = {14, 15, 16}     # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+    def __init__(self, bootstrap: str, client_id: str = "kafka-engine-embedded",
+                 request_timeout_ms: int = 30000):
+        from .wire import WireClient
+        self._main = WireClient(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self._hb = WireClient(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self._lock = threading.Lock()
+        self._coordinator: dict[str, int] = {}
+
+    def _node(self, client, group_id: str) -> int:
+        from .wire import ApiKey
+        node = self._coordinator.get(group_id)
+        if node is not None and node in client._brokers:
+            return node
+        deadline = time.monotonic() + client.timeout_s
+        while True:
+            r = client._call(None, ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0})
+            code = int(r["error_code"])
+            if code == NONE:
+                break
+            if code not in self._MOVED or time.monotonic() > deadline:
+                raise api_error(code, f"FindCoordinator {group_id}: {r.get('error_message')}")
+            time.sleep(0.1)
+        node = int(r["node_id"])
+        for c in (self._main, self._hb):
+            c._brokers[node] = (r["host"], int(r["port"]))
+        self._coordinator[group_id] = node
+        return node
+
+    def _call(self, client, group_id: str, key: int, body: dict, timeout_s: float | None = None) -> dict:
+        node = self._node(client, group_id)
+        conn = client._conn_for(node)
+        if timeout_s is not None:
+            conn.sock.settimeout(max(timeout_s, client.timeout_s))
+        try:
+            r = client._call(node, key, body)
+        finally:
+            if timeout_s is not None and conn.sock.fileno() >= 0:
+                conn.sock.settimeout(client.timeout_s)
+        if int(r.get("error_code", 0) or 0) in self._MOVED:
+            self._coordinator.pop(group_id, None)
+        return r
+
+    def join(self, group_id, member_id, group_instance_id, session_timeout_ms, rebalance_timeout_ms,
+             protocols):
+        from .wire import ApiKey
+        r = self._call(self._main, group_id, ApiKey.JOIN_GROUP, {
+            "group_id": group_id, "session_timeout": session_timeout_ms,
+            "rebalance_timeout": rebalance_timeout_ms, "member_id": member_id,
+            "group_instance_id": group_instance_id, "protocol_type": "consumer",
+            "protocols": [{"name": n, "metadata": m} for n, m in protocols]},
+            timeout_s=rebalance_timeout_ms / 1000.0 + 30)
+        return JoinResult(int(r["error_code"]), r["generation_id"], r["protocol_name"], r["leader"],
+                          r["member_id"], [(x["member_id"], x["group_instance_id"], bytes(x["metadata"]))
+                                           for x in r["members"]])
+
+    def sync(self, group_id, generation_id, member_id, group_instance_id, protocol_name, assignments):
+        from .wire import ApiKey
+        r = self._call(self._main, group_id, ApiKey.SYNC_GROUP, {
+            "group_id": group_id, "generation_id": generation_id, "member_id": member_id,
+            "group_instance_id": group_instance_id, "protocol_type": "consumer",
+            "protocol_name": protocol_name,
+            "assignments": [{"member_id": m, "assignment": a} for m, a in assignments]},
+            timeout_s=330)
+        return int(r["error_code"]), bytes(r["assignment"] or b"")
+
+    def heartbeat(self, group_id, generation_id, member_id, group_instance_id):
+        from .wire import ApiKey
+        with self._lock:
+            r = self._call(self._hb, group_id, ApiKey.HEARTBEAT, {
+                "group_id": group_id, "generation_id": generation_id, "member_id": member_id,
+                "group_instance_id": group_instance_id})
+        return int(r["error_code"])
+
+    def leave(self, group_id, member_id, group_instance_id):
+        from .wire import ApiKey
+        with self._lock:
+            r = self._call(self._hb, group_id, ApiKey.LEAVE_GROUP, {
+                "group_id": group_id,
+                "members": [{"member_id": member_id, "group_instance_id": group_instance_id}]})
+        return int(r["error_code"]) or next((int(x["error_code"]) for x in r["members"]
+                                             if int(x["error_code"])), 0)
+
+    def commit(self, group_id, generation_id, member_id, group_instance_id, offsets):
+        from .wire import ApiKey
+        by_topic: dict[str, list] = {}
+        for (t, p), (off, meta) in offsets.items():
+            by_topic.setdefault(t, []).append({"partition_index": p, "committed_offset": off,
+                                               "committed_leader_epoch": -1,
+                                               "committed_metadata": meta or ""})
+        r = self._call(self._main, group_id, ApiKey.OFFSET_COMMIT, {
+            "group_id": group_id, "generation_id_or_member_epoch": generation_id,
+            "member_id": member_id, "group_instance_id": group_instance_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        return {(t["name"], p["partition_index"]): int(p["error_code"])
+                for t in r["topics"] for p in t["partitions"]}
+
+    def fetch_offsets(self, group_id, partitions):
+        from .wire import ApiKey
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        r = self._call(self._main, group_id, ApiKey.OFFSET_FETCH, {
+            "group_id": group_id, "require_stable": False,
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]})
+        if int(r["error_code"]):
+            raise api_error(int(r["error_code"]), f"OffsetFetch {group_id}")
+        out = {}
+        for t in r["topics"]:
+            for p in t["partitions"]:
+                if int(p["error_code"]):
+                    raise api_error(int(p["error_code"]), f"OffsetFetch {group_id} {t['name']}")
+                out[(t["name"], p["partition_index"])] = int(p["committed_offset"])
+        return out
+
+    def close(self) -> None:
+        self._main.close()
+        self._hb.close()
+
+
 def group_transport(engine) -> GroupTransport:
     """How a consumer of `engine` reaches its group coordinator: the Engine's own when it
-    holds the data directory; for a read-only open, the broker that owns the directory."""
+    holds the data directory; for a read-only open, the broker that owns the directory
+    (found through the directory's lock file, ``engine.broker_address``)."""
     if not engine.read_only:
         return InProcessTransport(engine.group_coordinator)
-    raise EngineError(
-        f"{engine.path} is open read-only: consumer groups need the coordinator of the process "
-        "that holds the directory (open it writable, or run a broker on it and use a Kafka client)")
+    from .._engine import broker_address
+    address = broker_address(engine.path)
+    if address is None:
+        raise EngineError(
+            f"{engine.path} is open read-only and no broker serves it: consumer groups need the "
+            "coordinator of the process that holds the directory (open it writable in one process, "
+            "or run `python -m engine serve` on it)")
+    return WireTransport(address)
 
 
 class GroupMember:
@@ -327,3 +464,6 @@ class GroupMember:
             self._hb_thread.join(5)
         if leave and self.group_instance_id is None:
             self._leave_quietly()
+        close = getattr(self.transport, "close", None)
+        if close is not None:
+            close()

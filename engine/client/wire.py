@@ -65,6 +65,15 @@ CLIENT_VERSIONS = {
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.METADATA: (1, 9),
     ApiKey.API_VERSIONS: (0, 0),
+    # group membership (engine.client.group.WireTransport): one version each, the
+    # first with static membership (KIP-345), served by Kafka >= 2.4 and by us
+    ApiKey.FIND_COORDINATOR: (3, 3),
+    ApiKey.JOIN_GROUP: (7, 7),
+    ApiKey.SYNC_GROUP: (5, 5),
+    ApiKey.HEARTBEAT: (4, 4),
+    ApiKey.LEAVE_GROUP: (4, 4),
+    ApiKey.OFFSET_COMMIT: (8, 8),
+    ApiKey.OFFSET_FETCH: (7, 7),
 }
 
 

@@ -63,3 +63,78 @@ def test_embedded_and_wire_members_share_a_group(make_broker):
     assert emb.error is None and wire.error is None
     seen = emb.consumed + wire.consumed
     assert sorted(seen) == sorted({(p, o) for p in range(PARTS) for o in range(12)})   # no gap, no dup
+
+
+READER = r"""
+import sys, time, json, engine
+path, group = sys.argv[1], sys.argv[2]
+with engine.open(path, read_only=True) as ro:
+    c = ro.consumer(group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                    session_timeout_ms=2000, heartbeat_interval_ms=300)
+    c.subscribe(["t"])
+    seen = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        recs = c.poll(100)
+        seen += [[r.partition, r.offset] for r in recs]
+        if recs:
+            c.commit()
+        parts = sorted(tp.partition for tp in c.assignment())
+        print(json.dumps({"parts": parts, "n": len(seen)}), flush=True)
+        if sys.stdin in __import__("select").select([sys.stdin], [], [], 0)[0]:
+            break
+    c.close()
+    print(json.dumps({"done": seen}), flush=True)
+"""
+
+
+def test_read_only_consumers_in_other_processes_join_through_the_owning_broker(make_broker, tmp_path):
+    """Processes that only read the directory join the group of the broker that owns it
+    (found in the lock file); records are read from the files, membership and commits go
+    over the wire."""
+    import json
+    import subprocess
+    import sys
+
+    import engine
+
+    b = make_broker(GROUP_BROKER_CONFIG)
+    b.call(lambda: b.engine.create_topic("t", PARTS))
+    produce(b.bootstrap, "t", PARTS, 10)
+    path = b.engine.path
+    assert engine.broker_address(path) == b.bootstrap
+    proc = subprocess.Popen([sys.executable, "-c", READER, path, "ro"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        with engine.open(path, read_only=True) as ro:
+            c = ro.consumer(group_id="ro", auto_offset_reset="earliest", enable_auto_commit=False,
+                            session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
+            c.subscribe(["t"])
+            mine: list = []
+            other: dict = {}
+
+            def split():
+                recs = c.poll(100)
+                mine.extend((r.partition, r.offset) for r in recs)
+                if recs:
+                    c.commit()
+                line = proc.stdout.readline()
+                other.update(json.loads(line))
+                ours = {tp.partition for tp in c.assignment()}
+                return ours and other["parts"] and not ours & set(other["parts"]) \
+                    and ours | set(other["parts"]) == set(range(PARTS)) \
+                    and len(mine) + other["n"] == PARTS * 10
+
+            wait_until(split, timeout=30, what="two read-only processes split the topic")
+            c.close()
+        proc.stdin.write("stop\n")
+        proc.stdin.flush()
+        lines = [json.loads(x) for x in proc.stdout.read().splitlines()]
+        theirs = [tuple(x) for x in lines[-1]["done"]]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sorted(mine + theirs) == sorted((p, o) for p in range(PARTS) for o in range(10))
+    # the commits are the broker's: a wire client sees them
+    from .groups_util import committed_offsets
+    assert committed_offsets(b.bootstrap, "ro", "t", PARTS) == {p: 10 for p in range(PARTS)}
