@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping
 from .config import EngineConfig, LogConfig
 from .errors import (
     ClosedError,
+    InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
     ReadOnlyError,
@@ -146,6 +147,20 @@ class Engine:
         other processes find it with :func:`broker_address`."""
         self._check_writable()
         self.logs.advertise_listener(address)
+
+    def serve(self, listen: str = "127.0.0.1:0", **broker_kwargs):
+        """Serve this (writable) Engine over the Kafka protocol from a background thread.
+
+        Returns a :class:`engine.server.BackgroundBroker` (``.bootstrap`` is ``HOST:PORT``;
+        ``stop()`` or a ``with`` block ends it).  Wire clients, and read-only opens of the
+        directory in other processes that join consumer groups, then reach this process.
+        """
+        from .server import BackgroundBroker
+        self._check_writable()
+        host, _, port = listen.rpartition(":")
+        if not port.isdigit():
+            raise InvalidConfigError(f"listen must be HOST:PORT, got {listen!r}")
+        return BackgroundBroker(self, host.strip("[]") or "127.0.0.1", int(port), **broker_kwargs)
 
     @property
     def group_coordinator(self):

@@ -1,9 +1,11 @@
 """The Kafka wire-protocol broker: an asyncio server in front of an Engine.
 
 ``Broker(engine, host, port)`` with ``await start()`` / ``await stop()``;
-``python -m engine serve --data-dir DIR --listen HOST:PORT`` runs one.
+``python -m engine serve --data-dir DIR --listen HOST:PORT`` runs one; ``Engine.serve()`` serves an Engine already open in this process
+(a :class:`BackgroundBroker`).
 """
 
+from .background import BackgroundBroker
 from .broker import Broker
 
-__all__ = ["Broker"]
+__all__ = ["BackgroundBroker", "Broker"]

@@ -3,48 +3,36 @@ Broker running on its own event loop in a background thread."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import struct
-import threading
 
 import pytest
 
 
 class BrokerThread:
+    """Opens an Engine on `data_dir` and serves it (engine.server.BackgroundBroker)."""
+
     def __init__(self, data_dir: str, config: dict | None = None, **broker_kwargs):
         import engine
-        from engine.server import Broker
+        from engine.server import BackgroundBroker
 
         self.engine = engine.open(data_dir, config, background=False)
-        self.loop = asyncio.new_event_loop()
-        self.broker = Broker(self.engine, "127.0.0.1", 0, **broker_kwargs)
-        started = threading.Event()
-
-        def run():
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self.broker.start())
-            started.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, name="broker", daemon=True)
-        self.thread.start()
-        if not started.wait(10):
-            raise RuntimeError("broker did not start")
-        self.port = self.broker.port
-        self.bootstrap = f"127.0.0.1:{self.port}"
+        try:
+            self._bg = BackgroundBroker(self.engine, "127.0.0.1", 0, **broker_kwargs)
+        except BaseException:
+            self.engine.close()
+            raise
+        self.loop = self._bg.loop
+        self.broker = self._bg.broker
+        self.port = self._bg.port
+        self.bootstrap = self._bg.bootstrap
 
     def call(self, fn, *args):
         """Run fn(*args) on the broker's loop (engine access from tests stays single-threaded)."""
-        async def wrap():
-            return fn(*args)
-        return asyncio.run_coroutine_threadsafe(wrap(), self.loop).result(10)
+        return self._bg.call(fn, *args)
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        self._bg.stop()
         self.engine.close()
 
 

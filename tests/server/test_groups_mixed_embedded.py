@@ -138,3 +138,47 @@ def test_read_only_consumers_in_other_processes_join_through_the_owning_broker(m
     # the commits are the broker's: a wire client sees them
     from .groups_util import committed_offsets
     assert committed_offsets(b.bootstrap, "ro", "t", PARTS) == {p: 10 for p in range(PARTS)}
+
+
+def test_an_embedded_writer_serves_its_directory_for_other_processes(tmp_path):
+    """Engine.serve(): the writer process keeps its in-process consumer and lets a read-only
+    process join the same group through the listener it records in the directory."""
+    import json
+    import subprocess
+    import sys
+
+    import engine
+
+    path = str(tmp_path / "d")
+    with engine.open(path, GROUP_BROKER_CONFIG) as eng:
+        eng.create_topic("t", PARTS)
+        with eng.producer() as p:
+            for part in range(PARTS):
+                for i in range(10):
+                    p.send("t", b"%d" % i, partition=part)
+        with eng.serve("127.0.0.1:0") as srv:
+            assert engine.broker_address(path) == srv.bootstrap
+            proc = subprocess.Popen([sys.executable, "-c", READER, path, "w"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                c = eng.consumer(group_id="w", auto_offset_reset="earliest", enable_auto_commit=False,
+                                 session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
+                c.subscribe(["t"])
+                other: dict = {}
+
+                def split():
+                    c.poll(100)
+                    other.update(json.loads(proc.stdout.readline()))
+                    ours = {tp.partition for tp in c.assignment()}
+                    return ours and other["parts"] and not ours & set(other["parts"]) \
+                        and ours | set(other["parts"]) == set(range(PARTS))
+
+                wait_until(split, timeout=30, what="writer and read-only process split the topic")
+                c.close()
+                proc.stdin.write("stop\n")
+                proc.stdin.flush()
+                proc.communicate(timeout=30)
+            finally:
+                proc.kill()
+                proc.wait()
+        assert engine.broker_address(path) is None
