@@ -1,0 +1,263 @@
+# Record-level work of log compaction (engine/storage/cleaner.py holds the
+# policy).  Batches are RecordBatch v2 (header: consts.pxi, records:
+# records.pyx); compressed payloads are decompressed with codec.pyx and a
+# rewritten batch is recompressed with the SAME codec.
+#
+#   index_keys     the offset map: key -> offset of its latest record, over the
+#                  "dirty" section (control batches skipped, null keys skipped)
+#   compact_batch  filter one batch against the map; keeps baseOffset,
+#                  lastOffsetDelta (so the producer's last sequence survives, as
+#                  Kafka's overrideLastOffset), producer id/epoch/sequence,
+#                  leader epoch, timestamp type and codec.  A kept tombstone in
+#                  a batch without a delete horizon gets one (KIP-534: attribute
+#                  0x40, baseTimestamp = now + delete.retention.ms, record
+#                  timestamp deltas re-based so absolute timestamps are kept); a
+#                  tombstone in a batch whose horizon has passed is dropped.
+#   check_keys     append-time check for compacted topics: every record of a
+#                  non-control batch has a key (else InvalidRecordError, 87).
+#
+# Inputs are complete, structure-checked batches; a record that fails to parse
+# raises CorruptRecordError.  Keys become Python bytes (dict keys of the map),
+# so these functions hold the GIL.
+from libc.stdint cimport uint16_t
+from cpython.bytearray cimport PyByteArray_FromStringAndSize, PyByteArray_AS_STRING, PyByteArray_Resize
+
+
+def index_keys(data, Py_ssize_t start, Py_ssize_t end, dict offset_map, int64_t max_offset,
+               path=None, Py_ssize_t base_position=0, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
+    """offset_map[key] = offset for every keyed record below `max_offset` in data[start:end].
+
+    Walks complete batches only (stops at a partial tail).  Returns
+    (records_seen, end_position, last_offset_seen).
+    """
+    cdef const uint8_t[::1] mv = data
+    cdef Py_ssize_t pos, size
+    cdef int st, i
+    cdef int64_t base, off, last_seen = -1
+    cdef int32_t count
+    cdef BatchPayload pl
+    cdef const uint8_t* p
+    cdef RecordView rv
+    cdef Py_ssize_t nrec = 0
+    end = resolve_end(mv.shape[0], start, end)
+    pos = start
+    while pos < end:
+        st = check_batch(&mv[pos], end - pos, False, &size)
+        if st == WALK_PARTIAL or st == WALK_ZERO_TAIL:
+            break
+        if st != WALK_OK:
+            raise corrupt(walk_reason(st), path, base_position + pos)
+        base = load_i64(&mv[pos] + OFF_BASE_OFFSET)
+        if base >= max_offset:
+            break
+        if not (load_u16(&mv[pos] + OFF_ATTRIBUTES) & ATTR_CONTROL):
+            count = load_i32(&mv[pos] + OFF_RECORDS_COUNT)
+            pl = batch_payload(&mv[pos], size, max_size, path, base_position + pos)
+            p = pl.start
+            i = 0
+            while p < pl.end:
+                st = parse_record(p, pl.end, &rv)
+                if st != REC_OK or i >= count:
+                    raise corrupt(record_reason(st, i, p - pl.start), path, base_position + pos)
+                off = base + rv.offset_delta
+                if off >= max_offset:
+                    break
+                if rv.key_len >= 0:
+                    offset_map[PyBytes_FromStringAndSize(<const char*>rv.key, rv.key_len)] = off
+                last_seen = off
+                nrec += 1
+                p = rv.end
+                i += 1
+        pos += size
+    return nrec, pos, last_seen
+
+
+def check_keys(buf, topic_partition=None, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
+    """Raise InvalidRecordError if a record of a non-control batch in `buf` has a null key."""
+    cdef const uint8_t[::1] mv = buf
+    cdef Py_ssize_t pos = 0, n = mv.shape[0], size
+    cdef int st, i
+    cdef BatchPayload pl
+    cdef const uint8_t* p
+    cdef RecordView rv
+    while pos < n:
+        st = check_batch(&mv[pos], n - pos, False, &size)
+        if st != WALK_OK:
+            raise corrupt(walk_reason(st), None, pos)
+        if not (load_u16(&mv[pos] + OFF_ATTRIBUTES) & ATTR_CONTROL):
+            pl = batch_payload(&mv[pos], size, max_size, None, pos)
+            p = pl.start
+            i = 0
+            while p < pl.end:
+                st = parse_record(p, pl.end, &rv)
+                if st != REC_OK:
+                    raise corrupt(record_reason(st, i, p - pl.start), None, pos)
+                if rv.key_len < 0:
+                    raise invalid_record(
+                        "Compacted topic cannot accept message without key in topic partition %s"
+                        % (topic_partition if topic_partition is not None else "?"))
+                p = rv.end
+                i += 1
+        pos += size
+
+
+cdef bytearray _empty_batch(const uint8_t* src, int64_t timestamp):
+    """Kafka's writeEmptyHeader: the header alone, no records, same last offset and producer fields."""
+    cdef bytearray out = PyByteArray_FromStringAndSize(<const char*>src, BATCH_HEADER_SIZE)
+    cdef uint8_t* w = <uint8_t*>PyByteArray_AS_STRING(out)
+    cdef uint16_t attrs = load_u16(src + OFF_ATTRIBUTES) & ~(<uint16_t>(ATTR_CODEC_MASK | ATTR_DELETE_HORIZON))
+    store_i32(w + OFF_BATCH_LENGTH, MIN_BATCH_LENGTH)
+    store_u16(w + OFF_ATTRIBUTES, attrs)
+    store_i64(w + OFF_BASE_TIMESTAMP, timestamp)
+    store_i64(w + OFF_MAX_TIMESTAMP, timestamp)
+    store_i32(w + OFF_RECORDS_COUNT, 0)
+    store_u32(w + OFF_CRC, crc_of(w + OFF_ATTRIBUTES, BATCH_HEADER_SIZE - OFF_ATTRIBUTES))
+    return out
+
+
+def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
+                  int64_t delete_retention_ms, bint retain_empty=False, path=None,
+                  Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
+    """Filter the batch at data[position:] against `offset_map` (see the file comment).
+
+    A record is kept when it has a key, no later offset of that key is in the
+    map, and it is not a tombstone past its batch's delete horizon.  Returns
+    (out, kept, removed, tombstones_removed) where `out` is None (keep the
+    batch byte for byte), b"" (drop it) or a bytearray (the rewritten batch).
+    With `retain_empty` a batch left without records becomes an empty batch
+    (header only) instead of being dropped.
+    """
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b
+    cdef Py_ssize_t size, i
+    cdef int st, k
+    cdef uint16_t attrs
+    cdef int64_t base, base_ts, horizon = -1, new_base_ts, off, ts, max_ts = -1
+    cdef int32_t count, kept = 0, removed = 0, tomb_removed = 0, new_len
+    cdef bint has_horizon, set_horizon = False, keep, log_append
+    cdef BatchPayload pl
+    cdef const uint8_t* p
+    cdef const uint8_t* q
+    cdef RecordView rv
+    cdef object found
+    cdef list keep_flags
+    cdef int64_t ts_delta
+    cdef bytearray payload, out
+    cdef uint8_t* w
+    cdef Py_ssize_t wpos, rest
+    cdef uint8_t attr_byte
+    if position < 0 or position >= mv.shape[0]:
+        raise ValueError("position outside the buffer")
+    st = check_batch(&mv[position], mv.shape[0] - position, False, &size)
+    if st != WALK_OK:
+        raise corrupt(walk_reason(st), path, position)
+    b = &mv[position]
+    attrs = load_u16(b + OFF_ATTRIBUTES)
+    if attrs & ATTR_CONTROL:
+        return None, 0, 0, 0
+    count = load_i32(b + OFF_RECORDS_COUNT)
+    if count == 0:
+        return None, 0, 0, 0
+    base = load_i64(b + OFF_BASE_OFFSET)
+    base_ts = load_i64(b + OFF_BASE_TIMESTAMP)
+    log_append = (attrs & ATTR_TIMESTAMP_TYPE) != 0
+    has_horizon = (attrs & ATTR_DELETE_HORIZON) != 0
+    if has_horizon:
+        horizon = base_ts
+    pl = batch_payload(b, size, max_size, path, position)
+    keep_flags = []
+    # Pass 1: decide.
+    p = pl.start
+    i = 0
+    while p < pl.end:
+        st = parse_record(p, pl.end, &rv)
+        if st != REC_OK or i >= count:
+            raise corrupt(record_reason(st, i, p - pl.start), path, position)
+        off = base + rv.offset_delta
+        keep = rv.key_len >= 0
+        if keep:
+            found = offset_map.get(PyBytes_FromStringAndSize(<const char*>rv.key, rv.key_len))
+            if found is not None and off < <int64_t>found:
+                keep = False
+        if keep and rv.value_len < 0:
+            if has_horizon:
+                if now_ms >= horizon:
+                    keep = False
+                    tomb_removed += 1
+            else:
+                set_horizon = True
+        if keep:
+            kept += 1
+            ts = base_ts + rv.ts_delta
+            if ts > max_ts:
+                max_ts = ts
+        else:
+            removed += 1
+        keep_flags.append(keep)
+        p = rv.end
+        i += 1
+    if i != count:
+        raise corrupt("recordsCount is %d but the payload holds %d records" % (count, i), path, position)
+    if removed == 0 and not set_horizon:
+        return None, kept, 0, 0
+    if kept == 0:
+        if retain_empty:
+            return _empty_batch(b, load_i64(b + OFF_MAX_TIMESTAMP)), 0, removed, tomb_removed
+        return b"", 0, removed, tomb_removed
+    # Pass 2: the kept records, re-based on the horizon when one is set now.
+    new_base_ts = base_ts
+    if set_horizon:
+        horizon = now_ms + delete_retention_ms
+        new_base_ts = horizon
+    elif has_horizon:
+        new_base_ts = horizon
+    payload = PyByteArray_FromStringAndSize(NULL, (pl.end - pl.start) + 16 * <Py_ssize_t>kept)
+    w = <uint8_t*>PyByteArray_AS_STRING(payload)
+    wpos = 0
+    p = pl.start
+    i = 0
+    while p < pl.end:
+        parse_record(p, pl.end, &rv)
+        if keep_flags[i]:
+            if new_base_ts == base_ts:
+                memcpy(w + wpos, p, rv.end - p)
+                wpos += rv.end - p
+            else:
+                # length varint | attributes | timestampDelta varlong | rest
+                k = read_varint(p, pl.end, &new_len)
+                attr_byte = p[k]
+                q = p + k + 1
+                k = read_varlong(q, rv.end, &ts_delta)
+                q += k
+                rest = rv.end - q
+                ts_delta = base_ts + ts_delta - new_base_ts
+                new_len = <int32_t>(1 + varlong_size(ts_delta) + rest)
+                wpos += write_varint(w + wpos, new_len)
+                w[wpos] = attr_byte
+                wpos += 1
+                wpos += write_varlong(w + wpos, ts_delta)
+                memcpy(w + wpos, q, rest)
+                wpos += rest
+        p = rv.end
+        i += 1
+    PyByteArray_Resize(payload, wpos)
+    codec = attrs & ATTR_CODEC_MASK
+    if codec != CODEC_NONE:
+        body = compress(codec, payload)
+    else:
+        body = payload
+    out = PyByteArray_FromStringAndSize(NULL, BATCH_HEADER_SIZE + len(body))
+    w = <uint8_t*>PyByteArray_AS_STRING(out)
+    memcpy(w, b, BATCH_HEADER_SIZE)
+    memcpy(w + BATCH_HEADER_SIZE, PyByteArray_AS_STRING(body) if codec == CODEC_NONE
+           else PyBytes_AS_STRING(body), len(body))
+    store_i32(w + OFF_BATCH_LENGTH, <int32_t>(BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)))
+    if set_horizon or has_horizon:
+        attrs |= ATTR_DELETE_HORIZON
+    store_u16(w + OFF_ATTRIBUTES, attrs)
+    store_i64(w + OFF_BASE_TIMESTAMP, new_base_ts)
+    if not log_append:
+        store_i64(w + OFF_MAX_TIMESTAMP, max_ts)
+    store_i32(w + OFF_RECORDS_COUNT, kept)
+    store_u32(w + OFF_CRC, crc_of(w + OFF_ATTRIBUTES, len(out) - OFF_ATTRIBUTES))
+    return out, kept, removed, tomb_removed
