@@ -122,7 +122,7 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
 
     A record is kept when it has a key, no later offset of that key is in the
     map, and it is not a tombstone past its batch's delete horizon.  Returns
-    (out, kept, removed, tombstones_removed) where `out` is None (keep the
+    (out, kept, removed, tombstones_removed, tombstones_kept) where `out` is None (keep the
     batch byte for byte), b"" (drop it) or a bytearray (the rewritten batch).
     With `retain_empty` a batch left without records becomes an empty batch
     (header only) instead of being dropped.
@@ -133,7 +133,7 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
     cdef int st, k
     cdef uint16_t attrs
     cdef int64_t base, base_ts, horizon = -1, new_base_ts, off, ts, max_ts = -1
-    cdef int32_t count, kept = 0, removed = 0, tomb_removed = 0, new_len
+    cdef int32_t count, kept = 0, removed = 0, tomb_removed = 0, tomb_kept = 0, new_len
     cdef bint has_horizon, set_horizon = False, keep, log_append
     cdef BatchPayload pl
     cdef const uint8_t* p
@@ -154,10 +154,10 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
     b = &mv[position]
     attrs = load_u16(b + OFF_ATTRIBUTES)
     if attrs & ATTR_CONTROL:
-        return None, 0, 0, 0
+        return None, 0, 0, 0, 0
     count = load_i32(b + OFF_RECORDS_COUNT)
     if count == 0:
-        return None, 0, 0, 0
+        return None, 0, 0, 0, 0
     base = load_i64(b + OFF_BASE_OFFSET)
     base_ts = load_i64(b + OFF_BASE_TIMESTAMP)
     log_append = (attrs & ATTR_TIMESTAMP_TYPE) != 0
@@ -186,6 +186,8 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
                     tomb_removed += 1
             else:
                 set_horizon = True
+            if keep:
+                tomb_kept += 1
         if keep:
             kept += 1
             ts = base_ts + rv.ts_delta
@@ -199,11 +201,11 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
     if i != count:
         raise corrupt("recordsCount is %d but the payload holds %d records" % (count, i), path, position)
     if removed == 0 and not set_horizon:
-        return None, kept, 0, 0
+        return None, kept, 0, 0, tomb_kept
     if kept == 0:
         if retain_empty:
-            return _empty_batch(b, load_i64(b + OFF_MAX_TIMESTAMP)), 0, removed, tomb_removed
-        return b"", 0, removed, tomb_removed
+            return _empty_batch(b, load_i64(b + OFF_MAX_TIMESTAMP)), 0, removed, tomb_removed, 0
+        return b"", 0, removed, tomb_removed, 0
     # Pass 2: the kept records, re-based on the horizon when one is set now.
     new_base_ts = base_ts
     if set_horizon:
@@ -260,4 +262,4 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
         store_i64(w + OFF_MAX_TIMESTAMP, max_ts)
     store_i32(w + OFF_RECORDS_COUNT, kept)
     store_u32(w + OFF_CRC, crc_of(w + OFF_ATTRIBUTES, len(out) - OFF_ATTRIBUTES))
-    return out, kept, removed, tomb_removed
+    return out, kept, removed, tomb_removed, tomb_kept
