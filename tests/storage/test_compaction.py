@@ -502,3 +502,24 @@ def test_background_cleaner_in_log_manager(tmp_path):
         assert done.is_set()
         mgr.delete_log("compacted", 0)
         assert "compacted" not in open(tmp_path / "cleaner-offset-checkpoint").read()
+
+
+def test_engine_reopen_keeps_compaction_and_unclean_recovery_accepts_gaps(data_dir):
+    cfg = {"cleanup.policy": "compact", "segment.bytes": 2048, "file.delete.delay.ms": 0}
+    with engine.open(data_dir, background=False) as eng:
+        eng.create_topic("c", 1, config=cfg)
+        log = eng.log("c", 0)
+        latest = write_keyed(log, 80)
+        log.roll()
+        log.clean(now_ms=NOW)
+        latest.update(write_keyed(log, 3))
+    os.unlink(os.path.join(data_dir, ".kafka_cleanshutdown"))  # the next open recovers every segment
+    with engine.open(data_dir, background=False) as eng:
+        log = eng.log("c", 0)
+        assert log.config["cleanup.policy"] == "compact"  # the topic config applies from the load on
+        assert eng.logs.segments_scanned > 0
+        assert not [e for e in log.recovery_stats.events if e.bytes_dropped]
+        got = read_all(log)
+        check_consistent(got, latest)
+        with pytest.raises(InvalidRecordError):
+            log.append(batch([(None, b"x")]))
