@@ -21,6 +21,10 @@
 # so these functions hold the GIL.
 from libc.stdint cimport uint16_t
 from cpython.bytearray cimport PyByteArray_FromStringAndSize, PyByteArray_AS_STRING, PyByteArray_Resize
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.object cimport PyObject
+from cpython.long cimport PyLong_AsLongLong, PyLong_FromLongLong
+from libc.stdlib cimport malloc, free
 
 
 def index_keys(data, Py_ssize_t start, Py_ssize_t end, dict offset_map, int64_t max_offset,
@@ -63,7 +67,8 @@ def index_keys(data, Py_ssize_t start, Py_ssize_t end, dict offset_map, int64_t 
                 if off >= max_offset:
                     break
                 if rv.key_len >= 0:
-                    offset_map[PyBytes_FromStringAndSize(<const char*>rv.key, rv.key_len)] = off
+                    PyDict_SetItem(offset_map, PyBytes_FromStringAndSize(<const char*>rv.key, rv.key_len),
+                                   PyLong_FromLongLong(off))
                 last_seen = off
                 nrec += 1
                 p = rv.end
@@ -129,23 +134,12 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
     """
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b
-    cdef Py_ssize_t size, i
-    cdef int st, k
+    cdef Py_ssize_t size
+    cdef int st
     cdef uint16_t attrs
-    cdef int64_t base, base_ts, horizon = -1, new_base_ts, off, ts, max_ts = -1
-    cdef int32_t count, kept = 0, removed = 0, tomb_removed = 0, tomb_kept = 0, new_len
-    cdef bint has_horizon, set_horizon = False, keep, log_append
+    cdef int32_t count
     cdef BatchPayload pl
-    cdef const uint8_t* p
-    cdef const uint8_t* q
-    cdef RecordView rv
-    cdef object found
-    cdef list keep_flags
-    cdef int64_t ts_delta
-    cdef bytearray payload, out
-    cdef uint8_t* w
-    cdef Py_ssize_t wpos, rest
-    cdef uint8_t attr_byte
+    cdef char* keep_flags = NULL
     if position < 0 or position >= mv.shape[0]:
         raise ValueError("position outside the buffer")
     st = check_batch(&mv[position], mv.shape[0] - position, False, &size)
@@ -158,14 +152,42 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
     count = load_i32(b + OFF_RECORDS_COUNT)
     if count == 0:
         return None, 0, 0, 0, 0
-    base = load_i64(b + OFF_BASE_OFFSET)
-    base_ts = load_i64(b + OFF_BASE_TIMESTAMP)
-    log_append = (attrs & ATTR_TIMESTAMP_TYPE) != 0
-    has_horizon = (attrs & ATTR_DELETE_HORIZON) != 0
+    pl = batch_payload(b, size, max_size, path, position)
+    keep_flags = <char*>malloc(count + 1)
+    if keep_flags == NULL:
+        raise MemoryError()
+    try:
+        return _compact_payload(b, size, pl, keep_flags, count, offset_map, now_ms, delete_retention_ms,
+                                retain_empty, path, position)
+    finally:
+        free(keep_flags)
+
+
+cdef object _compact_payload(const uint8_t* b, Py_ssize_t size, BatchPayload pl, char* keep_flags,
+                             int32_t count, dict offset_map, int64_t now_ms, int64_t delete_retention_ms,
+                             bint retain_empty, object path, Py_ssize_t position):
+    cdef Py_ssize_t i
+    cdef int st, k
+    cdef uint16_t attrs = load_u16(b + OFF_ATTRIBUTES)
+    cdef int64_t base = load_i64(b + OFF_BASE_OFFSET)
+    cdef int64_t base_ts = load_i64(b + OFF_BASE_TIMESTAMP)
+    cdef int64_t horizon = -1, new_base_ts, off, ts, max_ts = -1
+    cdef int32_t kept = 0, removed = 0, tomb_removed = 0, tomb_kept = 0, new_len
+    cdef bint has_horizon = (attrs & ATTR_DELETE_HORIZON) != 0
+    cdef bint set_horizon = False, keep
+    cdef bint log_append = (attrs & ATTR_TIMESTAMP_TYPE) != 0
+    cdef const uint8_t* p
+    cdef const uint8_t* q
+    cdef RecordView rv
+    cdef PyObject* found
+    cdef object kobj
+    cdef int64_t ts_delta
+    cdef bytearray payload, out
+    cdef uint8_t* w
+    cdef Py_ssize_t wpos, rest
+    cdef uint8_t attr_byte
     if has_horizon:
         horizon = base_ts
-    pl = batch_payload(b, size, max_size, path, position)
-    keep_flags = []
     # Pass 1: decide.
     p = pl.start
     i = 0
@@ -176,8 +198,9 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
         off = base + rv.offset_delta
         keep = rv.key_len >= 0
         if keep:
-            found = offset_map.get(PyBytes_FromStringAndSize(<const char*>rv.key, rv.key_len))
-            if found is not None and off < <int64_t>found:
+            kobj = PyBytes_FromStringAndSize(<const char*>rv.key, rv.key_len)
+            found = PyDict_GetItem(offset_map, kobj)
+            if found != NULL and off < PyLong_AsLongLong(<object>found):
                 keep = False
         if keep and rv.value_len < 0:
             if has_horizon:
@@ -195,7 +218,7 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
                 max_ts = ts
         else:
             removed += 1
-        keep_flags.append(keep)
+        keep_flags[i] = keep
         p = rv.end
         i += 1
     if i != count:

@@ -225,24 +225,48 @@ def cleanable(log, now_ms: int | None = None) -> tuple[bool, float]:
 
 
 # -- reading sealed segments ---------------------------------------------------
-def _chunks(snap: _Snap, check_crc: bool):
-    """(data, headers, file_position) covering the complete batches of a sealed segment."""
+def _chunks(snap: _Snap, check_crc: bool, headers: bool = True):
+    """(data, headers, file_position): the complete batches of a sealed segment, chunk by chunk.
+
+    ``data`` is a view of one reused buffer (read with preadv: no fresh pages
+    per chunk), valid until the next chunk; ``headers`` is None unless asked.
+    A read (not a mapping) because a truncation could cut the file under us.
+    """
     fd, path = snap.file.fd, snap.seg.log_path
     pos, want = 0, _READ_CHUNK
+    buf = bytearray(min(_READ_CHUNK, snap.size))
     while pos < snap.size:
         n = min(want, snap.size - pos)
-        data = os.pread(fd, n, pos)
-        if len(data) < n:
-            raise CorruptRecordError("segment shrank while being cleaned", path, pos + len(data))
-        headers, end = _native.list_batches(data, 0, n, check_crc, path, pos)
+        if len(buf) < n:
+            buf = bytearray(n)
+        data = memoryview(buf)[:n]
+        got = os.preadv(fd, [data], pos)
+        if got < n:
+            raise CorruptRecordError("segment shrank while being cleaned", path, pos + got)
+        if headers:
+            hs, end = _native.list_batches(data, 0, n, check_crc, path, pos)
+        else:
+            hs, end = None, _complete_end(data, n)  # index_keys checks every batch itself
         if end == 0:
             if n == snap.size - pos:
                 raise CorruptRecordError("incomplete batch in a sealed segment", path, pos)
-            want = max(want * 2, int.from_bytes(data[8:12], "big") + 12 if len(data) >= 12 else want * 2)
+            blen = int.from_bytes(data[8:12], "big") + 12 if n >= 12 else 0
+            want = max(want * 2, blen)
             continue
-        yield data, headers, pos
+        yield data, hs, pos
         pos += end
         want = _READ_CHUNK
+
+
+def _complete_end(data, n: int) -> int:
+    """End of the last complete batch in data[:n] (header walk, no objects)."""
+    pos = 0
+    while pos + 12 <= n:
+        size = int.from_bytes(data[pos + 8:pos + 12], "big") + 12
+        if size < 61 or pos + size > n:
+            break
+        pos += size
+    return pos
 
 
 # -- cleaning ------------------------------------------------------------------
@@ -286,7 +310,7 @@ def clean_log(log, now_ms: int | None = None, *, force: bool = True,
         for snap in plan.dirty:
             if offset_map and len(offset_map) >= max_keys:
                 break
-            for data, _headers, pos in _chunks(snap, False):
+            for data, _headers, pos in _chunks(snap, False, headers=False):
                 nrec, _end, _last = _native.index_keys(data, 0, len(data), offset_map, LONG_MAX,
                                                        snap.seg.log_path, pos)
                 stats.records_read += nrec
@@ -402,7 +426,7 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map: dict, now: int, last_
                         pend_max_ts, pend_max_off = max_ts, h.last_offset
                     if pend_bytes > interval:
                         flush_pending()
-            stats.bytes_read += snap.size
+                flush_pending()  # the pieces are views of the chunk buffer, reused next            stats.bytes_read += snap.size
             stats.segments_read += 1
         flush_pending()
         if not changed:

@@ -523,3 +523,13 @@ def test_engine_reopen_keeps_compaction_and_unclean_recovery_accepts_gaps(data_d
         check_consistent(got, latest)
         with pytest.raises(InvalidRecordError):
             log.append(batch([(None, b"x")]))
+
+
+def test_small_read_chunks_split_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(cl, "_READ_CHUNK", 300)  # batches straddle chunks, some are larger than one
+    log = open_log(str(tmp_path / "t-0"))
+    latest = write_keyed(log, 50, per_batch=9, codec=0)
+    log.roll()
+    log.clean(now_ms=NOW)
+    assert read_all(log) == survivors(latest)
+    log.close()
