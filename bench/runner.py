@@ -19,7 +19,7 @@ Rows:
   7 memory      peak RSS (VmHWM) of appending and producing 4x the data vs 1x,
                 each in a fresh process                                           target ratio <= 1.2
   8 compaction  PartitionLog.clean() of an all-dirty log, input bytes/s
-                vs  read() of the same segment files                             target ratio >= 0.1
+                vs  read() of the same segment files                             no target, reported
 """
 
 from __future__ import annotations
@@ -491,7 +491,7 @@ def bench_compaction(tmp: str, quick: bool) -> dict[str, Any]:
     shutil.rmtree(src, ignore_errors=True)
     e, r = size / te, size / tr
     return _row("8 compaction 100 B records, 20k keys", e, r, "B/s", "read() same segments, 1 MiB",
-                ">= 0.1", e / r >= 0.1,
+                "none (reported)", None,
                 note=f"{size / MiB:.0f} MiB in, {kept['records']} records / {kept['out'] / MiB:.1f} MiB out")
 
 
@@ -519,7 +519,7 @@ def print_table(rows: list[dict[str, Any]], out=sys.stdout) -> None:
     print(head, file=out)
     print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|", file=out)
     for r in rows:
-        met = "yes" if r["met"] else "no"
+        met = "-" if r["met"] is None else "yes" if r["met"] else "no"
         print(f"| {r['row']:<40} | {_fmt(r['engine'], r['unit']):>14} | {_fmt(r['reference'], r['unit']):>14} "
               f"| {r['reference_name']:<38} | {r['ratio']:>6.2f} | {r['target']:<15} | {met:<3} |", file=out)
 
