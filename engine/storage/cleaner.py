@@ -51,6 +51,7 @@ as the replacement of the segments it covers (loader.py).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -63,6 +64,7 @@ from .segment import LogSegment
 
 __all__ = ["CleanStats", "LogCleaner", "clean_log", "cleanable", "read_cleaner_checkpoint"]
 
+_logger = logging.getLogger(__name__)
 DEFAULT_DEDUPE_BUFFER_SIZE = 134217728  # log.cleaner.dedupe.buffer.size
 _ENTRY_BYTES = 24                       # Kafka's SkimpyOffsetMap: MD5 (16) + offset (8)
 _READ_CHUNK = 8 << 20
@@ -536,7 +538,8 @@ class LogCleaner:
                               stop=self._stop)
         except ClosedError:
             return None
-        except (CorruptRecordError, OSError) as e:
+        except Exception as e:  # corrupt data, I/O error: skip this log, keep the thread alive
+            _logger.error("cleaning %s-%d failed, marked uncleanable: %s", key[0], key[1], e)
             self.uncleanable[key] = str(e)
             return None
         self.last_stats = stats

@@ -533,3 +533,23 @@ def test_small_read_chunks_split_batches(tmp_path, monkeypatch):
     log.clean(now_ms=NOW)
     assert read_all(log) == survivors(latest)
     log.close()
+
+
+def test_corrupt_batch_stops_the_cleaning_and_changes_nothing(tmp_path):
+    from engine.errors import CorruptRecordError
+    from engine.storage.manager import LogManager
+
+    with LogManager(str(tmp_path)) as mgr:
+        log = mgr.create_log("t", 0, ccfg())
+        write_keyed(log, 60)
+        log.roll()
+        seg = log.segments[1]
+        os.pwrite(seg.fd, b"\xff", 200)  # a payload byte: the CRC no longer matches
+        names = sorted(os.listdir(tmp_path / "t-0"))
+        with pytest.raises(CorruptRecordError):
+            log.clean(now_ms=NOW)
+        assert sorted(os.listdir(tmp_path / "t-0")) == names  # no .cleaned left behind
+        assert os.pread(seg.fd, 1, 200) == b"\xff"  # the corrupt segment is not rewritten
+        cleaner = cl.LogCleaner(mgr)
+        assert cleaner.clean_once(NOW) is None
+        assert ("t", 0) in cleaner.uncleanable
