@@ -191,9 +191,8 @@ def _plan(log, now: int) -> _Plan | None:
     if not snaps:
         return None
     ck = read_cleaner_checkpoint(checkpoint_path(log)).get((log.topic, log.partition), -1)
-    first_dirty = max(ck, log.log_start_offset, snaps[0].base)
-    if first_dirty >= snaps[-1].next_base:
-        first_dirty = snaps[-1].next_base  # nothing dirty
+    # at most the end of the cleanable segments (then nothing is dirty)
+    first_dirty = min(max(ck, log.log_start_offset, snaps[0].base), snaps[-1].next_base)
     dirty = [s for s in snaps if s.next_base > first_dirty]
     clean_bytes = sum(s.size for s in snaps if s.next_base <= first_dirty)
     dirty_bytes = sum(s.size for s in dirty)

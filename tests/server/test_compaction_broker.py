@@ -12,7 +12,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic  # noqa: E402
 from kafka.errors import InvalidRecordError  # noqa: E402
 
-PRODUCER = dict(enable_idempotence=False, linger_ms=5, request_timeout_ms=10000, retries=0)
+PRODUCER = {"enable_idempotence": False, "linger_ms": 5, "request_timeout_ms": 10000, "retries": 0}
 
 
 def test_compacted_topic_through_the_broker(broker):
