@@ -1,5 +1,13 @@
 # Record-level work of log compaction (engine/storage/cleaner.py holds the
-# policy).  Batches are RecordBatch v2 (header: consts.pxi, records:
+# policy).
+#
+#   OffsetMap      Kafka's SkimpyOffsetMap: key -> latest offset, keyed by a
+#                  128-bit hash of the key (MurmurHash3 x64-128, our own code from
+#                  the published algorithm), 24 bytes a slot (hash 16 + offset 8),
+#                  open addressing with linear probing, at most 90 % full (Kafka's
+#                  load factor).  The table starts small and doubles up to the
+#                  byte budget (log.cleaner.dedupe.buffer.size).  Two keys sharing
+#                  a 128-bit hash would be taken for one (as in Kafka).  Batches are RecordBatch v2 (header: consts.pxi, records:
 # records.pyx); compressed payloads are decompressed with codec.pyx and a
 # rewritten batch is recompressed with the SAME codec.
 #
@@ -17,22 +25,208 @@
 #                  non-control batch has a key (else InvalidRecordError, 87).
 #
 # Inputs are complete, structure-checked batches; a record that fails to parse
-# raises CorruptRecordError.  Keys become Python bytes (dict keys of the map),
-# so these functions hold the GIL.
-from libc.stdint cimport uint16_t
+# raises CorruptRecordError.
+from libc.stdint cimport uint16_t, uint64_t
 from cpython.bytearray cimport PyByteArray_FromStringAndSize, PyByteArray_AS_STRING, PyByteArray_Resize
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
-from cpython.object cimport PyObject
-from cpython.long cimport PyLong_AsLongLong, PyLong_FromLongLong
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, calloc, free
 
 
-def index_keys(data, Py_ssize_t start, Py_ssize_t end, dict offset_map, int64_t max_offset,
+cdef inline uint64_t _rotl64(uint64_t x, int r) noexcept nogil:
+    return (x << r) | (x >> (64 - r))
+
+
+cdef inline uint64_t _fmix64(uint64_t k) noexcept nogil:
+    k ^= k >> 33
+    k *= <uint64_t>0xff51afd7ed558ccd
+    k ^= k >> 33
+    k *= <uint64_t>0xc4ceb9fe1a85ec53
+    k ^= k >> 33
+    return k
+
+
+cdef inline uint64_t _le64(const uint8_t* p) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int j
+    for j in range(8):
+        v |= (<uint64_t>p[j]) << (8 * j)
+    return v
+
+
+cdef void murmur3_128(const uint8_t* data, Py_ssize_t n, uint64_t* out1, uint64_t* out2) noexcept nogil:
+    cdef uint64_t h1 = 0x9368e53c2f6af274, h2 = 0x586dcd208f7cd3fd  # fixed seeds
+    cdef uint64_t c1 = 0x87c37b91114253d5, c2 = 0x4cf5ad432745937f
+    cdef uint64_t k1, k2
+    cdef Py_ssize_t i, nblocks = n // 16
+    cdef const uint8_t* tail
+    cdef int rem, j
+    for i in range(nblocks):
+        k1 = _le64(data + 16 * i)
+        k2 = _le64(data + 16 * i + 8)
+        k1 *= c1
+        k1 = _rotl64(k1, 31)
+        k1 *= c2
+        h1 ^= k1
+        h1 = _rotl64(h1, 27)
+        h1 += h2
+        h1 = h1 * 5 + 0x52dce729
+        k2 *= c2
+        k2 = _rotl64(k2, 33)
+        k2 *= c1
+        h2 ^= k2
+        h2 = _rotl64(h2, 31)
+        h2 += h1
+        h2 = h2 * 5 + 0x38495ab5
+    tail = data + nblocks * 16
+    rem = <int>(n & 15)
+    k1 = 0
+    k2 = 0
+    if rem > 8:
+        for j in range(rem - 1, 7, -1):
+            k2 ^= (<uint64_t>tail[j]) << (8 * (j - 8))
+        k2 *= c2
+        k2 = _rotl64(k2, 33)
+        k2 *= c1
+        h2 ^= k2
+    if rem > 0:
+        for j in range(min(rem, 8) - 1, -1, -1):
+            k1 ^= (<uint64_t>tail[j]) << (8 * j)
+        k1 *= c1
+        k1 = _rotl64(k1, 31)
+        k1 *= c2
+        h1 ^= k1
+    h1 ^= <uint64_t>n
+    h2 ^= <uint64_t>n
+    h1 += h2
+    h2 += h1
+    h1 = _fmix64(h1)
+    h2 = _fmix64(h2)
+    h1 += h2
+    h2 += h1
+    out1[0] = h1
+    out2[0] = h2
+
+
+ctypedef struct MapSlot:
+    uint64_t h1
+    uint64_t h2
+    int64_t offset_plus_one      # 0 = empty slot
+
+
+cdef class OffsetMap:
+    """key -> latest offset for one cleaning (see the file comment); at most `max_bytes` of slots."""
+    cdef MapSlot* slots
+    cdef Py_ssize_t nslots
+    cdef Py_ssize_t max_slots
+    cdef readonly Py_ssize_t size
+    cdef readonly int64_t latest_offset
+
+    def __cinit__(self, Py_ssize_t max_bytes=134217728, Py_ssize_t initial_slots=4096):
+        self.max_slots = max(16, max_bytes // sizeof(MapSlot))
+        self.nslots = min(max(16, initial_slots), self.max_slots)
+        self.slots = <MapSlot*>calloc(self.nslots, sizeof(MapSlot))
+        if self.slots == NULL:
+            raise MemoryError()
+        self.size = 0
+        self.latest_offset = -1
+
+    def __dealloc__(self):
+        free(self.slots)
+
+    @property
+    def capacity(self):
+        """Keys the map can hold at its full byte budget (90 % of the slots)."""
+        return self.max_slots * 9 // 10
+
+    @property
+    def full(self):
+        return self.size >= self.max_slots * 9 // 10
+
+    @property
+    def bytes_used(self):
+        return self.nslots * sizeof(MapSlot)
+
+    def __len__(self):
+        return self.size
+
+    cdef int _grow(self) except -1:
+        cdef Py_ssize_t n = min(self.nslots * 2, self.max_slots), i, idx
+        cdef MapSlot* new = <MapSlot*>calloc(n, sizeof(MapSlot))
+        if new == NULL:
+            raise MemoryError()
+        for i in range(self.nslots):
+            if self.slots[i].offset_plus_one:
+                idx = <Py_ssize_t>(self.slots[i].h1 % <uint64_t>n)
+                while new[idx].offset_plus_one:
+                    idx += 1
+                    if idx == n:
+                        idx = 0
+                new[idx] = self.slots[i]
+        free(self.slots)
+        self.slots = new
+        self.nslots = n
+        return 0
+
+    cdef int put_raw(self, const uint8_t* key, Py_ssize_t n, int64_t offset) except -1:
+        """1 = stored, 0 = a new key and the map is full (nothing stored)."""
+        cdef uint64_t h1, h2
+        cdef Py_ssize_t idx
+        murmur3_128(key, n, &h1, &h2)
+        if (self.size + 1) * 10 > self.nslots * 9 and self.nslots < self.max_slots:
+            self._grow()
+        idx = <Py_ssize_t>(h1 % <uint64_t>self.nslots)
+        while self.slots[idx].offset_plus_one:
+            if self.slots[idx].h1 == h1 and self.slots[idx].h2 == h2:
+                self.slots[idx].offset_plus_one = offset + 1
+                if offset > self.latest_offset:
+                    self.latest_offset = offset
+                return 1
+            idx += 1
+            if idx == self.nslots:
+                idx = 0
+        if self.size >= self.max_slots * 9 // 10:
+            return 0
+        self.slots[idx].h1 = h1
+        self.slots[idx].h2 = h2
+        self.slots[idx].offset_plus_one = offset + 1
+        self.size += 1
+        if offset > self.latest_offset:
+            self.latest_offset = offset
+        return 1
+
+    cdef inline int64_t get_raw(self, const uint8_t* key, Py_ssize_t n) noexcept nogil:
+        """The offset stored for the key, -1 if none."""
+        cdef uint64_t h1, h2
+        cdef Py_ssize_t idx
+        murmur3_128(key, n, &h1, &h2)
+        idx = <Py_ssize_t>(h1 % <uint64_t>self.nslots)
+        while self.slots[idx].offset_plus_one:
+            if self.slots[idx].h1 == h1 and self.slots[idx].h2 == h2:
+                return self.slots[idx].offset_plus_one - 1
+            idx += 1
+            if idx == self.nslots:
+                idx = 0
+        return -1
+
+    def put(self, key, int64_t offset):
+        """Store key -> offset; False if the key is new and the map is full."""
+        cdef const uint8_t[::1] k = key
+        if offset < 0:
+            raise ValueError("negative offset")
+        return self.put_raw(&k[0] if k.shape[0] else <const uint8_t*>b"", k.shape[0], offset) == 1
+
+    def get(self, key):
+        """The offset stored for `key`, or -1."""
+        cdef const uint8_t[::1] k = key
+        return self.get_raw(&k[0] if k.shape[0] else <const uint8_t*>b"", k.shape[0])
+
+
+def index_keys(data, Py_ssize_t start, Py_ssize_t end, OffsetMap offset_map, int64_t max_offset,
                path=None, Py_ssize_t base_position=0, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
     """offset_map[key] = offset for every keyed record below `max_offset` in data[start:end].
 
-    Walks complete batches only (stops at a partial tail).  Returns
-    (records_seen, end_position, last_offset_seen).
+    Walks complete batches only (stops at a partial tail, or as soon as a new
+    key does not fit).  Returns (records_seen, end_position, last_offset_seen,
+    stopped_full).
     """
     cdef const uint8_t[::1] mv = data
     cdef Py_ssize_t pos, size
@@ -66,15 +260,14 @@ def index_keys(data, Py_ssize_t start, Py_ssize_t end, dict offset_map, int64_t 
                 off = base + rv.offset_delta
                 if off >= max_offset:
                     break
-                if rv.key_len >= 0:
-                    PyDict_SetItem(offset_map, PyBytes_FromStringAndSize(<const char*>rv.key, rv.key_len),
-                                   PyLong_FromLongLong(off))
+                if rv.key_len >= 0 and not offset_map.put_raw(rv.key, rv.key_len, off):
+                    return nrec, pos, last_seen, True
                 last_seen = off
                 nrec += 1
                 p = rv.end
                 i += 1
         pos += size
-    return nrec, pos, last_seen
+    return nrec, pos, last_seen, False
 
 
 def check_keys(buf, topic_partition=None, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
@@ -120,7 +313,7 @@ cdef bytearray _empty_batch(const uint8_t* src, int64_t timestamp):
     return out
 
 
-def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
+def compact_batch(data, Py_ssize_t position, OffsetMap offset_map, int64_t now_ms,
                   int64_t delete_retention_ms, bint retain_empty=False, path=None,
                   Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
     """Filter the batch at data[position:] against `offset_map` (see the file comment).
@@ -164,7 +357,7 @@ def compact_batch(data, Py_ssize_t position, dict offset_map, int64_t now_ms,
 
 
 cdef object _compact_payload(const uint8_t* b, Py_ssize_t size, BatchPayload pl, char* keep_flags,
-                             int32_t count, dict offset_map, int64_t now_ms, int64_t delete_retention_ms,
+                             int32_t count, OffsetMap offset_map, int64_t now_ms, int64_t delete_retention_ms,
                              bint retain_empty, object path, Py_ssize_t position):
     cdef Py_ssize_t i
     cdef int st, k
@@ -179,8 +372,7 @@ cdef object _compact_payload(const uint8_t* b, Py_ssize_t size, BatchPayload pl,
     cdef const uint8_t* p
     cdef const uint8_t* q
     cdef RecordView rv
-    cdef PyObject* found
-    cdef object kobj
+    cdef int64_t found
     cdef int64_t ts_delta
     cdef bytearray payload, out
     cdef uint8_t* w
@@ -198,9 +390,8 @@ cdef object _compact_payload(const uint8_t* b, Py_ssize_t size, BatchPayload pl,
         off = base + rv.offset_delta
         keep = rv.key_len >= 0
         if keep:
-            kobj = PyBytes_FromStringAndSize(<const char*>rv.key, rv.key_len)
-            found = PyDict_GetItem(offset_map, kobj)
-            if found != NULL and off < PyLong_AsLongLong(<object>found):
+            found = offset_map.get_raw(rv.key, rv.key_len)
+            if found >= 0 and off < found:
                 keep = False
         if keep and rv.value_len < 0:
             if has_horizon:

@@ -11,10 +11,11 @@ cleaned (the *first uncleanable offset* is the lowest of those bounds).
 
 One cleaning of a log:
 
-1. **Offset map** (``_native.index_keys``): key -> offset of its latest record
-   over the dirty segments; it stops at a segment boundary once it holds
-   ``log.cleaner.dedupe.buffer.size / 24`` keys (Kafka's 16-byte hash + 8-byte
-   offset per entry); the end of the last indexed segment is the *end offset*.
+1. **Offset map** (``_native.OffsetMap``, ``_native.index_keys``): key ->
+   offset of its latest record over the dirty segments, 24 bytes a key
+   (128-bit key hash + offset, Kafka's SkimpyOffsetMap) within
+   ``log.cleaner.dedupe.buffer.size``; when it fills, the cleaning stops at
+   the last fully indexed segment: its end is the *end offset*.
 2. **Groups**: the segments from the log start to the end offset, cut into
    runs of consecutive segments whose total size fits ``segment.bytes`` (and
    whose offsets fit one segment's int32 relative offsets).
@@ -66,7 +67,6 @@ __all__ = ["CleanStats", "LogCleaner", "clean_log", "cleanable", "read_cleaner_c
 
 _logger = logging.getLogger(__name__)
 DEFAULT_DEDUPE_BUFFER_SIZE = 134217728  # log.cleaner.dedupe.buffer.size
-_ENTRY_BYTES = 24                       # Kafka's SkimpyOffsetMap: MD5 (16) + offset (8)
 _READ_CHUNK = 8 << 20
 LONG_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
@@ -305,17 +305,26 @@ def clean_log(log, now_ms: int | None = None, *, force: bool = True,
             return stats
         stats.first_dirty_offset = plan.first_dirty
         # 1. the offset map over the dirty segments
-        offset_map: dict[bytes, int] = {}
-        max_keys = max(1, int(dedupe_buffer_size * 0.9) // _ENTRY_BYTES)
+        offset_map = _native.OffsetMap(dedupe_buffer_size)
         end_offset = plan.first_dirty
-        for snap in plan.dirty:
-            if offset_map and len(offset_map) >= max_keys:
-                break
+        for k, snap in enumerate(plan.dirty):
+            full = False
             for data, _headers, pos in _chunks(snap, False, headers=False):
-                nrec, _end, _last = _native.index_keys(data, 0, len(data), offset_map, LONG_MAX,
-                                                       snap.seg.log_path, pos)
+                nrec, _end, _last, full = _native.index_keys(data, 0, len(data), offset_map, LONG_MAX,
+                                                             snap.seg.log_path, pos)
                 stats.records_read += nrec
-            stats.bytes_read += snap.size
+                stats.bytes_read += _end
+                if full:
+                    break
+            if full:
+                # The map is full inside this segment: clean up to the segment before it (its
+                # keys in the map are still newer records of the log, so using them is right).
+                # Kafka refuses a first segment that does not fit; we clean it part-deduplicated.
+                if k == 0:
+                    _logger.warning("%s-%d: log.cleaner.dedupe.buffer.size holds %d keys, fewer than "
+                                    "segment %d has", log.topic, log.partition, len(offset_map), snap.base)
+                    end_offset = snap.next_base
+                break
             end_offset = snap.next_base
             if stop is not None and stop.is_set():
                 stats.reason = "stopped"
@@ -357,7 +366,7 @@ def clean_log(log, now_ms: int | None = None, *, force: bool = True,
         return stats
 
 
-def _clean_group(log, cfg, group: list[_Snap], offset_map: dict, now: int, last_offsets: dict,
+def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, last_offsets: dict,
                  stats: CleanStats, on_step):
     """Write one cleaned segment for `group` and swap it in.
 

@@ -553,3 +553,40 @@ def test_corrupt_batch_stops_the_cleaning_and_changes_nothing(tmp_path):
         cleaner = cl.LogCleaner(mgr)
         assert cleaner.clean_once(NOW) is None
         assert ("t", 0) in cleaner.uncleanable
+
+
+def test_offset_map_put_get_grow_and_full():
+    m = _native.OffsetMap(24 * 200, initial_slots=16)  # 200 slots: 180 keys at most
+    assert m.capacity == 180
+    for i in range(180):
+        assert m.put(b"key-%d" % i, i)
+    assert m.full and len(m) == 180 and m.bytes_used == 24 * 200
+    assert not m.put(b"one more", 1000)  # a new key no longer fits
+    assert m.put(b"key-7", 500)  # an update does
+    assert m.get(b"key-7") == 500 and m.get(b"key-8") == 8 and m.get(b"absent") == -1
+    assert m.put(b"", 3) is False  # full: even the empty key is new
+    assert m.latest_offset == 500
+
+
+def test_small_dedupe_buffer_cleans_in_steps(tmp_path):
+    log = open_log(str(tmp_path / "t-0"), ccfg(**{"segment.bytes": 1 << 20}))
+    latest = {}
+    for seg in range(6):  # each segment: 10 keys of its own, each written twice
+        for _ in range(2):
+            recs = []
+            for i in range(10):
+                k = b"key-%d" % (seg * 10 + i)
+                off = log.log_end_offset + i
+                recs.append((k, b"%s@%d" % (k, off)))
+                latest[k] = (off, recs[-1][1])
+            log.append(batch(recs))
+        log.roll()
+    ends = []
+    for _ in range(10):
+        st = log.clean(now_ms=NOW, dedupe_buffer_size=24 * 30)  # 27 keys: two segments a cleaning
+        ends.append(st.end_offset)
+        if st.end_offset == log.log_end_offset:
+            break
+    assert ends == [40, 80, 120]
+    assert read_all(log) == survivors(latest)
+    log.close()
