@@ -90,6 +90,14 @@ def cmd_topics(args: argparse.Namespace) -> int:
         elif args.action == "alter":
             eng.alter_topic_config(args.topic, _parse_kv(args.topic_config), args.delete_config or ())
             print(f"Altered topic {args.topic}.")
+        elif args.action == "clean":  # log compaction now, below the active segment
+            for name in [args.topic] if args.topic else eng.list_topics():
+                for part in range(eng.partitions_for(name)):
+                    st = eng.log(name, part).clean()
+                    what = (f"{st.records_read} records indexed, {st.records_kept} kept, "
+                            f"{st.records_removed} removed, {st.segments_written} segments written "
+                            f"({st.bytes_written} bytes)" if st.cleaned else st.reason)
+                    print(f"{name}-{part}: {what}")
         else:
             names = [args.topic] if args.topic else eng.list_topics()
             for name in names:
@@ -328,9 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config", action="append", metavar="KEY=VALUE",
                         help="engine config (Kafka broker keys), repeatable")
 
-    t = sub.add_parser("topics", help="create, list, describe, alter or delete topics")
+    t = sub.add_parser("topics", help="create, list, describe, alter, delete or clean (compact) topics")
     with_dir(t)
-    t.add_argument("action", choices=["create", "list", "describe", "delete", "alter"])
+    t.add_argument("action", choices=["create", "list", "describe", "delete", "alter", "clean"])
     t.add_argument("topic", nargs="?")
     t.add_argument("--partitions", type=int, default=None)
     t.add_argument("--topic-config", action="append", metavar="KEY=VALUE",

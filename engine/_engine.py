@@ -184,7 +184,15 @@ class Engine:
 
     # -- metadata --------------------------------------------------------
     def _log_config_for(self, topic: str) -> LogConfig:
-        meta = self._meta.topics().get(topic) if hasattr(self, "_meta") else None
+        if hasattr(self, "_meta"):
+            store = self._meta
+        else:
+            # LogManager loading (it holds the data dir lock): the logs need their topic config at
+            # load time (cleanup.policy=compact changes what recovery accepts), so read it now.
+            store = self.__dict__.get("_meta_at_load")
+            if store is None:
+                store = self._meta_at_load = LocalMetadataStore(self.path, read_only=True)
+        meta = store.topics().get(topic)
         return self.config.log_config(meta.config if meta else None)
 
     def _adopt_unregistered_partitions(self) -> None:

@@ -121,6 +121,9 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "log.flush.offset.checkpoint.interval.ms": (60000, _int(0)),
     "log.flush.start.offset.checkpoint.interval.ms": (60000, _int(0)),
     "num.recovery.threads.per.data.dir": (1, _int(1)),
+    "log.cleaner.enable": (True, _bool),
+    "log.cleaner.backoff.ms": (15000, _int(0)),
+    "log.cleaner.dedupe.buffer.size": (134217728, _int(1024)),
     "broker.id": (0, _int(-1)),
     "node.id": (0, _int(-1)),
     # broker (network) keys, read by engine.server

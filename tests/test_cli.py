@@ -89,3 +89,16 @@ def test_unclean_open_reports_what_was_dropped(tmp_path):
     assert r.stdout.count(b"\n") == 50
     r = run("topics", "--data-dir", d, "create", "other")
     assert b"recovery:" in r.stderr and seg.encode() in r.stderr
+
+
+def test_topics_clean_compacts_a_compacted_topic(tmp_path):
+    d = str(tmp_path / "data")
+    run("topics", "--data-dir", d, "create", "cc", "--partitions", "1",
+        "--topic-config", "cleanup.policy=compact", "--topic-config", "segment.bytes=1024")
+    for r in range(3):  # three produce runs: three segments at least
+        lines = b"".join(b"k%d:v%d-%d\n" % (i % 5, r, i) for i in range(50))
+        run("produce", "--data-dir", d, "cc", "--key-separator", ":", input=lines)
+    out = run("topics", "--data-dir", d, "clean", "cc").stdout.decode()
+    assert out.startswith("cc-0: 100 records indexed, 5 kept, 95 removed"), out
+    got = run("consume", "--data-dir", d, "cc", "--from-beginning", "--timeout-ms", "200").stdout.splitlines()
+    assert got == [b"v1-%d" % i for i in range(45, 50)] + [b"v2-%d" % i for i in range(50)]

@@ -25,6 +25,7 @@ from ..errors import InvalidTopicError
 
 __all__ = [
     "CLEANED_SUFFIX",
+    "CLEANER_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_FILE",
     "DELETED_SUFFIX",
     "DELETE_DIR_SUFFIX",
@@ -65,6 +66,7 @@ LOCK_FILE = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # Ours, not Kafka's: the writer's published high watermark (8 bytes, see log.py).
 HIGH_WATERMARK_FILE = ".highwatermark"

@@ -6,8 +6,11 @@ leftovers ``*.deleted`` / ``*.cleaned`` / ``*.swap``, orphan index files,
 
 Rules (Kafka's LogLoader):
 * Always: delete ``.deleted`` and ``.cleaned`` files; complete a ``.log.swap``
-  (rename over the ``.log``, drop its indexes so they are rebuilt); delete
-  index files without a ``.log`` (orphans).  Each change is a RecoveryEvent.
+  (the cleaner's new segment, fsync'd before it got that name): every old
+  segment whose base offset lies in the swap's offset range [base, next
+  offset) is deleted — it is what the swap replaces (Kafka's rule) — then the
+  swap is renamed to ``.log`` and its indexes rebuilt; delete index files
+  without a ``.log`` (orphans).  Each change is a RecoveryEvent.
 * Clean shutdown (marker present): indexes are loaded and sanity-checked, not
   rebuilt; no segment is scanned (``stats.segments_scanned`` stays 0) unless
   an index fails its check.
@@ -16,7 +19,11 @@ Rules (Kafka's LogLoader):
   (``LogSegment.recover``: CRC-checked walk, `.log` cut after the last valid
   batch, indexes rebuilt).  After the first segment that lost bytes, every
   later segment is deleted (its offsets would leave a gap).
-* Read-only: nothing is changed on disk; corrupt indexes are not used.
+* Read-only: nothing is changed on disk; corrupt indexes are not used.  A
+  ``.log.swap`` stands in for the segments it covers (a cleaner is swapping
+  them right now); the listing is retried until every opened file is still
+  under the name it was listed by, so a reader never mixes old and new
+  segments of one swap.
 
 Concurrency: runs inside PartitionLog's constructor, before the log is shared.
 """
@@ -60,6 +67,19 @@ def _remove_leftovers(d: str, stats: RecoveryStats) -> None:
         path = os.path.join(d, name)
         target = path[: -len(files.SWAP_SUFFIX)]
         if target.endswith(files.LOG_SUFFIX):
+            base = files.offset_from_filename(name)
+            end = _swap_next_offset(path, base)
+            for old in _segment_bases(d):
+                if base <= old < end:
+                    stem = os.path.join(d, files.filename_prefix(old))
+                    for suf in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX,
+                                files.TXN_INDEX_SUFFIX):
+                        try:
+                            os.unlink(stem + suf)
+                        except FileNotFoundError:
+                            pass
+                    _event(stats, stem + files.LOG_SUFFIX, None, 0,
+                           f"deleted: replaced by the cleaned segment {name}")
             os.replace(path, target)
             stem = target[: -len(files.LOG_SUFFIX)]
             for suf in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
@@ -77,6 +97,14 @@ def _remove_leftovers(d: str, stats: RecoveryStats) -> None:
             if name.endswith(suf) and name[: -len(suf)] not in logs:
                 os.unlink(os.path.join(d, name))
                 _event(stats, os.path.join(d, name), None, 0, "removed orphan index file")
+
+
+def _swap_next_offset(path: str, base: int) -> int:
+    """One past the last offset of the batches in a `.swap` segment (base when it has none)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    r = _native.scan_segment(data, base, 0, len(data), 1 << 62, -1, False)
+    return r.next_offset if r.batches else base
 
 
 def _segment_bases(d: str) -> list[int]:
@@ -190,9 +218,13 @@ def _collect_epochs(seg: LogSegment, cache: LeaderEpochCache) -> None:
 
 def _load_read_only(log, stats: RecoveryStats, epoch_path: str) -> LoadedLog:
     d, cfg = log.dir, log.config
-    segments = []
-    for base in _segment_bases(d):
-        segments.append(_open_read_only(d, base, cfg, stats))
+    segments: list[LogSegment] = []
+    for _attempt in range(100):
+        segments = _read_only_snapshot(d, cfg, stats)
+        if segments is not None:
+            break
+    else:
+        raise OSError(f"{d}: segments kept changing while opening read-only")
     if not segments:
         raise FileNotFoundError(f"no segments in {d}")
     try:
@@ -203,8 +235,42 @@ def _load_read_only(log, stats: RecoveryStats, epoch_path: str) -> LoadedLog:
     return LoadedLog(segments, LeaderEpochCache(None, entries), stats)
 
 
-def _open_read_only(d: str, base: int, cfg, stats: RecoveryStats) -> LogSegment:
-    seg = LogSegment(d, base, cfg, writable=False)
+def _read_only_snapshot(d: str, cfg, stats: RecoveryStats) -> list[LogSegment] | None:
+    """Open the segments as listed; None if a writer renamed one meanwhile (retry)."""
+    names = os.listdir(d)
+    swap_suffix = files.LOG_SUFFIX + files.SWAP_SUFFIX
+    swaps, logs = [], []
+    for name in names:
+        try:
+            if name.endswith(swap_suffix):
+                swaps.append(files.offset_from_filename(name))
+            elif name.endswith(files.LOG_SUFFIX):
+                logs.append(files.offset_from_filename(name))
+        except ValueError:
+            continue
+    opened: list[LogSegment] = []
+    try:
+        covered = []
+        for base in sorted(swaps):
+            seg = _open_read_only(d, base, cfg, stats, files.SWAP_SUFFIX)
+            opened.append(seg)
+            covered.append((base, seg.next_offset))
+        for base in sorted(logs):
+            if not any(lo <= base < hi for lo, hi in covered):
+                opened.append(_open_read_only(d, base, cfg, stats))
+        for seg in opened:
+            if os.stat(seg.log_path).st_ino != os.fstat(seg.fd).st_ino:
+                raise FileNotFoundError(seg.log_path)
+    except FileNotFoundError:
+        for seg in opened:
+            seg.close()
+        return None
+    opened.sort(key=lambda s: s.base_offset)
+    return opened
+
+
+def _open_read_only(d: str, base: int, cfg, stats: RecoveryStats, suffix: str = "") -> LogSegment:
+    seg = LogSegment(d, base, cfg, writable=False, suffix=suffix)
     try:
         seg.index.sanity_check()
         seg.time_index.sanity_check()

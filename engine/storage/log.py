@@ -258,6 +258,9 @@ class PartitionLog:
         self.auto_high_watermark = auto_high_watermark
         self.clock = clock
         self._lock = threading.RLock()
+        self._clean_lock = threading.Lock()  # one cleaning at a time (cleaner.py)
+        self._cleaner_horizon_due: int | None = None  # earliest delete horizon of a kept tombstone
+        self._compacted = "compact" in config["cleanup.policy"]
         self._sync_cond = threading.Condition(threading.Lock())
         self._sync_in_progress = False
         self._synced_offset = 0
@@ -367,6 +370,8 @@ class PartitionLog:
             self._check_writable()
             epoch = leader_epoch if leader_epoch is not None else max(self.leader_epoch_cache.latest_epoch, 0)
             idempotent = None
+            if self._compacted and assign_offsets:
+                _native.check_keys(buf, f"{self.topic}-{self.partition}")
             # producerId >= 0 (first byte of the int64 at 43 below 0x80): an idempotent producer
             if assign_offsets and len(buf) > 61 and buf[43] < 0x80:
                 idempotent = self._check_idempotent(buf)
@@ -630,7 +635,8 @@ class PartitionLog:
                     if i < len(self._segments):
                         offset = self._segments[i].base_offset
         if verify:
-            slices = [_verified(s, b) for s, b in zip(slices, bounds)]
+            compacted = "compact" in self.config["cleanup.policy"]
+            slices = [_verified(s, b, compacted) for s, b in zip(slices, bounds)]
             slices = [s for s in slices if s.size > 0]
         return FetchInfo(slices, start_offset, hw, lso, leo)
 
@@ -749,6 +755,9 @@ class PartitionLog:
             self.producer_state.truncate_from(self.log_end_offset)
             self._hw_file.publish(self.high_watermark, self.log_start_offset)
             self._check_offsets()
+            if self._compacted:
+                from .cleaner import truncate_checkpoint
+                truncate_checkpoint(self, self.log_end_offset)
             return self.log_end_offset
 
     def delete_records_before(self, offset: int) -> int:
@@ -774,11 +783,10 @@ class PartitionLog:
         now = self.clock() if now_ms is None else now_ms
         cfg = self.config
         deleted = 0
+        # Kafka: retention.ms / retention.bytes apply only when cleanup.policy includes delete.
+        by_retention = "delete" in cfg["cleanup.policy"]
         with self._lock:
-            # retention by time/size is the "delete" policy; a compact-only topic
-            # (__consumer_offsets) keeps its segments, as in Kafka
-            deletes = "delete" in cfg["cleanup.policy"]
-            rms = cfg["retention.ms"] if deletes else -1
+            rms = cfg["retention.ms"] if by_retention else -1
             if rms >= 0:
                 def expired(seg, _nxt, _total):
                     ts = seg.max_timestamp
@@ -786,7 +794,7 @@ class PartitionLog:
                         ts = int(os.path.getmtime(seg.log_path) * 1000)
                     return now - ts > rms
                 deleted += self._delete_segments_locked(expired, "retention.ms")
-            rbytes = cfg["retention.bytes"] if deletes else -1
+            rbytes = cfg["retention.bytes"] if by_retention else -1
             if rbytes >= 0:
                 state = {"diff": sum(s.size for s in self._segments) - rbytes}
 
@@ -843,11 +851,23 @@ class PartitionLog:
         self._pending_deletes = keep
         return n
 
+    # -- compaction ------------------------------------------------------
+    def clean(self, now_ms: int | None = None, *, force: bool = True, **kw):
+        """Compact the log now (cleanup.policy compact); returns a cleaner.CleanStats.
+
+        ``force`` (default) ignores min.cleanable.dirty.ratio; the active
+        segment, segments at or above the high watermark and those younger
+        than min.compaction.lag.ms are never cleaned.  See cleaner.py.
+        """
+        from .cleaner import clean_log
+        return clean_log(self, now_ms, force=force, **kw)
+
     # -- lifecycle -------------------------------------------------------
     def update_config(self, config) -> None:
         """Apply a changed topic config (IncrementalAlterConfigs); takes effect from the next append."""
         with self._lock:
             self.config = config
+            self._compacted = "compact" in config["cleanup.policy"]
             for seg in self._segments:
                 seg.config = config
 
@@ -874,7 +894,7 @@ class PartitionLog:
                 f"hw={self.high_watermark}, leo={self.log_end_offset}, segments={len(self._segments)})")
 
 
-def _verified(fs: FileSlice, bound) -> FileSlice:
+def _verified(fs: FileSlice, bound, compacted: bool = False) -> FileSlice:
     """The consumer's checked read: structure + CRC of every complete batch, contiguous offsets.
 
     Checks from the offset-index entry at or before the slice (so a corrupt
@@ -891,7 +911,11 @@ def _verified(fs: FileSlice, bound) -> FileSlice:
     headers, end = _native.list_batches(data, 0, len(data), True, fs.path, start_pos)
     expect = first_base
     for h in headers:
-        if (expect >= 0 and h.base_offset != expect) or h.records_count != h.last_offset_delta + 1:
+        if compacted:
+            # A compacted log has offset gaps (between and inside batches); offsets still increase.
+            if expect >= 0 and h.base_offset < expect:
+                raise CorruptRecordError("offsets not increasing", fs.path, h.position)
+        elif (expect >= 0 and h.base_offset != expect) or h.records_count != h.last_offset_delta + 1:
             raise CorruptRecordError("offsets not contiguous", fs.path, h.position)
         expect = h.next_offset
     if end < len(data):
@@ -904,7 +928,8 @@ def _verified(fs: FileSlice, bound) -> FileSlice:
                                          fs.path, start_pos + end)
     if headers:
         served = [h for h in headers if h.position >= fs.position]
-        if served and not (served[0].base_offset <= start_offset <= served[0].last_offset):
+        if served and not ((compacted or served[0].base_offset <= start_offset)
+                           and start_offset <= served[0].last_offset):
             raise CorruptRecordError("batch offsets do not cover the fetch offset", fs.path, served[0].position)
     cut = start_pos + end - fs.position
     return FileSlice(fs._file, fs.position, max(cut, 0), fs.start_offset, fs.end_offset)

@@ -21,9 +21,14 @@ starts from offset 0, i.e. the whole log is re-validated) and reported.
 Read-only opens take no lock and change nothing on disk; each PartitionLog
 reads the writer's published high watermark (``.highwatermark``).
 
+    <data_dir>/cleaner-offset-checkpoint          same format (first dirty offsets, cleaner.py)
+
 Concurrency: ``self._lock`` guards the partition map and checkpoint writes;
 each PartitionLog has its own lock.  The optional background thread calls
-``run_periodic_tasks()`` every interval until ``stop_background()``.
+``run_periodic_tasks()`` every interval until ``stop_background()``;
+``start_background()`` also starts the log cleaner thread (cleaner.py) when
+``log.cleaner.enable`` is true; it compacts logs whose cleanup.policy
+includes compact.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from . import checkpoint, files
+from .cleaner import LogCleaner, checkpoint_path, update_cleaner_checkpoint
 from .log import PartitionLog, RecoveryEvent
 
 __all__ = ["LogManager", "lock_holder"]
@@ -95,6 +101,7 @@ class LogManager:
         self._closed = False
         self._bg_thread: threading.Thread | None = None
         self._bg_stop = threading.Event()
+        self.cleaner: LogCleaner | None = None
         self.recovery_report: list[RecoveryEvent] = []
         self.had_clean_shutdown = False
         if read_only:
@@ -260,7 +267,9 @@ class LogManager:
             log = self._logs.pop((topic, partition), None)
             if log is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
-            log.close()
+            with log._clean_lock:  # let a cleaning of this log finish first
+                log.close()
+            update_cleaner_checkpoint(checkpoint_path(log), (topic, partition), None)
             target = os.path.join(self.data_dir, files.delete_dir_name(topic, partition))
             os.rename(log.dir, target)
             checkpoint.fsync_dir(self.data_dir)
@@ -315,8 +324,15 @@ class LogManager:
 
         self._bg_thread = threading.Thread(target=loop, name=f"log-manager-{self.data_dir}", daemon=True)
         self._bg_thread.start()
+        cfg = self.engine_config
+        if cfg["log.cleaner.enable"] and self.cleaner is None:
+            self.cleaner = LogCleaner(self, cfg["log.cleaner.backoff.ms"], cfg["log.cleaner.dedupe.buffer.size"])
+            self.cleaner.start()
 
     def stop_background(self) -> None:
+        cleaner, self.cleaner = self.cleaner, None
+        if cleaner is not None:
+            cleaner.stop()
         t, self._bg_thread = self._bg_thread, None
         if t is not None:
             self._bg_stop.set()

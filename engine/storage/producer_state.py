@@ -105,6 +105,10 @@ class ProducerStateManager:
         entry.batches.append(BatchMetadata(base_seq, (base_seq + last_delta) % _SEQ_MOD,
                                            first_offset, last_offset))
 
+    def last_offsets(self) -> dict[int, int]:
+        """producer id -> last offset of its last batch (the cleaner keeps that batch, Kafka's rule)."""
+        return {pid: e.batches[-1].last_offset for pid, e in self._producers.items() if e.batches}
+
     def truncate_from(self, offset: int) -> None:
         """Forget batches at or above `offset` (log truncation); producers left empty stay known."""
         for entry in self._producers.values():

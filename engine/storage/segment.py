@@ -56,7 +56,7 @@ class SegmentFile:
         self.fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
 
     def close(self) -> None:
-        fd, self.fd = self.fd, -1
+        fd, self.fd = getattr(self, "fd", -1), -1  # -1 too when os.open failed in __init__
         if fd >= 0:
             os.close(fd)
 
