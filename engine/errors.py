@@ -256,7 +256,7 @@ def for_code(code: int) -> type[KafkaApiError]:
 
 def api_error(code: int, message: str) -> KafkaApiError:
     """An exception for a Kafka error code that keeps the code even when no class has it."""
-    err = for_code(code)(message)
+    err = for_code(code)(f"{message}: Kafka error code {code}")
     if err.code != code:
         err.code = code
     return err

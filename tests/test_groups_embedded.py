@@ -204,3 +204,27 @@ def test_read_only_open_without_a_broker_says_how_to_join(tmp_path):
     with engine.open(path, read_only=True) as ro:
         with pytest.raises(InvalidConfigError, match="read-only"):
             ro.consumer(group_id="g")
+
+
+def test_compacted_offsets_topic_keeps_the_latest_commits(tmp_path):
+    """__consumer_offsets is a compacted topic: after the cleaner rewrites it, a restart
+    still gives back the latest commit of every partition (and the log shrank)."""
+    path = tmp_path / "d"
+    with engine.open(path, {**FAST, "offsets.topic.num.partitions": 1}) as eng:
+        _fill(eng, "t", 2, 1)
+        c = eng.consumer(group_id="g", **MEMBER)
+        c.subscribe(["t"])
+        _poll_until(c, lambda g: len(g) == 2)
+        for i in range(300):
+            c.commit({("t", 0): i, ("t", 1): 1000 + i})
+        c.close()
+        log = eng.log("__consumer_offsets", 0)
+        before = log.size
+        log.roll()
+        stats = log.clean(force=True)
+        assert stats.records_removed > 0 and log.size < before / 4
+    with engine.open(path, FAST) as eng:
+        c = eng.consumer(group_id="g", **MEMBER)
+        assert c.committed([("t", 0), ("t", 1)]) == {engine.TopicPartition("t", 0): 299,
+                                                      engine.TopicPartition("t", 1): 1299}
+        c.close()

@@ -84,6 +84,7 @@ class InProcessTransport:
     def __init__(self, coordinator, client_id: str = "embedded"):
         self.coord = coordinator
         self.client_id = client_id
+        coordinator.wait_loaded()       # a fresh open replays __consumer_offsets first
 
     def join(self, group_id, member_id, group_instance_id, session_timeout_ms, rebalance_timeout_ms,
              protocols):
@@ -166,18 +167,24 @@ class WireTransport:
         return node
 
     def _call(self, client, group_id: str, key: int, body: dict, timeout_s: float | None = None) -> dict:
-        node = self._node(client, group_id)
-        conn = client._conn_for(node)
-        if timeout_s is not None:
-            conn.sock.settimeout(max(timeout_s, client.timeout_s))
-        try:
-            r = client._call(node, key, body)
-        finally:
-            if timeout_s is not None and conn.sock.fileno() >= 0:
-                conn.sock.settimeout(client.timeout_s)
-        if int(r.get("error_code", 0) or 0) in self._MOVED:
+        deadline = time.monotonic() + client.timeout_s
+        while True:
+            node = self._node(client, group_id)
+            conn = client._conn_for(node)
+            if timeout_s is not None:
+                conn.sock.settimeout(max(timeout_s, client.timeout_s))
+            try:
+                r = client._call(node, key, body)
+            finally:
+                if timeout_s is not None and conn.sock.fileno() >= 0:
+                    conn.sock.settimeout(client.timeout_s)
+            codes = {int(r.get("error_code", 0) or 0)} | {
+                int(p["error_code"]) for t in (r.get("topics") or []) for p in t.get("partitions", [])}
+            if not codes & self._MOVED or time.monotonic() > deadline:
+                return r
+            # the coordinator is loading or moved: find it again and retry, as Kafka's clients do
             self._coordinator.pop(group_id, None)
-        return r
+            time.sleep(0.1)
 
     def join(self, group_id, member_id, group_instance_id, session_timeout_ms, rebalance_timeout_ms,
              protocols):
