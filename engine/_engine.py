@@ -162,17 +162,38 @@ class Engine:
             raise InvalidConfigError(f"listen must be HOST:PORT, got {listen!r}")
         return BackgroundBroker(self, host.strip("[]") or "127.0.0.1", int(port), **broker_kwargs)
 
+    async def _host_group_coordinator(self):
+        """Start this engine's group coordinator on the running loop (the broker's) when it
+        has none yet; returns it, or None when one already runs elsewhere."""
+        self._check_writable()
+        from .coordinator import GroupCoordinator
+        with self._admin:
+            coord = self._group_coordinator
+            if coord is not None and coord.running:
+                return None
+            coord = self._group_coordinator = GroupCoordinator(self, node_id=self.config["node.id"])
+        await coord.start_on_running_loop()
+        return coord
+
+    async def _release_group_coordinator(self, coord) -> None:
+        """The hosting loop is ending: stop its coordinator; the next use starts a threaded one
+        that reloads the state from __consumer_offsets (members rejoin, as after a failover)."""
+        await coord.stop_on_loop()
+        with self._admin:
+            if self._group_coordinator is coord:
+                self._group_coordinator = None
+
     @property
     def group_coordinator(self):
         """The :class:`~engine.coordinator.GroupCoordinator` of this data directory (consumer
         groups and committed offsets), started on first use; writable engines only."""
         coord = self._group_coordinator
-        if coord is not None:
+        if coord is not None and coord.running:
             return coord
         self._check_writable()
         with self._admin:
             self._check_writable()
-            if self._group_coordinator is None:
+            if self._group_coordinator is None or not self._group_coordinator.running:
                 from .coordinator import GroupCoordinator
                 self._group_coordinator = GroupCoordinator(self, node_id=self.config["node.id"]).start()
             return self._group_coordinator

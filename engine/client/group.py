@@ -81,10 +81,16 @@ class GroupTransport(Protocol):
 class InProcessTransport:
     """The coordinator of the Engine in this process, called through its sync facade."""
 
-    def __init__(self, coordinator, client_id: str = "embedded"):
-        self.coord = coordinator
+    def __init__(self, engine, client_id: str = "embedded"):
+        self.engine = engine
         self.client_id = client_id
-        coordinator.wait_loaded()       # a fresh open replays __consumer_offsets first
+        self.coord.wait_loaded()        # a fresh open replays __consumer_offsets first
+
+    @property
+    def coord(self):
+        # looked up per call: a coordinator hosted by a broker that stopped is replaced by
+        # the engine's own, which reloads the state (members rejoin, as after a failover)
+        return self.engine.group_coordinator
 
     def join(self, group_id, member_id, group_instance_id, session_timeout_ms, rebalance_timeout_ms,
              protocols):
@@ -268,7 +274,7 @@ def group_transport(engine) -> GroupTransport:
     holds the data directory; for a read-only open, the broker that owns the directory
     (found through the directory's lock file, ``engine.broker_address``)."""
     if not engine.read_only:
-        return InProcessTransport(engine.group_coordinator)
+        return InProcessTransport(engine)
     from .._engine import broker_address
     address = broker_address(engine.path)
     if address is None:

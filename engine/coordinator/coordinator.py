@@ -216,6 +216,7 @@ class GroupCoordinator:
         self._tasks: set[asyncio.Task] = set()
         self._expire_timer = None
         self._stopped = False
+        self._owns_thread = True
 
     # -- lifecycle and the thread-safe facade ---------------------------------------------
     def start(self) -> "GroupCoordinator":
@@ -243,9 +244,36 @@ class GroupCoordinator:
         self.call(self._startup, timeout=60)
         return self
 
+    async def start_on_running_loop(self) -> "GroupCoordinator":
+        """Run on the calling (already running) loop instead of a thread of its own — the
+        broker's, so its group requests need no hop between threads.  Its owner must
+        ``await stop_on_loop()`` before that loop ends."""
+        if self._thread is not None:
+            return self
+        self.loop = asyncio.get_running_loop()
+        self._thread = threading.current_thread()
+        self._owns_thread = False
+        await self._startup()
+        return self
+
+    async def stop_on_loop(self) -> None:
+        """:meth:`stop` for a coordinator started with :meth:`start_on_running_loop`."""
+        if self._stopped:
+            return
+        self._stopped = True
+        await self._shutdown()
+
     def stop(self, timeout: float = 30.0) -> None:
         """Answer pending joins/syncs with NOT_COORDINATOR, finish in-flight writes, stop the thread."""
         if self._thread is None or self._stopped:
+            return
+        if not self._owns_thread:
+            if threading.current_thread() is self._thread:
+                raise RuntimeError("use stop_on_loop() on the coordinator's own loop")
+            try:
+                asyncio.run_coroutine_threadsafe(self.stop_on_loop(), self.loop).result(timeout)
+            except RuntimeError:        # that loop is gone already
+                self._stopped = True
             return
         try:
             asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(timeout)
@@ -257,6 +285,14 @@ class GroupCoordinator:
     @property
     def running(self) -> bool:
         return self._thread is not None and not self._stopped
+
+    @property
+    def on_current_loop(self) -> bool:
+        """True when the caller runs on the coordinator's loop (await its methods directly)."""
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
 
     def submit(self, coro_fn, *args, **kwargs) -> concurrent.futures.Future:
         """Run ``coro_fn(*args, **kwargs)`` on the coordinator loop; a concurrent future."""

@@ -60,6 +60,7 @@ class Broker:
         self._conn_tasks: set[asyncio.Task] = set()
         self._connections: set[Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._own_coordinator = None
 
     # -- lifecycle -----------------------------------------------------------
     def _appended_elsewhere(self) -> None:
@@ -87,13 +88,18 @@ class Broker:
         self.port = sock.getsockname()[1]
         self._accept_task = self._loop.create_task(self._accept_loop())
         if not self.engine.read_only:
-            self.engine.group_coordinator      # starts loading __consumer_offsets now, not on first use
+            # the group coordinator runs on this loop (no thread hop per group request) unless
+            # the engine already has one; it starts loading __consumer_offsets now
+            self._own_coordinator = await self.engine._host_group_coordinator()
             self.engine.advertise_listener(f"{self.advertised_host or self.host}:"
                                            f"{self.advertised_port or self.port}")
         log.info("broker listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
         self.engine.remove_append_listener(self._appended_elsewhere)
+        if self._own_coordinator is not None:
+            await self.engine._release_group_coordinator(self._own_coordinator)
+            self._own_coordinator = None
         if not self.engine.read_only and not self.engine.closed:
             self.engine.advertise_listener(None)
         if self._accept_task is not None:

@@ -77,6 +77,8 @@ class GroupHandlers:
         if coord is None:
             return None
         try:
+            if coord.on_current_loop:           # the broker hosts it: no thread hop
+                return await getattr(coord, fn_name)(*args, **kwargs)
             return await asyncio.wrap_future(coord.submit(getattr(coord, fn_name), *args, **kwargs))
         except asyncio.CancelledError:
             raise
