@@ -228,3 +228,24 @@ def test_compacted_offsets_topic_keeps_the_latest_commits(tmp_path):
         assert c.committed([("t", 0), ("t", 1)]) == {engine.TopicPartition("t", 0): 299,
                                                       engine.TopicPartition("t", 1): 1299}
         c.close()
+
+
+def test_members_survive_the_hosting_broker_stopping(tmp_path):
+    """While a broker serves the engine it hosts the coordinator; when it stops, the engine's
+    own coordinator takes over from __consumer_offsets and in-process members rejoin."""
+    with engine.open(tmp_path / "d", FAST) as eng:
+        _fill(eng, "t", 2, 5)
+        srv = eng.serve("127.0.0.1:0")
+        hosted = eng.group_coordinator
+        c = eng.consumer(group_id="g", **MEMBER)
+        c.subscribe(["t"])
+        _poll_until(c, lambda g: len(g) == 10)
+        c.commit()
+        srv.stop()
+        assert eng.group_coordinator is not hosted and eng.group_coordinator.running
+        with eng.producer() as p:
+            p.send("t", b"after", partition=0)
+        got = _poll_until(c, lambda g: len(g) == 1)
+        assert [r.value for r in got] == [b"after"]          # resumed at the commit: no re-read
+        assert len(c.assignment()) == 2
+        c.close()
