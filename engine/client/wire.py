@@ -49,7 +49,7 @@ from ..errors import (
     UnsupportedVersionError,
     for_code,
 )
-from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _build, _entity, _plan
+from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _build, _entity, read_struct
 from ..protocol.primitives import Reader, Writer
 
 __all__ = ["EARLIEST", "LATEST", "FetchResult", "KafkaConnectionError", "PartitionMetadata",
@@ -110,65 +110,6 @@ class FetchResult:
     high_watermark: int
     log_start_offset: int
     records: memoryview           # raw record batches (possibly a partial batch at the end)
-
-
-# -- generic decoding of kio response schemas ---------------------------------------
-def _read_value(r: Reader, kind: str, nullable: bool, flex: bool):
-    if kind in ("int32",):
-        return r.int32()
-    if kind in ("int64", "datetime_i64", "timedelta_i64"):
-        return r.int64()
-    if kind in ("int16", "error_code", "uint16"):
-        return r.int16()
-    if kind == "int8":
-        return r.int8()
-    if kind == "bool":
-        return r.boolean()
-    if kind == "timedelta_i32":
-        return r.int32()
-    if kind == "string":
-        return r.nullable_string_f(flex) if nullable else r.string_f(flex)
-    if kind == "uuid":
-        return r.uuid()
-    if kind == "float64":
-        return r.float64()
-    if kind in ("bytes", "records"):
-        return r.compact_nullable_bytes() if flex else r.nullable_bytes()
-    raise InvalidRequestError(f"field type {kind} is not supported by the client decoder")
-
-
-def _read_field(r: Reader, kind, is_array, nullable, nested, flex):
-    if is_array:
-        n = r.array_length(flex, nullable=nullable)
-        if n < 0:
-            return None
-        if nested is not None:
-            return [_read_struct(nested, r) for _ in range(n)]
-        return [_read_value(r, kind, False, flex) for _ in range(n)]
-    if nested is not None:
-        if nullable and r.int8() < 0:
-            return None
-        return _read_struct(nested, r)
-    return _read_value(r, kind, nullable, flex)
-
-
-def _read_struct(cls: type, r: Reader) -> dict:
-    """A response struct of kio's schema `cls` as a dict (tagged fields included when known)."""
-    flex = cls.__flexible__
-    out: dict = {}
-    tagged = {}
-    for name, kind, is_array, nullable, tag, nested in _plan(cls):
-        if tag is not None:
-            tagged[tag] = (name, kind, is_array, nullable, nested)
-            continue
-        out[name] = _read_field(r, kind, is_array, nullable, nested, flex)
-    if flex:
-        for tag, raw in r.tagged_fields().items():
-            spec = tagged.get(tag)
-            if spec is not None:
-                name, kind, is_array, nullable, nested = spec
-                out[name] = _read_field(Reader(raw), kind, is_array, nullable, nested, True)
-    return out
 
 
 _REQ_WRITERS: dict[type, typing.Callable] = {}
@@ -320,7 +261,7 @@ class WireClient:
         if self.versions:
             return
         r = conn.request(ApiKey.API_VERSIONS, 0, [])
-        resp = _read_struct(_entity(ApiKey.API_VERSIONS, 0, True), r)
+        resp = read_struct(_entity(ApiKey.API_VERSIONS, 0, True), r)
         if resp["error_code"]:
             raise kafka_error(resp["error_code"], f"ApiVersions from {conn.address}")
         theirs = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
@@ -365,7 +306,7 @@ class WireClient:
         parts = [_encode_request(key, v, body)] if isinstance(body, dict) else body
         r = self._conn_for(node).request(key, v, parts)
         try:
-            return _read_struct(_entity(key, v, True), r)
+            return read_struct(_entity(key, v, True), r)
         except InvalidRequestError as e:
             raise KafkaConnectionError(f"unparseable response to API {key} v{v}: {e}") from None
 

@@ -72,6 +72,7 @@ __all__ = [
     "is_flexible",
     "parse_api_versions_request",
     "parse_produce_request",
+    "read_struct",
 ]
 
 
@@ -320,12 +321,12 @@ def _plan(cls: type) -> list:
     return plan
 
 
-def _read_scalar(r: Reader, kind: str, nullable: bool, flex: bool):
+def _read_scalar(r: Reader, kind: str, nullable: bool, flex: bool, raw: bool = False):
     if kind == "int32":
         return r.int32()
-    if kind == "int64":
+    if kind in ("int64", "datetime_i64"):
         return r.int64()
-    if kind == "int16":
+    if kind in ("int16", "error_code"):
         return r.int16()
     if kind == "int8":
         return r.int8()
@@ -334,9 +335,11 @@ def _read_scalar(r: Reader, kind: str, nullable: bool, flex: bool):
     if kind == "string":
         return r.nullable_string_f(flex) if nullable else r.string_f(flex)
     if kind == "timedelta_i32":
-        return datetime.timedelta(milliseconds=r.int32())
+        ms = r.int32()
+        return ms if raw else datetime.timedelta(milliseconds=ms)
     if kind == "timedelta_i64":
-        return datetime.timedelta(milliseconds=r.int64())
+        ms = r.int64()
+        return ms if raw else datetime.timedelta(milliseconds=ms)
     if kind == "uuid":
         raw = r.uuid()
         return None if (nullable and not any(raw)) else _uuid.UUID(bytes=raw)
@@ -353,24 +356,27 @@ def _read_scalar(r: Reader, kind: str, nullable: bool, flex: bool):
     raise InvalidRequestError(f"field type {kind} is not supported by the decoder")
 
 
-def _read_field(r: Reader, kind, is_array, nullable, nested, flex):
+def _read_field(r: Reader, kind, is_array, nullable, nested, flex, as_dict=False):
     if is_array:
         n = r.array_length(flex, nullable=nullable)
         if n < 0:
             return None
         if nested is not None:
-            return tuple(_read_entity(nested, r) for _ in range(n))
-        return tuple(_read_scalar(r, kind, False, flex) for _ in range(n))
+            return [_read_entity(nested, r, as_dict) for _ in range(n)] if as_dict else \
+                tuple(_read_entity(nested, r) for _ in range(n))
+        return tuple(_read_scalar(r, kind, False, flex, as_dict) for _ in range(n))
     if nested is not None:
         if nullable:
             present = r.int8()
             if present < 0:
                 return None
-        return _read_entity(nested, r)
-    return _read_scalar(r, kind, nullable, flex)
+        return _read_entity(nested, r, as_dict)
+    return _read_scalar(r, kind, nullable, flex, as_dict)
 
 
-def _read_entity(cls: type, r: Reader):
+def _read_entity(cls: type, r: Reader, as_dict: bool = False):
+    """One struct of kio's schema `cls` from `r`: a kio entity, or with ``as_dict`` a plain
+    dict of plain values (durations as ms ints) — how the client reads responses."""
     flex = cls.__flexible__
     kwargs = {}
     tagged = {}
@@ -378,7 +384,7 @@ def _read_entity(cls: type, r: Reader):
         if tag is not None:
             tagged[tag] = (name, kind, is_array, nullable, nested)
             continue
-        kwargs[name] = _read_field(r, kind, is_array, nullable, nested, flex)
+        kwargs[name] = _read_field(r, kind, is_array, nullable, nested, flex, as_dict)
     if flex:
         for tag, raw in r.tagged_fields().items():
             spec = tagged.get(tag)
@@ -386,9 +392,14 @@ def _read_entity(cls: type, r: Reader):
                 continue                      # unknown tag: skipped (KIP-482)
             name, kind, is_array, nullable, nested = spec
             sub = Reader(raw)
-            kwargs[name] = _read_field(sub, kind, is_array, nullable, nested, True)
+            kwargs[name] = _read_field(sub, kind, is_array, nullable, nested, True, as_dict)
             sub.done()
-    return cls(**kwargs)
+    return kwargs if as_dict else cls(**kwargs)
+
+
+def read_struct(cls: type, r: Reader) -> dict:
+    """A struct of kio's schema `cls` (e.g. a response entity) read from `r` as a plain dict."""
+    return _read_entity(cls, r, as_dict=True)
 
 
 def encode(api_key: int, version: int, data: dict) -> bytes:
