@@ -6,6 +6,7 @@ linger.ms=5, batch.size=1 MiB).
 
     python -m bench.broker_clients [--records 1000000] [--sizes 100,1024] [--codecs none,lz4]
                                    [--consume-runs 1] [--max-partition-fetch-bytes N]
+                                   [--consumer-config key=value ...]
 
 Prints records/s and MB/s for produce (acks=1 and acks=all) and consume, the
 broker's peak RSS, and Kafka's figures beside them as the reference.  The
@@ -109,11 +110,16 @@ def main(argv=None) -> int:
     ap.add_argument("--max-partition-fetch-bytes", type=int, default=None,
                     help="consumer max.partition.fetch.bytes (librdkafka default 1 MiB: with 1 MiB "
                          "producer batches only the first partition of a fetch gets a whole batch)")
+    ap.add_argument("--consumer-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="more consumer settings, e.g. fetch.queue.backoff.ms=20 (repeatable)")
     ap.add_argument("--consume-runs", type=int, default=1,
                     help="consume each topic this many times (one row each; the machine is noisy)")
     args = ap.parse_args(argv)
     if args.max_partition_fetch_bytes:
         CONSUMER_EXTRA["max.partition.fetch.bytes"] = args.max_partition_fetch_bytes
+    for kv in args.consumer_config:
+        key, _, value = kv.partition("=")
+        CONSUMER_EXTRA[key] = value
     tmp = tempfile.mkdtemp(prefix="engine-broker-bench-")
     proc, port = start_broker(os.path.join(tmp, "data"))
     bootstrap = f"127.0.0.1:{port}"
