@@ -5,10 +5,21 @@ reference figures for Apache Kafka 4.0 on this machine type
 linger.ms=5, batch.size=1 MiB).
 
     python -m bench.broker_clients [--records 1000000] [--sizes 100,1024] [--codecs none,lz4]
+                                   [--consume-runs 1] [--max-partition-fetch-bytes N]
+                                   [--consumer-config key=value ...]
 
 Prints records/s and MB/s for produce (acks=1 and acks=all) and consume, the
-broker's peak RSS, and Kafka's figures beside them as the reference.  The
-client and the broker share the machine's cores, as in the reference run.
+broker's and the client process's CPU time per record (user + system: steadier
+than the rates on a shared machine), the broker's peak RSS, and Kafka's figures beside
+them as the reference.  The client and the broker share the machine's cores,
+as in the reference run.
+
+Consume rates are the client's as much as the broker's: librdkafka stops
+fetching a partition for ``fetch.queue.backoff.ms`` (default 1000 ms) whenever
+its prefetch queue holds ``queued.min.messages`` (100,000) records or
+``queued.max.messages.kbytes`` (64 MiB), so a run that outpaces the Python
+loop sleeps whole seconds.  ``--consumer-config fetch.queue.backoff.ms=10``
+shows the rate without those sleeps.
 """
 
 from __future__ import annotations
@@ -26,8 +37,15 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Apache Kafka 4.0, confluent-kafka 2.16.1, same machine type (machine-limits.md §3), records/s
 CONSUMER_EXTRA: dict = {}
+_DISTINCT = 4096
+# (an lz4 row uses the lz4 figure where the reference has one, else the uncompressed one)
 KAFKA = {("produce", 100): 934_000, ("consume", 100): 184_000,
-         ("produce", 1024): 163_000, ("consume", 1024): 700_000}
+         ("produce", 1024): 163_000, ("consume", 1024): 700_000,
+         ("produce", 1024, "lz4"): 651_000}
+
+
+def kafka_ref(op: str, size: int, codec: str):
+    return KAFKA.get((op, size, codec), KAFKA.get((op, size)))
 
 
 def start_broker(data: str, extra: list[str] = ()) -> tuple[subprocess.Popen, int]:
@@ -41,6 +59,13 @@ def start_broker(data: str, extra: list[str] = ()) -> tuple[subprocess.Popen, in
     if not m:
         raise RuntimeError(f"broker did not start: {line}{proc.stderr.read()}")
     return proc, int(m.group(1))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -57,12 +82,15 @@ def produce(bootstrap: str, topic: str, n: int, size: int, codec: str, acks: str
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1 << 20,
                   "compression.type": codec, "acks": acks, "queue.buffering.max.messages": 2_000_000,
                   "queue.buffering.max.kbytes": 2 * 1024 * 1024})
-    value = os.urandom(size // 2).hex().encode()
+    # Random hex like the reference run (lz4 about 2x): 4096 distinct values, so
+    # a value repeats only 4096 records later, beyond LZ4's 64 KiB window (one
+    # value repeated compressed 1 KiB records about 40x).
+    values = [os.urandom(size // 2).hex().encode() for _ in range(_DISTINCT)]
     t0 = time.perf_counter()
     for i in range(n):
         while True:
             try:
-                p.produce(topic, value)
+                p.produce(topic, values[i & (_DISTINCT - 1)])
                 break
             except BufferError:
                 p.poll(0.01)
@@ -79,17 +107,25 @@ def consume(bootstrap: str, topic: str, n: int) -> float:
     c.assign([TopicPartition(topic, p, 0) for p in range(3)])
     got = 0
     first = None
+    timed = 0
     deadline = time.monotonic() + 300
     while got < n and time.monotonic() < deadline:
-        msgs = c.consume(10000, timeout=1.0)
-        if msgs and first is None:
-            first = time.perf_counter()  # timed from the first message, like the reference
-        got += sum(1 for m in msgs if m.error() is None)
+        # Never ask for more than what is left: consume() waits out its whole
+        # timeout when fewer records than asked for arrive, which would add up
+        # to 1 s of idle time to the clock at the end of every run.
+        msgs = c.consume(min(10000, n - got), timeout=1.0)
+        ok = sum(1 for m in msgs if m.error() is None)
+        got += ok
+        if first is None:
+            if ok:
+                first = time.perf_counter()  # timed from the first message, like the reference
+        else:
+            timed += ok
     dt = time.perf_counter() - (first or time.perf_counter())
     c.close()
     if got < n:
         raise RuntimeError(f"consumed {got} of {n}")
-    return dt
+    return dt, timed
 
 
 def main(argv=None) -> int:
@@ -98,37 +134,52 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="100,1024")
     ap.add_argument("--codecs", default="none,lz4")
     ap.add_argument("--max-partition-fetch-bytes", type=int, default=None,
-                    help="consumer max.partition.fetch.bytes (librdkafka default 1 MiB: with 1 MiB "
-                         "producer batches only the first partition of a fetch gets a whole batch)")
+                    help="consumer max.partition.fetch.bytes (librdkafka default 1 MiB)")
+    ap.add_argument("--consumer-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="more consumer settings, e.g. fetch.queue.backoff.ms=20 (repeatable)")
+    ap.add_argument("--consume-runs", type=int, default=1,
+                    help="consume each topic this many times (one row each; the machine is noisy)")
     args = ap.parse_args(argv)
     if args.max_partition_fetch_bytes:
         CONSUMER_EXTRA["max.partition.fetch.bytes"] = args.max_partition_fetch_bytes
+    for kv in args.consumer_config:
+        key, _, value = kv.partition("=")
+        CONSUMER_EXTRA[key] = value
     tmp = tempfile.mkdtemp(prefix="engine-broker-bench-")
     proc, port = start_broker(os.path.join(tmp, "data"))
     bootstrap = f"127.0.0.1:{port}"
     rows = []
     try:
         produce(bootstrap, "warmup", 50_000, 100, "none", "1")  # connections, topic creation, caches
+        consume(bootstrap, "warmup", 50_000)  # creates __consumer_offsets (FindCoordinator) outside the rows
         for size in (int(s) for s in args.sizes.split(",")):
             n = args.records if size <= 100 else max(args.records // 4, 1)
             for codec in args.codecs.split(","):
                 for acks in ("1", "all"):
                     topic = f"b{size}-{codec}-{acks}"
+                    cpu0, own0 = cpu_seconds(proc.pid), time.process_time()
                     dt = produce(bootstrap, topic, n, size, codec, acks)
                     rows.append((f"produce {size} B {codec} acks={acks}", n / dt, n * size / dt,
-                                 KAFKA.get(("produce", size))))
-                dt = consume(bootstrap, f"b{size}-{codec}-1", n)
-                rows.append((f"consume {size} B {codec}", n / dt, n * size / dt, KAFKA.get(("consume", size))))
+                                 kafka_ref("produce", size, codec), (cpu_seconds(proc.pid) - cpu0) / n,
+                                 (time.process_time() - own0) / n))
+                for _ in range(args.consume_runs):
+                    cpu0, own0 = cpu_seconds(proc.pid), time.process_time()
+                    dt, timed = consume(bootstrap, f"b{size}-{codec}-1", n)
+                    rows.append((f"consume {size} B {codec}", timed / dt, timed * size / dt,
+                                 kafka_ref("consume", size, codec), (cpu_seconds(proc.pid) - cpu0) / n,
+                                 (time.process_time() - own0) / n))
         rss = peak_rss_mb(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"| {'row':<32} | {'records/s':>12} | {'MB/s':>8} | {'Kafka 4.0 rec/s':>15} | {'ratio':>5} |")
-    print(f"|{'-' * 34}|{'-' * 14}|{'-' * 10}|{'-' * 17}|{'-' * 7}|")
-    for name, rps, bps, ref in rows:
+    print(f"| {'row':<32} | {'records/s':>12} | {'MB/s':>8} | {'Kafka 4.0 rec/s':>15} | {'ratio':>5} "
+          f"| {'CPU µs/rec broker':>17} | {'client':>6} |")
+    print(f"|{'-' * 34}|{'-' * 14}|{'-' * 10}|{'-' * 17}|{'-' * 7}|{'-' * 19}|{'-' * 8}|")
+    for name, rps, bps, ref, cpu, own in rows:
         ratio = f"{rps / ref:.2f}" if ref else "-"
-        print(f"| {name:<32} | {rps:>12,.0f} | {bps / 1e6:>8.0f} | {ref or 0:>15,} | {ratio:>5} |")
+        print(f"| {name:<32} | {rps:>12,.0f} | {bps / 1e6:>8.0f} | {ref or 0:>15,} | {ratio:>5} "
+              f"| {cpu * 1e6:>17.2f} | {own * 1e6:>6.2f} |")
     print(f"broker peak RSS: {rss:.0f} MB (goal < 200 MB)")
     return 0
 
