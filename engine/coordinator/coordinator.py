@@ -217,6 +217,7 @@ class GroupCoordinator:
         self._expire_timer = None
         self._stopped = False
         self._owns_thread = True
+        self._creating: asyncio.Task | None = None
 
     # -- lifecycle and the thread-safe facade ---------------------------------------------
     def start(self) -> "GroupCoordinator":
@@ -410,6 +411,12 @@ class GroupCoordinator:
             return COORDINATOR_NOT_AVAILABLE, "transactions are not served by this broker yet"
         if key_type != 0:
             return INVALID_REQUEST, f"key type {key_type} is not supported"
+        if self._num_partitions is None and not self._stopped:
+            # Kafka: the first lookup starts creating the topic and answers "not available";
+            # the client retries (its connection is not held up behind 50 partition creations)
+            if self._creating is None or self._creating.done():
+                self._creating = self._spawn(self._ensure_topic())
+            return COORDINATOR_NOT_AVAILABLE, f"{rec.OFFSETS_TOPIC} is being created"
         err, _ = await self._route(key)
         if err == COORDINATOR_LOAD_IN_PROGRESS:
             err = NONE

@@ -151,6 +151,16 @@ def pbroker(make_broker):
 @pytest.fixture
 def raw(pbroker):
     r = Raw(pbroker.port)
+    # As Kafka: the first FindCoordinator starts creating __consumer_offsets and answers
+    # COORDINATOR_NOT_AVAILABLE (15) at once; clients retry until it is there.
+    answers = []
+    deadline = time.monotonic() + 20
+    while not answers or answers[-1] != 0:
+        assert time.monotonic() < deadline, answers
+        answers.append(int(r.call(10, 3, {"key": "warm", "key_type": 0}).error_code))
+        if answers[-1]:
+            time.sleep(0.05)
+    assert answers[0] in (0, 15) and set(answers[:-1]) <= {15}
     yield r
     r.close()
 
@@ -363,7 +373,8 @@ def test_rebalance_and_session_timeout_over_raw_connections(pbroker):
         b.close()
 
 
-def test_consumer_offsets_is_internal(pbroker, raw):
+def test_consumer_offsets_is_internal(pbroker):
+    raw = Raw(pbroker.port)          # not the `raw` fixture: that one makes the topic exist
     r = raw.call(3, 9, {"topics": [{"name": "__consumer_offsets"}], "allow_auto_topic_creation": True,
                         "include_topic_authorized_operations": False,
                         "include_cluster_authorized_operations": False})
@@ -381,6 +392,7 @@ def test_consumer_offsets_is_internal(pbroker, raw):
     r = raw.call(0, 7, {"transactional_id": None, "acks": 1, "timeout": 1000, "topic_data": [
         {"name": "__consumer_offsets", "partition_data": [{"index": 0, "records": batch}]}]})
     assert r.responses[0].partition_responses[0].error_code == 17     # INVALID_TOPIC_EXCEPTION
+    raw.close()
 
 
 def test_join_group_wait_does_not_block_other_connections(pbroker):
