@@ -270,7 +270,14 @@ class GroupCoordinator:
             return
         if not self._owns_thread:
             if threading.current_thread() is self._thread:
-                raise RuntimeError("use stop_on_loop() on the coordinator's own loop")
+                # on the hosting loop itself (its owner did not await stop_on_loop): stop taking
+                # requests and answer waiting members now; in-flight appends finish on their own
+                self._stopped = True
+                if self._expire_timer is not None:
+                    self._expire_timer.cancel()
+                for p in list(self._partitions):
+                    self._drop_partition_state(p)
+                return
             try:
                 asyncio.run_coroutine_threadsafe(self.stop_on_loop(), self.loop).result(timeout)
             except RuntimeError:        # that loop is gone already

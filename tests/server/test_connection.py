@@ -214,3 +214,25 @@ def test_broker_address_is_found_through_the_data_dir(tmp_path):
     finally:
         b.stop()
     assert engine.broker_address(path) is None
+
+
+def test_engine_closed_on_the_broker_loop_without_stopping_the_broker(tmp_path):
+    """The broker hosts the group coordinator on its loop; closing the Engine from that loop
+    (an owner that forgot broker.stop()) still closes cleanly, and a late stop() is harmless."""
+    import asyncio
+
+    import engine
+    from engine.server import Broker
+
+    path = str(tmp_path / "d")
+
+    async def main():
+        eng = engine.open(path, {"offsets.topic.num.partitions": 1})
+        broker = Broker(eng, "127.0.0.1", 0)
+        await broker.start()
+        assert eng.group_coordinator.on_current_loop
+        eng.close()
+        await broker.stop()
+
+    asyncio.run(main())
+    assert os.path.exists(os.path.join(path, ".kafka_cleanshutdown"))
