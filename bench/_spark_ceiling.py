@@ -8,8 +8,9 @@ batches; after that ``read()`` only hands the same ``pyarrow.RecordBatch``
 objects to Spark.  What a query over it costs is therefore what Spark itself
 spends on a Python data source (planning in a Python worker, the Arrow stream
 from the worker to the JVM, batches turned into rows), with no decoding at
-all: no Python data source reading these rows can be faster.  Benchmark only
-(the cache is never invalidated).
+all: no Python data source reading these rows can be faster.  Benchmark only:
+the cache is never invalidated, only dropped when a range of another
+directory is read (a worker holds up to one directory's ranges in memory).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class _CeilingReader(KafkaEngineBatchReader):
         key = (partition, self.opts.max_records_per_batch, self.opts.include_headers)
         batches = _CACHE.get(key)
         if batches is None:
+            for old in [k for k in _CACHE if k[0].path != partition.path]:
+                del _CACHE[old]  # an earlier case's directory: free its memory
             batches = _CACHE[key] = list(read_range(partition, self.opts))
         return iter(batches)
 
