@@ -5,10 +5,14 @@ embedded producer (one partition per core, 2 here), then times in one
 SparkSession (local[2]): ``count()`` and ``sum(length(value))`` through
 ``format("kafka-engine")`` reading the files (``path``), the same through the
 network fallback (``kafka.bootstrap.servers`` of a broker serving that
-directory from this process, on the same two cores), and the same two
-queries over a Parquet file that Spark wrote from those rows in the same run.
-Each query runs once to warm up, then the best of `--runs` is reported as
-rows/s and MB/s of value bytes.
+directory from this process, on the same two cores), the same two queries
+over a Parquet file that Spark wrote from those rows in the same run, and over
+``kafka-engine-ceiling`` (bench/_spark_ceiling.py: the same plan, but each
+task yields batches its Python worker already holds, i.e. the fastest any
+Python data source can be).  Each query runs once per source to warm up, then
+`--runs` rounds run the sources in turn (interleaved, so a busy machine
+disturbs them alike) and the best of each is reported as rows/s and MB/s of
+value bytes.
 
     python bench/spark_scan.py [--quick] [--runs 3]
 """
@@ -74,14 +78,17 @@ class _Broker:
         self.engine.close()
 
 
-def best(fn, runs):
-    fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
+def best(fns, runs):
+    """Best time of each function: one warm-up each, then `runs` interleaved rounds."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    times = [float("inf")] * len(fns)
+    for _ in range(runs):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[i] = min(times[i], time.perf_counter() - t0)
+    return times
 
 
 def main(argv=None):
@@ -94,6 +101,7 @@ def main(argv=None):
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from bench._spark_ceiling import CeilingDataSource
     from spark_udfs.datasource import KafkaEngineDataSource
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
@@ -101,12 +109,14 @@ def main(argv=None):
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaEngineDataSource)
+    spark.dataSource.register(CeilingDataSource)
     scale = 10 if args.quick else 1
     cases = [(10_000_000 // scale, 100, "none"), (10_000_000 // scale, 100, "lz4"),
              (2_000_000 // scale, 1024, "none"), (2_000_000 // scale, 1024, "lz4")]
     print("| records | value | codec | query | kafka-engine rows/s | MB/s | network rows/s | MB/s | "
-          "Parquet rows/s | MB/s | local / Parquet | network / local | network / Parquet |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "Parquet rows/s | MB/s | local / Parquet | network / local | network / Parquet | "
+          "ceiling rows/s | ceiling / Parquet | local / ceiling |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, size, codec in cases:
         tmp = tempfile.mkdtemp(prefix="spark-scan-")
         try:
@@ -116,6 +126,8 @@ def main(argv=None):
             pq_path = os.path.join(tmp, "parquet")
             src.write.parquet(pq_path)
             pq = spark.read.parquet(pq_path)
+            ceil = (spark.read.format("kafka-engine-ceiling").option("path", data)
+                    .option("subscribe", "bench").load())
             broker = _Broker(data)
             try:
                 net = (spark.read.format("kafka-engine").option("kafka.bootstrap.servers", broker.bootstrap)
@@ -123,13 +135,12 @@ def main(argv=None):
                 for qname, q in (("count", lambda d: d.count()),
                                  ("sum(length(value))",
                                   lambda d: d.agg(F.sum(F.length("value"))).collect())):
-                    tk = best(lambda: q(src), args.runs)
-                    tn = best(lambda: q(net), args.runs)
-                    tp = best(lambda: q(pq), args.runs)
+                    tk, tn, tp, tc = best([lambda d=d: q(d) for d in (src, net, pq, ceil)], args.runs)
                     mb = n * size / 1e6
                     print(f"| {n:,} | {size} B | {codec} | {qname} | {n / tk:,.0f} | {mb / tk:,.0f} | "
                           f"{n / tn:,.0f} | {mb / tn:,.0f} | {n / tp:,.0f} | {mb / tp:,.0f} | "
-                          f"{tp / tk:.2f}x | {tk / tn:.2f}x | {tp / tn:.2f}x |", flush=True)
+                          f"{tp / tk:.2f}x | {tk / tn:.2f}x | {tp / tn:.2f}x | "
+                          f"{n / tc:,.0f} | {tp / tc:.2f}x | {tc / tk:.2f}x |", flush=True)
             finally:
                 broker.stop()
         finally:
