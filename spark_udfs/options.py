@@ -96,14 +96,20 @@ def _bool(name: str, value: str) -> bool:
     raise InvalidConfigError(f"option {name!r} must be 'true' or 'false', got {value!r}")
 
 
-def _positive_int(name: str, value: str) -> int:
+def int_option(name: str, value, minimum: int = 1) -> int:
+    """An integer option >= `minimum`; InvalidConfigError naming the option otherwise."""
+    what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
     try:
         n = int(str(value).strip())
     except ValueError:
-        raise InvalidConfigError(f"option {name!r} must be a positive integer, got {value!r}") from None
-    if n < 1:
-        raise InvalidConfigError(f"option {name!r} must be a positive integer, got {value!r}")
+        raise InvalidConfigError(f"option {name!r} must be {what}, got {value!r}") from None
+    if n < minimum:
+        raise InvalidConfigError(f"option {name!r} must be {what}, got {value!r}")
     return n
+
+
+def _positive_int(name: str, value: str) -> int:
+    return int_option(name, value, 1)
 
 
 def _timestamp(name: str, value: str) -> int:

@@ -59,6 +59,8 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 
+from .options import int_option
+
 __all__ = ["KafkaEngineStreamWriter", "KafkaEngineWriter", "SINK_OPTIONS", "SinkOptions",
            "check_input_schema", "parse_sink_options", "write_arrow_batches"]
 
@@ -89,13 +91,7 @@ class SinkOptions:
 
 
 def _nonneg_int(name: str, value) -> int:
-    try:
-        n = int(str(value).strip())
-    except ValueError:
-        raise InvalidConfigError(f"option {name!r} must be an integer >= 0, got {value!r}") from None
-    if n < 0:
-        raise InvalidConfigError(f"option {name!r} must be an integer >= 0, got {value!r}")
-    return n
+    return int_option(name, value, 0)
 
 
 def parse_sink_options(options) -> SinkOptions:
