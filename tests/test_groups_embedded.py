@@ -249,3 +249,24 @@ def test_members_survive_the_hosting_broker_stopping(tmp_path):
         assert [r.value for r in got] == [b"after"]          # resumed at the commit: no re-read
         assert len(c.assignment()) == 2
         c.close()
+
+
+def test_static_member_restarts_without_a_rebalance(tmp_path):
+    """group_instance_id (KIP-345): a static member that closes does not leave; its
+    replacement with the same instance id takes the same partitions in the same generation."""
+    with engine.open(tmp_path / "d", FAST) as eng:
+        _fill(eng, "t", 3, 4)
+        a = eng.consumer(group_id="g", group_instance_id="host-1", **MEMBER)
+        a.subscribe(["t"])
+        _poll_until(a, lambda g: len(g) == 12)
+        a.commit()
+        gen = a._group.generation_id
+        a.close()                                     # static: no LeaveGroup
+        desc = eng.group_coordinator.call(eng.group_coordinator.describe_groups, ["g"], timeout=10)
+        assert desc[0].state == "Stable" and len(desc[0].members) == 1
+        b = eng.consumer(group_id="g", group_instance_id="host-1", **MEMBER)
+        b.subscribe(["t"])
+        assert b.poll(500) == []                      # resumes at the commits: nothing re-read
+        assert sorted(tp.partition for tp in b.assignment()) == [0, 1, 2]
+        assert b._group.generation_id == gen
+        b.close()
