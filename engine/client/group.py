@@ -320,6 +320,7 @@ class GroupMember:
         self._hb_error: BaseException | None = None
         self._hb_thread: threading.Thread | None = None
         self._lock = threading.Lock()          # generation/member id seen by the heartbeat thread
+        self._joining = False
 
     # -- subscription --------------------------------------------------------
     def subscribe(self, topics: list[str]) -> None:
@@ -345,6 +346,15 @@ class GroupMember:
         metadata = encode_subscription(self._topics)
         protocols = [(name, metadata) for name in self._assignors]
         deadline = time.monotonic() + self._rebalance_ms / 1000.0 + 30.0
+        with self._lock:
+            self._joining = True
+        try:
+            return self._join_rounds(protocols, deadline)
+        finally:
+            with self._lock:
+                self._joining = False
+
+    def _join_rounds(self, protocols, deadline: float) -> list[tuple[str, int]]:
         while True:
             if time.monotonic() > deadline:
                 raise api_error(REBALANCE_IN_PROGRESS, f"group {self.group_id}: no stable generation")
@@ -404,20 +414,25 @@ class GroupMember:
 
     def _heartbeat_loop(self) -> None:
         while not self._stop.wait(self._heartbeat_s):
-            if self._rejoin.is_set():
-                continue
+            if self._rejoin.is_set() or self._joining:
+                continue            # as Kafka's heartbeat thread: quiet while not Stable
             if time.monotonic() - self._last_poll > self._max_poll_s:
                 # Kafka: a consumer that stops polling leaves so its partitions move on
                 self._leave_quietly()
                 self._rejoin.set()
                 continue
             with self._lock:
+                if self._joining:
+                    continue
                 gen, mid = self.generation_id, self.member_id
             try:
                 err = self.transport.heartbeat(self.group_id, gen, mid, self.group_instance_id)
             except Exception as e:              # the coordinator went away: try again next beat
                 self._hb_error = None if isinstance(e, OSError) else e
                 continue
+            with self._lock:
+                if self._joining or gen != self.generation_id:
+                    continue            # an answer about a generation the consumer already left
             if err in _REJOIN:
                 if err == UNKNOWN_MEMBER_ID:
                     with self._lock:
