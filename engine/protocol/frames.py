@@ -17,6 +17,9 @@ prefix that is negative, smaller than the smallest header, or larger than
 ``max_request_bytes`` (Kafka's ``socket.request.max.bytes``) as soon as the
 4 prefix bytes arrive — before any body byte is buffered, and without ever
 allocating from the claimed size.  Not thread-safe: one splitter per connection.
+The broker's connection (engine/server/connection.py) reads frames itself, to
+receive large ones in place; it applies the same size check (check_frame_size)
+before allocating anything for the body.
 """
 
 from __future__ import annotations
