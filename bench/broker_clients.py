@@ -6,7 +6,8 @@ linger.ms=5, batch.size=1 MiB).
 
     python -m bench.broker_clients [--records 1000000] [--sizes 100,1024] [--codecs none,lz4]
                                    [--consume-runs 1] [--max-partition-fetch-bytes N]
-                                   [--consumer-config key=value ...]
+                                   [--consumer-config key=value ...] [--produce-only] [--acks 1,all]
+                                   [--broker-pid-file PATH]
 
 Prints records/s and MB/s for produce (acks=1 and acks=all) and consume, the
 broker's and the client process's CPU time per record (user + system: steadier
@@ -139,6 +140,10 @@ def main(argv=None) -> int:
                     help="more consumer settings, e.g. fetch.queue.backoff.ms=20 (repeatable)")
     ap.add_argument("--consume-runs", type=int, default=1,
                     help="consume each topic this many times (one row each; the machine is noisy)")
+    ap.add_argument("--produce-only", action="store_true", help="skip the consume rows")
+    ap.add_argument("--acks", default="1,all", help="produce rows to run (default 1,all)")
+    ap.add_argument("--broker-pid-file", default=None,
+                    help="write the broker's pid here once it listens (to attach a profiler)")
     args = ap.parse_args(argv)
     if args.max_partition_fetch_bytes:
         CONSUMER_EXTRA["max.partition.fetch.bytes"] = args.max_partition_fetch_bytes
@@ -148,21 +153,25 @@ def main(argv=None) -> int:
     tmp = tempfile.mkdtemp(prefix="engine-broker-bench-")
     proc, port = start_broker(os.path.join(tmp, "data"))
     bootstrap = f"127.0.0.1:{port}"
+    if args.broker_pid_file:
+        with open(args.broker_pid_file, "w") as f:
+            f.write(f"{proc.pid}\n")
     rows = []
     try:
         produce(bootstrap, "warmup", 50_000, 100, "none", "1")  # connections, topic creation, caches
-        consume(bootstrap, "warmup", 50_000)  # creates __consumer_offsets (FindCoordinator) outside the rows
+        if not args.produce_only:
+            consume(bootstrap, "warmup", 50_000)  # creates __consumer_offsets (FindCoordinator) outside the rows
         for size in (int(s) for s in args.sizes.split(",")):
             n = args.records if size <= 100 else max(args.records // 4, 1)
             for codec in args.codecs.split(","):
-                for acks in ("1", "all"):
+                for acks in args.acks.split(","):
                     topic = f"b{size}-{codec}-{acks}"
                     cpu0, own0 = cpu_seconds(proc.pid), time.process_time()
                     dt = produce(bootstrap, topic, n, size, codec, acks)
                     rows.append((f"produce {size} B {codec} acks={acks}", n / dt, n * size / dt,
                                  kafka_ref("produce", size, codec), (cpu_seconds(proc.pid) - cpu0) / n,
                                  (time.process_time() - own0) / n))
-                for _ in range(args.consume_runs):
+                for _ in range(0 if args.produce_only else args.consume_runs):
                     cpu0, own0 = cpu_seconds(proc.pid), time.process_time()
                     dt, timed = consume(bootstrap, f"b{size}-{codec}-1", n)
                     rows.append((f"consume {size} B {codec}", timed / dt, timed * size / dt,

@@ -139,3 +139,45 @@ def load_i64_atomic(buf, Py_ssize_t offset):
     if offset < 0 or offset % 8 or offset + 8 > mv.shape[0]:
         raise ValueError("offset must be 8-byte aligned and inside the buffer")
     return engine_load_i64(&mv[0] + offset)
+
+
+# Receive buffers for request frames (engine/server/buffers.py): a bytearray
+# allocated without the zero fill of bytearray(n), so its pages are touched
+# only when recv() writes them, and resized in place for reuse (no copy, no
+# realloc while the new length fits its capacity).  Event-loop thread only.
+from cpython.bytearray cimport PyByteArray_Resize
+
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_alloc
+        Py_ssize_t ob_exports
+        char* ob_bytes
+        char* ob_start
+
+
+def new_buffer(Py_ssize_t n):
+    """A bytearray of length `n` with undefined contents (the caller overwrites all of it)."""
+    if n < 0:
+        raise ValueError("negative size")
+    return PyByteArray_FromStringAndSize(NULL, n)
+
+
+def buffer_capacity(bytearray b):
+    """The longest length `b` can take without a realloc."""
+    cdef PyByteArrayObject* o = <PyByteArrayObject*>b
+    if o.ob_alloc == 0:
+        return 0
+    return o.ob_alloc - (o.ob_start - o.ob_bytes) - 1   # less the trailing NUL
+
+
+def buffer_exports(bytearray b):
+    """How many buffer views (memoryviews, Cython views) of `b` are alive."""
+    return (<PyByteArrayObject*>b).ob_exports
+
+
+def set_buffer_size(bytearray b, Py_ssize_t n):
+    """Set len(b) to `n` in place; bytes past the old length are undefined.  BufferError if viewed."""
+    if n < 0:
+        raise ValueError("negative size")
+    if PyByteArray_Resize(b, n) < 0:
+        raise MemoryError()  # not reached: PyByteArray_Resize raised already

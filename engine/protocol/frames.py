@@ -17,6 +17,9 @@ prefix that is negative, smaller than the smallest header, or larger than
 ``max_request_bytes`` (Kafka's ``socket.request.max.bytes``) as soon as the
 4 prefix bytes arrive — before any body byte is buffered, and without ever
 allocating from the claimed size.  Not thread-safe: one splitter per connection.
+The broker's connection (engine/server/connection.py) reads frames itself, to
+receive large ones in place; it applies the same size check (check_frame_size)
+before allocating anything for the body.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "FrameSplitter",
     "RequestHeader",
+    "check_frame_size",
     "parse_request_header",
     "response_header",
 ]
@@ -39,6 +43,13 @@ DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024   # socket.request.max.bytes
 MIN_HEADER_SIZE = 10                             # api_key, api_version, correlation_id, client_id length
 _SIZE = struct.Struct(">i")
 _CORR = struct.Struct(">ii")
+
+
+def check_frame_size(size: int, max_request_bytes: int) -> None:
+    """Refuse a size prefix that is smaller than the smallest header or larger than
+    ``max_request_bytes`` (InvalidRequestError: the connection must close)."""
+    if size < MIN_HEADER_SIZE or size > max_request_bytes:
+        raise InvalidRequestError(f"request size {size} outside [{MIN_HEADER_SIZE}, {max_request_bytes}]")
 
 
 class FrameSplitter:
@@ -75,8 +86,7 @@ class FrameSplitter:
                 size = _SIZE.unpack_from(buf, pos)[0]
                 if size < MIN_HEADER_SIZE or size > self.max_request_bytes:
                     self._buf = bytearray()
-                    raise InvalidRequestError(
-                        f"request size {size} outside [{MIN_HEADER_SIZE}, {self.max_request_bytes}]")
+                    check_frame_size(size, self.max_request_bytes)
                 pos += 4
                 self._need = size
             if n - pos < self._need:

@@ -27,6 +27,7 @@ import socket
 
 from ..protocol.frames import DEFAULT_MAX_REQUEST_BYTES
 from .connection import Connection
+from .buffers import BufferPool
 from .handlers import Handlers
 
 __all__ = ["Broker"]
@@ -53,6 +54,7 @@ class Broker:
         self.poll_interval = poll_interval
         self.use_sendfile = use_sendfile
         self.handlers = Handlers(self)
+        self.buffers = BufferPool()      # receive buffers of large requests, reused
         self.append_seq = 0
         self._append_waiters: set[asyncio.Future] = set()
         self._sock: socket.socket | None = None

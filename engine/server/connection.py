@@ -22,6 +22,14 @@ sendfile fails (unsupported fd, odd error) the slice is sent from
 deleted or truncated segment) the missing bytes are zeros so the framing we
 announced stays intact (the client drops the partial batch).
 
+Reading: frames up to 64 KiB go through one scratch buffer (many per
+recv); a larger frame — a Produce — is read with ``recv_into`` straight into
+a buffer of its exact size from the broker's BufferPool (engine/server/buffers.py),
+after its size prefix passed socket.request.max.bytes, and the handler patches
+its batches in place: the records are copied once, kernel to buffer, before
+the pwrite.  The buffer goes back to the pool after the response unless a
+handler kept a view of it.
+
 Concurrency: everything runs on the broker's event loop; two tasks per
 connection (reader, processor) share only the frame queue.
 """
@@ -31,17 +39,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import struct
 
 from .. import _native
 from ..errors import InvalidRequestError, UnsupportedVersionError
 from ..protocol import messages as m
-from ..protocol.frames import FrameSplitter, parse_request_header, peek_header, response_header
+from ..protocol.frames import check_frame_size, parse_request_header, peek_header, response_header
 
 __all__ = ["Connection"]
 
 log = logging.getLogger("engine.server")
 
 _EOF = object()
+_SIZE = struct.Struct(">i")
+_SCRATCH = 65536          # frames up to this size (with prefix) are read through one scratch buffer
 _SENDFILE_CHUNK = 1 << 30
 _ZEROS = bytes(65536)
 
@@ -52,7 +63,6 @@ class Connection:
         self.sock = sock
         self.peer = peer
         self.loop = asyncio.get_running_loop()
-        self.splitter = FrameSplitter(broker.max_request_bytes)
         # Unbounded so the end-of-stream marker can always be queued; the reader
         # enforces max_inflight / max_queued_bytes itself before adding a frame.
         self.queue: asyncio.Queue = asyncio.Queue()
@@ -117,32 +127,80 @@ class Connection:
                 pass
 
     # -- reading -------------------------------------------------------------
-    async def _read_loop(self) -> None:
+    async def _recv_into(self, view: memoryview) -> int:
+        """recv_into `view`; 0 at end of stream or after the idle timeout with nothing in hand."""
+        try:
+            return self.sock.recv_into(view)     # data already waiting: no future, no timer
+        except (BlockingIOError, InterruptedError):
+            pass
         idle = self.broker.idle_timeout
+        while True:
+            try:
+                return await asyncio.wait_for(self.loop.sock_recv_into(self.sock, view), idle)
+            except asyncio.TimeoutError:
+                if self.busy or not self.queue.empty():
+                    continue
+                log.info("connection %s idle for %.0f s: closing", self.peer, idle)
+                return 0
+
+    async def _read_loop(self) -> None:
+        """Read frames: small ones through a scratch buffer (many per recv), large ones
+        straight into a pooled buffer of their exact size (recv_into, no further copy).
+
+        The size prefix is checked against socket.request.max.bytes before anything
+        is allocated for the body (check_frame_size)."""
+        max_request = self.broker.max_request_bytes
+        pool = self.broker.buffers
+        scratch = bytearray(_SCRATCH)
+        sview = memoryview(scratch)
+        start = end = 0                          # unread bytes: scratch[start:end]
         try:
             while True:
-                try:
-                    data = await asyncio.wait_for(self.loop.sock_recv(self.sock, 262144), idle)
-                except asyncio.TimeoutError:
-                    if self.busy or not self.queue.empty():
-                        continue
-                    log.info("connection %s idle for %.0f s: closing", self.peer, idle)
-                    data = b""
-                if not data:
-                    break
-                try:
-                    frames = self.splitter.feed(data)
-                except InvalidRequestError as e:
-                    log.info("connection %s: %s: closing", self.peer, e)
-                    break
-                for frame in frames:
-                    while self.queue.qsize() >= self.broker.max_inflight or (
-                            self.queued_bytes and
-                            self.queued_bytes + len(frame) > self.broker.max_queued_bytes):
-                        self._drained.clear()
-                        await self._drained.wait()
-                    self.queued_bytes += len(frame)
-                    self.queue.put_nowait(frame)
+                avail = end - start
+                size = -1
+                if avail >= 4:
+                    size = _SIZE.unpack_from(scratch, start)[0]
+                    check_frame_size(size, max_request)
+                if size < 0 or avail - 4 < size <= _SCRATCH - 4:
+                    # need more bytes in the scratch buffer (move the partial frame to the front)
+                    if start:
+                        scratch[:avail] = bytes(sview[start:end])
+                        start, end = 0, avail
+                    n = await self._recv_into(sview[end:])
+                    if not n:
+                        break
+                    end += n
+                    continue
+                if size <= avail - 4:            # whole frame in the scratch buffer
+                    frame = scratch[start + 4:start + 4 + size]
+                    start += 4 + size
+                    if start == end:
+                        start = end = 0
+                else:                            # a large frame: read the rest in place
+                    have = avail - 4
+                    frame = pool.take(size)
+                    fview = memoryview(frame)
+                    fview[:have] = sview[start + 4:end]
+                    start = end = 0
+                    got = have
+                    while got < size:
+                        n = await self._recv_into(fview[got:])
+                        if not n:
+                            break
+                        got += n
+                    fview.release()
+                    if got < size:
+                        break                    # end of stream inside a frame
+                while self.queue.qsize() >= self.broker.max_inflight or (
+                        self.queued_bytes and
+                        self.queued_bytes + len(frame) > self.broker.max_queued_bytes):
+                    self._drained.clear()
+                    await self._drained.wait()
+                self.queued_bytes += len(frame)
+                self.queue.put_nowait(frame)
+                frame = None
+        except InvalidRequestError as e:
+            log.info("connection %s: %s: closing", self.peer, e)
         except (ConnectionError, OSError):
             pass
         finally:
@@ -151,6 +209,7 @@ class Connection:
     # -- processing ------------------------------------------------------------
     async def _process_loop(self) -> None:
         handlers = self.broker.handlers
+        pool = self.broker.buffers
         while True:
             frame = await self.queue.get()
             if frame is _EOF:
@@ -190,6 +249,9 @@ class Connection:
                     await self._send(response_header(corr, resp_flexible), parts)
             finally:
                 self.busy = False
+                # back to the pool unless a handler kept a view of it (BufferPool.give checks)
+                header = reader = parts = None
+                pool.give(frame)
 
     # -- writing ----------------------------------------------------------------
     async def _send(self, header: bytes, parts: list) -> None:

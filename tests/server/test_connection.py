@@ -236,3 +236,42 @@ def test_engine_closed_on_the_broker_loop_without_stopping_the_broker(tmp_path):
 
     asyncio.run(main())
     assert os.path.exists(os.path.join(path, ".kafka_cleanshutdown"))
+
+
+def test_large_requests_in_any_pieces_are_stored_intact(broker):
+    """Large frames are read in place into pooled buffers: whatever the TCP pieces
+    (size prefix split, body dribbled, several frames and small requests in one
+    send), every batch is stored byte for byte and reusing a buffer corrupts nothing."""
+    from engine.records import build_batch
+    broker.call(lambda: broker.engine.create_topic("big", 1))
+    batches = [bytes(build_batch([bytes([65 + i]) * 1000 + str(j).encode() for j in range(200)]))
+               for i in range(6)]
+    frames = [request_frame(0, 3, i, produce_v3("big", 0, b)) for i, b in enumerate(batches)]
+    small = request_frame(18, 0, 100, b"")
+    with connect(broker.port) as s:
+        s.sendall(frames[0])
+        assert struct.unpack_from(">i", recv_frame(s))[0] == 0
+        f = frames[1]                           # prefix split, body in small pieces
+        s.sendall(f[:2])
+        time.sleep(0.05)
+        for i in range(2, len(f), 7000):
+            s.sendall(f[i:i + 7000])
+            time.sleep(0.001)
+        assert struct.unpack_from(">i", recv_frame(s))[0] == 1
+        s.sendall(small + frames[2] + small + frames[3] + frames[4][:5000])
+        s.sendall(frames[4][5000:] + frames[5] + small)
+        got = [struct.unpack_from(">i", recv_frame(s))[0] for _ in range(7)]
+    assert got == [100, 2, 100, 3, 4, 5, 100]
+    assert broker.broker.buffers.reused >= 1
+
+    def stored():
+        plog = broker.engine.log("big", 0)
+        return b"".join(sl.read() for sl in plog.read(0, 1 << 30).slices)
+    data = broker.call(stored)
+    pos = 0
+    for b in batches:
+        (n,) = struct.unpack_from(">i", data, pos + 8)
+        assert n + 12 == len(b)
+        assert data[pos + 16:pos + 12 + n] == b[16:]   # all but base offset, length, leader epoch
+        pos += 12 + n
+    assert pos == len(data)
