@@ -32,13 +32,10 @@ client per thread/task.
 
 from __future__ import annotations
 
-import dataclasses
-import io
 import random
 import socket
 import struct
 import time
-import typing
 from dataclasses import dataclass
 
 from ..errors import (
@@ -49,7 +46,7 @@ from ..errors import (
     UnsupportedVersionError,
     for_code,
 )
-from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _build, _entity, read_struct
+from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _entity, encode, read_struct
 from ..protocol.primitives import Reader, Writer
 
 __all__ = ["EARLIEST", "LATEST", "FetchResult", "KafkaConnectionError", "PartitionMetadata",
@@ -112,37 +109,8 @@ class FetchResult:
     records: memoryview           # raw record batches (possibly a partial batch at the end)
 
 
-_REQ_WRITERS: dict[type, typing.Callable] = {}
-
-
 def _encode_request(api_key: int, version: int, data: dict) -> bytes:
-    from kio.serial import entity_writer
-
-    cls = _entity(api_key, version, False)
-    writer = _REQ_WRITERS.get(cls)
-    if writer is None:
-        writer = _REQ_WRITERS[cls] = entity_writer(cls)
-    out = io.BytesIO()
-    writer(out, _build(cls, _trim(data, cls)))
-    return out.getvalue()
-
-
-def _trim(data, cls: type) -> dict:
-    """Keep only the keys `cls` (a kio dataclass) has, recursively for lists of dicts."""
-    hints = typing.get_type_hints(cls)
-    out = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in data:
-            continue
-        v = data[f.name]
-        tp = hints[f.name]
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        inner = typing.get_args(args[0])[0] if args and typing.get_origin(args[0]) is tuple else \
-            (typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else None)
-        if isinstance(v, list) and inner is not None and dataclasses.is_dataclass(inner):
-            v = [_trim(x, inner) for x in v]
-        out[f.name] = v
-    return out
+    return encode(api_key, version, data, response=False)
 
 
 # -- connections --------------------------------------------------------------------

@@ -402,12 +402,13 @@ def read_struct(cls: type, r: Reader) -> dict:
     return _read_entity(cls, r, as_dict=True)
 
 
-def encode(api_key: int, version: int, data: dict) -> bytes:
-    """Encode a response body (no header) of `version` from plain Python values."""
+def encode(api_key: int, version: int, data: dict, response: bool = True) -> bytes:
+    """Encode a response body (no header) of `version` from plain Python values (keys the
+    version lacks are ignored); ``response=False`` encodes a request body (the client's)."""
     import io
 
     from kio.serial import entity_writer
-    cls = _entity(api_key, version, True)
+    cls = _entity(api_key, version, response)
     writer = _WRITERS.get(cls)
     if writer is None:
         writer = _WRITERS[cls] = entity_writer(cls)
