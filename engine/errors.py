@@ -1,5 +1,5 @@
 """The exception tree of the engine, one tree for storage, the embedded API and
-(later) the broker.  Every class that has a Kafka counterpart carries Kafka's
+the broker.  Every class that has a Kafka counterpart carries Kafka's
 error ``code`` and whether it is ``retriable``; :func:`for_code` maps a code
 back to its class.  Classes also subclass a builtin where that is natural, so
 ``except ValueError`` still catches a corrupt batch.

@@ -193,7 +193,7 @@ class Consumer:
         self._buffered = {tp: self._buffered.get(tp, deque()) for tp in tps}
 
     def subscribe_all(self, topic: str) -> None:
-        """Assign every partition of `topic` (a convenience; groups come with the coordinator)."""
+        """Assign every partition of `topic` (no group; see subscribe() for group membership)."""
         n = self._engine.partitions_for(topic)
         self.assign([(topic, p) for p in range(n)])
 
