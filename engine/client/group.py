@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Callable, NamedTuple, Protocol
 
-from ..errors import CommitFailedError, EngineError, KafkaApiError, api_error
+from ..errors import ClosedError, CommitFailedError, EngineError, KafkaApiError, api_error
 from .assignors import ASSIGNORS, decode_assignment, decode_subscription, encode_assignment, encode_subscription
 
 __all__ = ["GroupMember", "GroupTransport", "InProcessTransport", "JoinResult", "WireTransport",
@@ -92,42 +92,59 @@ class InProcessTransport:
         # the engine's own, which reloads the state (members rejoin, as after a failover)
         return self.engine.group_coordinator
 
+    _MOVED = {14, 15, 16}     # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+    def _call(self, method: str, *args, code=lambda r: r, timeout: float = 30.0, **kwargs):
+        """Call a coordinator method; while it answers that it is loading or was replaced
+        (a hosting broker stopped), wait and ask the engine's current coordinator again."""
+        deadline = time.monotonic() + 30.0
+        while True:
+            c = self.coord
+            try:
+                r = c.call(getattr(c, method), *args, timeout=timeout, **kwargs)
+            except ClosedError:
+                if self.engine.closed or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)             # stopped between lookup and call: take the next one
+                continue
+            codes = code(r)
+            if not (codes & self._MOVED) or time.monotonic() > deadline:
+                return r
+            time.sleep(0.05)
+
     def join(self, group_id, member_id, group_instance_id, session_timeout_ms, rebalance_timeout_ms,
              protocols):
-        c = self.coord
-        r = c.call(c.join_group, group_id, member_id, protocol_type="consumer", protocols=protocols,
-                   session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
-                   group_instance_id=group_instance_id, client_id=self.client_id,
-                   client_host="in-process", timeout=rebalance_timeout_ms / 1000.0 + 30)
+        r = self._call("join_group", group_id, member_id, protocol_type="consumer", protocols=protocols,
+                       session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+                       group_instance_id=group_instance_id, client_id=self.client_id,
+                       client_host="in-process", timeout=rebalance_timeout_ms / 1000.0 + 30,
+                       code=lambda r: {r.error_code})
         return JoinResult(r.error_code, r.generation_id, r.protocol_name, r.leader_id, r.member_id,
                           list(r.members))
 
     def sync(self, group_id, generation_id, member_id, group_instance_id, protocol_name, assignments):
-        c = self.coord
-        r = c.call(c.sync_group, group_id, generation_id, member_id, dict(assignments),
-                   group_instance_id=group_instance_id, protocol_type="consumer",
-                   protocol_name=protocol_name, timeout=330)
+        r = self._call("sync_group", group_id, generation_id, member_id, dict(assignments),
+                       group_instance_id=group_instance_id, protocol_type="consumer",
+                       protocol_name=protocol_name, timeout=330, code=lambda r: {r.error_code})
         return r.error_code, r.assignment
 
     def heartbeat(self, group_id, generation_id, member_id, group_instance_id):
-        c = self.coord
-        return c.call(c.heartbeat, group_id, generation_id, member_id, group_instance_id, timeout=30)
+        return self._call("heartbeat", group_id, generation_id, member_id, group_instance_id,
+                          code=lambda r: {r})
 
     def leave(self, group_id, member_id, group_instance_id):
-        c = self.coord
-        r = c.call(c.leave_group, group_id, [(member_id, group_instance_id)], timeout=30)
+        r = self._call("leave_group", group_id, [(member_id, group_instance_id)],
+                       code=lambda r: {r.error_code})
         return r.error_code or next((code for _m, _i, code in r.members if code), 0)
 
     def commit(self, group_id, generation_id, member_id, group_instance_id, offsets):
-        c = self.coord
-        return c.call(c.commit_offsets, group_id,
-                      {tp: (off, -1, meta or "") for tp, (off, meta) in offsets.items()},
-                      generation_id=generation_id, member_id=member_id,
-                      group_instance_id=group_instance_id, timeout=30)
+        return self._call("commit_offsets", group_id,
+                          {tp: (off, -1, meta or "") for tp, (off, meta) in offsets.items()},
+                          generation_id=generation_id, member_id=member_id,
+                          group_instance_id=group_instance_id, code=lambda r: set(r.values()))
 
     def fetch_offsets(self, group_id, partitions):
-        c = self.coord
-        err, got = c.call(c.fetch_offsets, group_id, list(partitions), timeout=30)
+        err, got = self._call("fetch_offsets", group_id, list(partitions), code=lambda r: {r[0]})
         if err:
             raise api_error(err, f"OffsetFetch {group_id}")
         return {tp: om.offset for tp, om in got.items()}

@@ -436,7 +436,8 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, last_offset
                         pend_max_ts, pend_max_off = max_ts, h.last_offset
                     if pend_bytes > interval:
                         flush_pending()
-                flush_pending()  # the pieces are views of the chunk buffer, reused next            stats.bytes_read += snap.size
+                flush_pending()  # the pieces are views of the chunk buffer, reused next
+            stats.bytes_read += snap.size
             stats.segments_read += 1
         flush_pending()
         if not changed:
