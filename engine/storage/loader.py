@@ -164,7 +164,7 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
                 seg.next_offset  # walks the tail after the last index entry
                 if seg.tail_valid_end != seg.size:
                     need, reason = True, "active segment ends in an incomplete or bad batch"
-        if need and segments and "compact" not in cfg["cleanup.policy"] and not had_clean_shutdown:
+        if need and segments and not log.gaps_allowed and not had_clean_shutdown:
             prev_end = segments[-1].next_offset
             if base != prev_end:
                 # The end of the previous segment was lost (power loss) but this one survived:
@@ -180,7 +180,8 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
             if ecache is cache:
                 cache.truncate_from_end(base)  # epochs at/after this segment come from its batches
             prior = [e for e, o in ecache.entries if o < base]
-            r, truncated = seg.recover(ecache, last_epoch=prior[-1] if prior else -1)
+            r, truncated = seg.recover(ecache, last_epoch=prior[-1] if prior else -1,
+                                       gaps_allowed=log.gaps_allowed)
             stats.segments_scanned += 1
             stats.bytes_scanned += before
             if reason.startswith("index"):

@@ -261,6 +261,10 @@ class PartitionLog:
         self._clean_lock = threading.Lock()  # one cleaning at a time (cleaner.py)
         self._cleaner_horizon_due: int | None = None  # earliest delete horizon of a kept tombstone
         self._compacted = "compact" in config["cleanup.policy"]
+        # Offset gaps are legal once the log may have been compacted: while the policy says
+        # compact, and forever after a cleaning (the cleaner checkpoint has an entry) even
+        # if the policy went back to delete -- the cleaned segments keep their gaps.
+        self.gaps_allowed = self._compacted or self._was_cleaned(directory, topic, partition)
         self._sync_cond = threading.Condition(threading.Lock())
         self._sync_in_progress = False
         self._synced_offset = 0
@@ -294,6 +298,14 @@ class PartitionLog:
         self._check_offsets()
 
     # -- offsets ---------------------------------------------------------
+    @staticmethod
+    def _was_cleaned(directory: str, topic: str | None, partition: int | None) -> bool:
+        if topic is None or partition is None:
+            return False
+        from .cleaner import read_cleaner_checkpoint
+        path = os.path.join(os.path.dirname(os.path.abspath(directory)), files.CLEANER_OFFSET_CHECKPOINT)
+        return (topic, partition) in read_cleaner_checkpoint(path)
+
     def _check_offsets(self) -> None:
         if self.read_only:
             return
@@ -635,8 +647,7 @@ class PartitionLog:
                     if i < len(self._segments):
                         offset = self._segments[i].base_offset
         if verify:
-            compacted = "compact" in self.config["cleanup.policy"]
-            slices = [_verified(s, b, compacted) for s, b in zip(slices, bounds)]
+            slices = [_verified(s, b, self.gaps_allowed) for s, b in zip(slices, bounds)]
             slices = [s for s in slices if s.size > 0]
         return FetchInfo(slices, start_offset, hw, lso, leo)
 
@@ -684,7 +695,7 @@ class PartitionLog:
             hw = self.high_watermark
             work = [(s.base_offset, s.log_path, FileSlice(s.file, 0, self._max_position(s, hw)))
                     for s in self._segments if s.base_offset < hw]
-        strict = "compact" not in self.config["cleanup.policy"]
+        strict = not self.gaps_allowed
         problems = []
         for base, path, fs in work:
             if fs.size == 0:
@@ -755,7 +766,7 @@ class PartitionLog:
             self.producer_state.truncate_from(self.log_end_offset)
             self._hw_file.publish(self.high_watermark, self.log_start_offset)
             self._check_offsets()
-            if self._compacted:
+            if self.gaps_allowed:
                 from .cleaner import truncate_checkpoint
                 truncate_checkpoint(self, self.log_end_offset)
             return self.log_end_offset
@@ -868,6 +879,7 @@ class PartitionLog:
         with self._lock:
             self.config = config
             self._compacted = "compact" in config["cleanup.policy"]
+            self.gaps_allowed = self.gaps_allowed or self._compacted
             for seg in self._segments:
                 seg.config = config
 

@@ -495,19 +495,23 @@ class LogSegment:
                 raise CorruptIndexError(f"time entry {i} ({ts}, {off}) does not match the batch there",
                                         self.time_index_path, i * 12)
 
-    def recover(self, leader_epoch_cache=None, check_crc: bool = True, last_epoch: int = -1):
+    def recover(self, leader_epoch_cache=None, check_crc: bool = True, last_epoch: int = -1,
+                gaps_allowed: bool | None = None):
         """Rebuild both indexes from the `.log` and cut it after the last valid batch.
 
         Returns (ScanResult, truncated_bytes).  `leader_epoch_cache`, when
         given, receives every epoch start found (assign(epoch, start_offset)).
         Offsets must be contiguous and epochs non-decreasing (from
-        `last_epoch`, the previous segment's) unless the topic is compacted.
+        `last_epoch`, the previous segment's) unless `gaps_allowed` (default: the
+        topic is compacted; the partition log passes whether it ever was).
         """
         size = os.fstat(self._file.fd).st_size
         self.size = size
         self._drop_map()
         data = self._data()
-        strict = "compact" not in self.config["cleanup.policy"]
+        if gaps_allowed is None:
+            gaps_allowed = "compact" in self.config["cleanup.policy"]
+        strict = not gaps_allowed
         r = _native.scan_segment(data, self.base_offset, 0, size,
                                  self.config["index.interval.bytes"], -1, check_crc,
                                  last_epoch, strict=strict)

@@ -590,3 +590,24 @@ def test_small_dedupe_buffer_cleans_in_steps(tmp_path):
     assert ends == [40, 80, 120]
     assert read_all(log) == survivors(latest)
     log.close()
+
+
+def test_gaps_stay_legal_after_the_policy_goes_back_to_delete(tmp_path):
+    """Kafka lets a topic switch from compact to delete; its cleaned segments keep their
+    offset gaps, which must not then read as corruption (checked reads, verify, unclean recovery)."""
+    path = str(tmp_path / "t-0")
+    log = open_log(path)
+    write_keyed(log, 60, keys=5)
+    log.roll()
+    assert log.clean().records_removed > 0
+    before = read_all(log)
+    delete_cfg = small_config(**{"cleanup.policy": "delete", "segment.bytes": 4096, "file.delete.delay.ms": 0})
+    log.update_config(delete_cfg)
+    assert read_all(log) == before
+    assert log.scrub() == []
+    leo = log.log_end_offset
+    log.close()
+    reopened = PartitionLog(path, delete_cfg, had_clean_shutdown=False, recovery_point=0)
+    assert reopened.gaps_allowed and reopened.log_end_offset == leo
+    assert read_all(reopened) == before
+    reopened.close()
