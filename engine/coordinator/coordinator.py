@@ -1043,10 +1043,18 @@ class GroupCoordinator:
             if group.state != EMPTY:
                 out[gid] = NON_EMPTY_GROUP
                 continue
-            records = [(rec.encode_offset_commit_key(gid, t, q), None) for t, q in group.offsets]
-            records.append((rec.encode_group_metadata_key(gid), None))
+            def decide(group=group, gid=gid):
+                # under the append lock, so an offset committed meanwhile gets its tombstone too
+                if group.state != EMPTY:
+                    return []
+                records = [(rec.encode_offset_commit_key(gid, t, q), None) for t, q in group.offsets]
+                records.append((rec.encode_group_metadata_key(gid), None))
+                return records
+
             try:
-                await self._append(p, records)
+                if not await self._append(p, None, decide=decide):
+                    out[gid] = NON_EMPTY_GROUP
+                    continue
             except Exception as e:
                 out[gid] = _storage_code(e)
                 continue
@@ -1083,21 +1091,32 @@ class GroupCoordinator:
             st = self._partitions.get(group.partition)
             if st is None or st.state != _LOADED or group.state == DEAD:
                 continue
-            expired = self._expired_offsets(group, now)
-            delete_group = group.state == EMPTY and not group.members and \
-                len(expired) == len(group.offsets)
-            if not expired and not delete_group:
+            if not self._expired_offsets(group, now):
                 continue
-            records = [(rec.encode_offset_commit_key(group.group_id, t, q), None) for t, q in expired]
-            if delete_group:
-                records.append((rec.encode_group_metadata_key(group.group_id), None))
+            plan: dict = {}
+
+            def decide(group=group, plan=plan):
+                # under the append lock: commits that were in flight are in memory by now
+                expired = self._expired_offsets(group, self.clock())
+                plan["judged"] = {tp: group.offsets.get(tp) for tp in expired}
+                plan["delete"] = group.state == EMPTY and not group.members and \
+                    len(expired) == len(group.offsets)
+                records = [(rec.encode_offset_commit_key(group.group_id, t, q), None) for t, q in expired]
+                if records and plan["delete"]:
+                    records.append((rec.encode_group_metadata_key(group.group_id), None))
+                return records
+
             try:
-                await self._append(group.partition, records)
+                if not await self._append(group.partition, None, decide=decide):
+                    continue
             except Exception:
                 log.exception("group %s: expiring offsets failed", group.group_id)
                 continue
-            for tp in expired:
-                group.offsets.pop(tp, None)
+            expired = list(plan["judged"])
+            delete_group = plan["delete"]
+            for tp, judged in plan["judged"].items():
+                if group.offsets.get(tp) is judged:     # a later commit stays
+                    group.offsets.pop(tp, None)
             total += len(expired)
             if expired:
                 log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
@@ -1125,14 +1144,24 @@ class GroupCoordinator:
         return []
 
     # -- the log -------------------------------------------------------------------------
-    async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Append one batch to our partition of __consumer_offsets; raises what the append raised."""
+    async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]] | None,
+                      decide: Callable[[], list] | None = None) -> bool:
+        """Append one batch to our partition of __consumer_offsets; raises what the append raised.
+
+        With ``decide``, the records are computed by ``decide()`` under the partition's
+        append lock — after every earlier append has also updated memory — so a decision
+        made from in-memory state (expiry, group deletion) cannot overtake a commit that
+        was in flight.  Returns False when ``decide`` found nothing to write."""
         st = self._partitions.get(partition)
         if st is None or st.state != _LOADED:
             raise _NotCoordinator(f"partition {partition} of {rec.OFFSETS_TOPIC} is not loaded here")
         async with st.lock:
             if self._partitions.get(partition) is not st:
                 raise _NotCoordinator(f"partition {partition} of {rec.OFFSETS_TOPIC} moved away")
+            if decide is not None:
+                records = decide()
+                if not records:
+                    return False
             plog = self.engine.log(rec.OFFSETS_TOPIC, partition)
             b = _native.BatchBuilder()
             now = self.clock()
@@ -1144,6 +1173,7 @@ class GroupCoordinator:
             else:
                 plog.append(buf)
         self.engine.notify_appended()
+        return True
 
     async def load_partition(self, partition: int) -> None:
         """Become coordinator for `partition`: replay it into memory (requests for its groups
@@ -1285,8 +1315,9 @@ class GroupCoordinator:
         elif k[0] == "group":
             gid = k[1]
             if value is None:
+                # as Kafka's loader: the group's offsets go only with their own tombstones
+                # (deleting or expiring a group writes one per offset before this one)
                 groups[gid] = None
-                offsets.pop(gid, None)
             else:
                 groups[gid] = rec.decode_group_metadata(value)
         # other key versions (KIP-848 consumer groups, share groups, ...) are not ours: skipped
