@@ -97,6 +97,8 @@ class Engine:
         self._append_listeners: list = []
         self._closed = False
         self._group_coordinator = None
+        self._coordinator_handover = threading.Event()
+        self._coordinator_handover.set()
         # The lock is taken by the LogManager before the metadata is touched.
         self.logs = LogManager(self.path, self.config, read_only=read_only,
                                config_for=self._log_config_for)
@@ -171,17 +173,26 @@ class Engine:
             coord = self._group_coordinator
             if coord is not None and coord.running:
                 return None
-            coord = self._group_coordinator = GroupCoordinator(self, node_id=self.config["node.id"])
-        await coord.start_on_running_loop()
+            coord = GroupCoordinator(self, node_id=self.config["node.id"])
+            # claims this loop and starts loading without suspending, so no other thread can
+            # see a published-but-not-running coordinator and start a second one
+            await coord.start_on_running_loop()
+            self._group_coordinator = coord
         return coord
 
     async def _release_group_coordinator(self, coord) -> None:
         """The hosting loop is ending: stop its coordinator; the next use starts a threaded one
-        that reloads the state from __consumer_offsets (members rejoin, as after a failover)."""
-        await coord.stop_on_loop()
-        with self._admin:
-            if self._group_coordinator is coord:
-                self._group_coordinator = None
+        that reloads the state from __consumer_offsets (members rejoin, as after a failover).
+        Until its in-flight writes are done, other threads asking for the coordinator wait, so
+        the successor's replay sees them."""
+        self._coordinator_handover.clear()
+        try:
+            await coord.stop_on_loop()
+            with self._admin:
+                if self._group_coordinator is coord:
+                    self._group_coordinator = None
+        finally:
+            self._coordinator_handover.set()
 
     @property
     def group_coordinator(self):
@@ -190,7 +201,11 @@ class Engine:
         coord = self._group_coordinator
         if coord is not None and coord.running:
             return coord
+        if coord is not None and coord.on_current_loop:
+            return coord            # its own loop, while it is being stopped: callers see it stopped
         self._check_writable()
+        if not self._coordinator_handover.wait(60):
+            raise TimeoutError("the previous group coordinator did not finish stopping")
         with self._admin:
             self._check_writable()
             if self._group_coordinator is None or not self._group_coordinator.running:
