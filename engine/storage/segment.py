@@ -603,6 +603,9 @@ class LogSegment:
                 os.rename(old, new)
             setattr(self, attr, new)
         self.suffix = new_suffix
+        f = self._file
+        if f is not None and hasattr(f, "fd"):
+            f.path = self.log_path          # errors from slices name the file as it is now
 
     def delete(self) -> None:
         """Close and unlink the files (open FileSlices keep reading the unlinked inode)."""
