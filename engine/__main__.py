@@ -112,6 +112,37 @@ def cmd_topics(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_groups(args: argparse.Namespace) -> int:
+    """Like kafka-consumer-groups.sh: --list, --describe (offsets and lag), --delete."""
+    from .client.group_admin import GroupAdmin
+
+    if args.action != "list" and not args.group:
+        raise SystemExit(f"error: groups {args.action} needs a GROUP")
+    with GroupAdmin(args.data_dir) as admin:
+        if args.action == "list":
+            for gid, ptype, state in admin.list():
+                print(f"{gid}\t{ptype or '-'}\t{state}")
+        elif args.action == "delete":
+            admin.delete(args.group)
+            print(f"Deleted consumer group {args.group}.")
+        else:
+            g = admin.describe(args.group)
+            print(f"Consumer group '{g.group_id}' is {g.state} (protocol {g.protocol or '-'}, "
+                  f"{len(g.members)} members).")
+            owner = {tp: m for m in g.members for tp in m.partitions}
+            rows = sorted(set(g.offsets) | set(owner))
+            print("GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+            for topic, part in rows:
+                cur = g.offsets.get((topic, part))
+                end = admin.log_end_offset(topic, part)
+                lag = "-" if cur is None or end is None else str(max(end - cur, 0))
+                m = owner.get((topic, part))
+                print(f"{g.group_id}\t{topic}\t{part}\t{'-' if cur is None else cur}\t"
+                      f"{'-' if end is None else end}\t{lag}\t{m.member_id if m else '-'}\t"
+                      f"{m.host if m else '-'}\t{m.client_id if m else '-'}")
+    return 0
+
+
 def cmd_produce(args: argparse.Namespace) -> int:
     settings: dict[str, Any] = {"linger_ms": args.linger_ms}
     if args.compression:
@@ -345,6 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="topic config (segment.bytes, retention.ms, ...), repeatable")
     t.add_argument("--delete-config", action="append", metavar="KEY")
     t.set_defaults(func=cmd_topics)
+
+    g = sub.add_parser("groups", help="list, describe (offsets, lag) or delete consumer groups")
+    g.add_argument("--data-dir", default="./data", help="data directory (default ./data)")
+    g.add_argument("action", choices=["list", "describe", "delete"])
+    g.add_argument("group", nargs="?")
+    g.set_defaults(func=cmd_groups)
 
     pr = sub.add_parser("produce", help="send stdin lines as records")
     with_dir(pr)

@@ -71,6 +71,10 @@ CLIENT_VERSIONS = {
     ApiKey.LEAVE_GROUP: (4, 4),
     ApiKey.OFFSET_COMMIT: (8, 8),
     ApiKey.OFFSET_FETCH: (7, 7),
+    # group administration (engine.client.group_admin, `python -m engine groups`)
+    ApiKey.LIST_GROUPS: (4, 4),
+    ApiKey.DESCRIBE_GROUPS: (5, 5),
+    ApiKey.DELETE_GROUPS: (2, 2),
 }
 
 

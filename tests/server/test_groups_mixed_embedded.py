@@ -182,3 +182,42 @@ def test_an_embedded_writer_serves_its_directory_for_other_processes(tmp_path):
                 proc.kill()
                 proc.wait()
         assert engine.broker_address(path) is None
+
+
+def test_groups_cli_lists_describes_and_deletes(tmp_path, capsys):
+    """`python -m engine groups`: through the owning broker over the wire, and in-process
+    when no process holds the directory; describe shows committed offsets and lag."""
+    import engine
+    from engine.__main__ import main
+    from engine.server import BackgroundBroker
+
+    path = str(tmp_path / "d")
+    with engine.open(path, GROUP_BROKER_CONFIG) as eng:
+        eng.create_topic("t", 2)
+        with eng.producer() as p:
+            for part in range(2):
+                for i in range(5):
+                    p.send("t", b"%d" % i, partition=part)
+        c = eng.consumer(group_id="cli", auto_offset_reset="earliest", enable_auto_commit=False,
+                         session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
+        c.subscribe(["t"])
+        wait_until(lambda: len(c.poll(100)) >= 0 and len(c.assignment()) == 2, what="assignment")
+        c.commit({("t", 0): 3, ("t", 1): 5})
+        with BackgroundBroker(eng) as _srv:                   # owned by a broker: over the wire
+            assert main(["groups", "--data-dir", path, "list"]) == 0
+            assert "cli\tconsumer\tStable" in capsys.readouterr().out
+            assert main(["groups", "--data-dir", path, "describe", "cli"]) == 0
+            out = capsys.readouterr().out
+            assert "is Stable" in out
+            assert "cli\tt\t0\t3\t5\t2\t" in out and "cli\tt\t1\t5\t5\t0\t" in out
+            assert main(["groups", "--data-dir", path, "delete", "cli"]) == 2    # NON_EMPTY_GROUP
+            assert "error" in capsys.readouterr().err
+        c.close()
+    # no process holds the directory: the command opens it and asks its own coordinator
+    assert main(["groups", "--data-dir", path, "describe", "cli"]) == 0
+    out = capsys.readouterr().out
+    assert "is Empty" in out and "cli\tt\t0\t3\t5\t2\t-" in out
+    assert main(["groups", "--data-dir", path, "delete", "cli"]) == 0
+    capsys.readouterr()
+    assert main(["groups", "--data-dir", path, "list"]) == 0
+    assert "cli" not in capsys.readouterr().out
