@@ -245,7 +245,7 @@ class PartitionLog:
                  read_only: bool = False, auto_high_watermark: bool = True,
                  had_clean_shutdown: bool = True, recovery_point: int = 0,
                  log_start_offset: int = 0, high_watermark: int | None = None,
-                 clock=_now_ms):
+                 ever_cleaned: bool = False, clock=_now_ms):
         from .loader import load_partition  # local import: loader uses this module's types
 
         if topic is None or partition is None:
@@ -262,9 +262,10 @@ class PartitionLog:
         self._cleaner_horizon_due: int | None = None  # earliest delete horizon of a kept tombstone
         self._compacted = "compact" in config["cleanup.policy"]
         # Offset gaps are legal once the log may have been compacted: while the policy says
-        # compact, and forever after a cleaning (the cleaner checkpoint has an entry) even
-        # if the policy went back to delete -- the cleaned segments keep their gaps.
-        self.gaps_allowed = self._compacted or self._was_cleaned(directory, topic, partition)
+        # compact, and forever after a cleaning (``ever_cleaned``: the LogManager found the
+        # partition in cleaner-offset-checkpoint) even if the policy went back to delete --
+        # the cleaned segments keep their gaps.
+        self.gaps_allowed = self._compacted or ever_cleaned
         self._sync_cond = threading.Condition(threading.Lock())
         self._sync_in_progress = False
         self._synced_offset = 0
@@ -298,14 +299,6 @@ class PartitionLog:
         self._check_offsets()
 
     # -- offsets ---------------------------------------------------------
-    @staticmethod
-    def _was_cleaned(directory: str, topic: str | None, partition: int | None) -> bool:
-        if topic is None or partition is None:
-            return False
-        from .cleaner import read_cleaner_checkpoint
-        path = os.path.join(os.path.dirname(os.path.abspath(directory)), files.CLEANER_OFFSET_CHECKPOINT)
-        return (topic, partition) in read_cleaner_checkpoint(path)
-
     def _check_offsets(self) -> None:
         if self.read_only:
             return

@@ -180,6 +180,7 @@ class LogManager:
         recovery = self._read_checkpoint(files.RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(files.LOG_START_OFFSET_CHECKPOINT)
         hws = self._read_checkpoint(files.REPLICATION_OFFSET_CHECKPOINT)
+        cleaned = self._read_checkpoint(files.CLEANER_OFFSET_CHECKPOINT)
         if not self.read_only:
             if os.path.exists(marker):
                 os.unlink(marker)
@@ -202,7 +203,8 @@ class LogManager:
             log = PartitionLog(path, self.config_for(topic), topic=topic, partition=part,
                                read_only=self.read_only, auto_high_watermark=self.auto_high_watermark,
                                had_clean_shutdown=clean, recovery_point=recovery.get(key, 0),
-                               log_start_offset=starts.get(key, 0), high_watermark=hws.get(key))
+                               log_start_offset=starts.get(key, 0), high_watermark=hws.get(key),
+                               ever_cleaned=key in cleaned)
             self.recovery_report.extend(log.recovery_stats.events)
             self._logs[key] = log
 

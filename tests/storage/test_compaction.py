@@ -15,6 +15,7 @@ from engine import _native
 from engine.errors import InvalidRecordError, OutOfOrderSequenceError
 from engine.storage import cleaner as cl
 from engine.storage.log import PartitionLog
+from engine.storage.manager import LogManager
 
 from .conftest import small_config
 
@@ -607,7 +608,9 @@ def test_gaps_stay_legal_after_the_policy_goes_back_to_delete(tmp_path):
     assert log.scrub() == []
     leo = log.log_end_offset
     log.close()
-    reopened = PartitionLog(path, delete_cfg, had_clean_shutdown=False, recovery_point=0)
+    # reopened as the engine does, unclean (no marker): the LogManager reads the cleaner checkpoint
+    mgr = LogManager(str(tmp_path), config_for=lambda _topic: delete_cfg)
+    reopened = mgr.get_log("t", 0)
     assert reopened.gaps_allowed and reopened.log_end_offset == leo
     assert read_all(reopened) == before
-    reopened.close()
+    mgr.close()
