@@ -96,6 +96,14 @@ def _bool(name: str, value: str) -> bool:
     raise InvalidConfigError(f"option {name!r} must be 'true' or 'false', got {value!r}")
 
 
+def unknown_option(name: str, known: dict[str, str], what: str) -> InvalidConfigError:
+    """The error for an option not in `known` (lower-cased -> spelling), with a near match."""
+    near = difflib.get_close_matches(str(name).lower(), known, n=1)
+    hint = f"did you mean {known[near[0]]!r}? " if near else ""
+    return InvalidConfigError(f"unknown option {name!r} for the kafka-engine {what} ({hint}"
+                              f"supported: {', '.join(sorted(known.values()))})")
+
+
 def int_option(name: str, value, minimum: int = 1) -> int:
     """An integer option >= `minimum`; InvalidConfigError naming the option otherwise."""
     what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
@@ -182,11 +190,7 @@ def parse_options(options, *, streaming: bool | None = False) -> ReadOptions:
                     f"option {k!r} is not supported by the kafka-engine source: it decodes record "
                     "batches itself, so this consumer setting does not apply "
                     f"(supported: {', '.join(sorted(KNOWN_OPTIONS.values()))})")
-            near = difflib.get_close_matches(lk, KNOWN_OPTIONS, n=1)
-            hint = f"did you mean {KNOWN_OPTIONS[near[0]]!r}? " if near else ""
-            raise InvalidConfigError(
-                f"unknown option {k!r} for the kafka-engine source ({hint}"
-                f"supported: {', '.join(sorted(KNOWN_OPTIONS.values()))})")
+            raise unknown_option(k, KNOWN_OPTIONS, "source")
         opts[lk] = v
 
     path = opts.get("path")

@@ -72,6 +72,16 @@ class OffsetRangePartition(InputPartition):
         return self.end - self.start
 
 
+def _skip_lost(opts, t: str, p: int, start: int, end: int, lso: int) -> int:
+    """[start, lso) was deleted after planning: fail (failOnDataLoss) or log and go on from lso."""
+    msg = (f"offsets [{start}, {min(lso, end)}) of {t}-{p} are gone (log start offset is now "
+           f"{lso}, retention or deletion ran after the query was planned)")
+    if opts.fail_on_data_loss:
+        raise OffsetOutOfRangeError(msg + "; set failOnDataLoss=false to skip them")
+    log.warning("kafka-engine: %s; failOnDataLoss=false: skipped", msg)
+    return min(lso, end)
+
+
 def _open(path: str):
     import engine
     try:
@@ -333,12 +343,7 @@ def read_range(part: OffsetRangePartition, opts: ReadOptions):
         start, end = part.start, part.end
         lso = plog.log_start_offset
         if start < lso:
-            msg = (f"offsets [{start}, {min(lso, end)}) of {t}-{p} are gone (log start offset is now "
-                   f"{lso}, retention or deletion ran after the query was planned)")
-            if opts.fail_on_data_loss:
-                raise OffsetOutOfRangeError(msg + "; set failOnDataLoss=false to skip them")
-            log.warning("kafka-engine: %s; failOnDataLoss=false: skipped", msg)
-            start = min(lso, end)
+            start = _skip_lost(opts, t, p, start, end, lso)
             if start >= end:
                 return
         sc = scanner(opts.check_crcs)
@@ -419,12 +424,7 @@ def read_range_wire(part: OffsetRangePartition, opts: ReadOptions):
                 if offset >= lso:
                     raise OffsetOutOfRangeError(f"{where} refused offset {offset} of {t}-{p} as out of "
                                                 f"range (log start offset {lso})")
-                msg = (f"offsets [{offset}, {min(lso, end)}) of {t}-{p} are gone (log start offset is now "
-                       f"{lso}, retention or deletion ran after the query was planned)")
-                if opts.fail_on_data_loss:
-                    raise OffsetOutOfRangeError(msg + "; set failOnDataLoss=false to skip them")
-                log.warning("kafka-engine: %s; failOnDataLoss=false: skipped", msg)
-                offset = min(lso, end)
+                offset = _skip_lost(opts, t, p, offset, end, lso)
                 continue
             data = res.records
             pos, before = 0, offset

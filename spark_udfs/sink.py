@@ -38,7 +38,6 @@ streaming query may write its last micro-batch again.  ``commit`` and
 
 from __future__ import annotations
 
-import difflib
 import logging
 import random
 import time
@@ -59,7 +58,7 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from .options import int_option
+from .options import int_option, unknown_option
 
 __all__ = ["KafkaEngineStreamWriter", "KafkaEngineWriter", "SINK_OPTIONS", "SinkOptions",
            "check_input_schema", "parse_sink_options", "write_arrow_batches"]
@@ -100,11 +99,7 @@ def parse_sink_options(options) -> SinkOptions:
     for k, v in dict(options).items():
         lk = str(k).lower()
         if lk not in SINK_OPTIONS:
-            near = difflib.get_close_matches(lk, SINK_OPTIONS, n=1)
-            hint = f"did you mean {SINK_OPTIONS[near[0]]!r}? " if near else ""
-            raise InvalidConfigError(
-                f"unknown option {k!r} for the kafka-engine sink ({hint}supported: "
-                f"{', '.join(sorted(SINK_OPTIONS.values()))})")
+            raise unknown_option(k, SINK_OPTIONS, "sink")
         opts[lk] = v
     kw: dict = {}
     path, servers = opts.get("path"), opts.get("kafka.bootstrap.servers")
