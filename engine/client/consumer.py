@@ -134,10 +134,7 @@ class Consumer:
         # eager protocol: commit what we consumed, give everything up, rejoin
         self._maybe_auto_commit(force=True, quiet=True)
         assigned = [TopicPartition(t, p) for t, p in g.join()]
-        committed = g.committed([(tp.topic, tp.partition) for tp in assigned])
-        self._positions = {tp: (committed.get((tp.topic, tp.partition), -1) if
-                                committed.get((tp.topic, tp.partition), -1) >= 0 else None)
-                           for tp in assigned}
+        self._positions = self.committed(assigned)     # None: auto_offset_reset decides
         self._buffered = {tp: deque() for tp in assigned}
         self._next_auto_commit = time.monotonic() + self._cfg["auto_commit_interval_ms"] / 1000.0
 
@@ -164,8 +161,7 @@ class Consumer:
             raise InvalidConfigError("committed() needs a group_id")
         tps = [_tp(p) for p in partitions]
         got = self._group.committed([(tp.topic, tp.partition) for tp in tps])
-        return {tp: (got.get((tp.topic, tp.partition), -1) if got.get((tp.topic, tp.partition), -1) >= 0
-                     else None) for tp in tps}
+        return {tp: off if (off := got.get((tp.topic, tp.partition), -1)) >= 0 else None for tp in tps}
 
     def _maybe_auto_commit(self, force: bool = False, quiet: bool = False) -> None:
         g = self._group
