@@ -254,9 +254,18 @@ def for_code(code: int) -> type[KafkaApiError]:
     return _BY_CODE.get(code, KafkaApiError)
 
 
-def api_error(code: int, message: str) -> KafkaApiError:
-    """An exception for a Kafka error code that keeps the code even when no class has it."""
-    err = for_code(code)(f"{message}: Kafka error code {code}")
-    if err.code != code:
-        err.code = code
+def api_error(code: int, context: str) -> KafkaApiError:
+    """An exception for Kafka error `code` raised while doing `context`: our class for the code
+    (for_code), or a KafkaApiError that keeps Kafka's code, name and retriable flag."""
+    from kio.schema.errors import ErrorCode
+
+    cls = for_code(code)
+    try:
+        ec = ErrorCode(code)
+        name, retriable = ec.name.upper(), bool(ec.retriable)
+    except ValueError:
+        name, retriable = "UNKNOWN_SERVER_ERROR", False
+    err = cls(f"{context}: {name} (error code {code})")
+    if cls is KafkaApiError:  # no class of ours: keep Kafka's facts on the instance
+        err.code, err.name, err.retriable = code, name, retriable
     return err

@@ -13,7 +13,7 @@ prebuilt record batches (``engine.records.build_batches`` /
 ``BatchBuilder``) with ``acks`` 0, 1 or -1.  Requests go to the partition
 leader's connection (one socket per broker, opened on first use).
 
-Errors: a partition or topic error code raises the class ``engine.errors.for_code``
+Errors: a partition or topic error code raises ``engine.errors.api_error``: the class ``for_code``
 gives, with ``code`` and ``retriable`` set to Kafka's values (also for codes
 the engine has no class for, e.g. NOT_LEADER_OR_FOLLOWER); retriable errors
 (leader moving, topic being created) are retried with backoff inside
@@ -44,13 +44,13 @@ from ..errors import (
     KafkaApiError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
-    for_code,
+    api_error,
 )
 from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _entity, encode, read_struct
 from ..protocol.primitives import Reader, Writer
 
 __all__ = ["EARLIEST", "LATEST", "FetchResult", "KafkaConnectionError", "PartitionMetadata",
-           "WireClient", "kafka_error"]
+           "WireClient"]
 
 EARLIEST = -2
 LATEST = -1
@@ -80,22 +80,6 @@ CLIENT_VERSIONS = {
 
 class KafkaConnectionError(EngineError, ConnectionError):
     """The broker could not be reached, closed the connection, timed out or sent garbage."""
-
-
-def kafka_error(code: int, context: str) -> KafkaApiError:
-    """An exception for Kafka error `code` (engine.errors' class; Kafka's code, name, retriable)."""
-    from kio.schema.errors import ErrorCode
-
-    cls = for_code(code)
-    try:
-        ec = ErrorCode(code)
-        name, retriable = ec.name.upper(), bool(ec.retriable)
-    except ValueError:
-        name, retriable = "UNKNOWN_SERVER_ERROR", False
-    err = cls(f"{context}: {name} (error code {code})")
-    if cls is KafkaApiError:  # no class of ours: keep Kafka's facts on the instance
-        err.code, err.name, err.retriable = code, name, retriable
-    return err
 
 
 @dataclass(frozen=True)
@@ -235,7 +219,7 @@ class WireClient:
         r = conn.request(ApiKey.API_VERSIONS, 0, [])
         resp = read_struct(_entity(ApiKey.API_VERSIONS, 0, True), r)
         if resp["error_code"]:
-            raise kafka_error(resp["error_code"], f"ApiVersions from {conn.address}")
+            raise api_error(resp["error_code"], f"ApiVersions from {conn.address}")
         theirs = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
         for key, (lo, hi) in CLIENT_VERSIONS.items():
             if key not in theirs:
@@ -312,7 +296,7 @@ class WireClient:
         out = {}
         for t in resp["topics"]:
             if t["error_code"]:
-                raise kafka_error(t["error_code"], f"metadata of topic {t['name']!r}")
+                raise api_error(t["error_code"], f"metadata of topic {t['name']!r}")
             parts = sorted((PartitionMetadata(p["partition_index"], p["leader_id"], p["error_code"])
                             for p in t["partitions"]), key=lambda p: p.partition)
             out[t["name"]] = parts
@@ -334,7 +318,7 @@ class WireClient:
                 raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
             if any(p.leader < 0 or p.error_code for p in parts):
                 bad = next(p for p in parts if p.leader < 0 or p.error_code)
-                raise kafka_error(bad.error_code or 5, f"leader of {topic}-{bad.partition}")
+                raise api_error(bad.error_code or 5, f"leader of {topic}-{bad.partition}")
             return len(parts)
         return self._retrying("metadata", once)
 
@@ -371,7 +355,7 @@ class WireClient:
         for t in resp["topics"]:
             for p in t["partitions"]:
                 if p["error_code"]:
-                    raise kafka_error(p["error_code"], f"list offsets of {t['name']}-{p['partition_index']}")
+                    raise api_error(p["error_code"], f"list offsets of {t['name']}-{p['partition_index']}")
                 out[(t["name"], p["partition_index"])] = (p["offset"], p["timestamp"])
         return out
 
@@ -385,7 +369,7 @@ class WireClient:
             node = self._leader(topic, partition)
             res = self._fetch(node, topic, partition, offset, max_bytes, max_wait_ms, min_bytes)
             if res.error_code and res.error_code != 1:  # OFFSET_OUT_OF_RANGE is returned
-                raise kafka_error(res.error_code, f"fetch of {topic}-{partition} at offset {offset}")
+                raise api_error(res.error_code, f"fetch of {topic}-{partition} at offset {offset}")
             return res
         return self._retrying("fetch", once)
 
@@ -412,7 +396,7 @@ class WireClient:
             err = r.int16()
             r.int32()  # session_id
             if err:
-                raise kafka_error(err, f"fetch of {topic}-{partition}")
+                raise api_error(err, f"fetch of {topic}-{partition}")
         found = None
         for _ in range(r.array_length(flex)):
             name = r.string_f(flex)
@@ -479,7 +463,7 @@ class WireClient:
                 for p in t["partition_responses"]:
                     if p["error_code"]:
                         msg = p.get("error_message") or ""
-                        raise kafka_error(p["error_code"], f"produce to {topic}-{partition}"
+                        raise api_error(p["error_code"], f"produce to {topic}-{partition}"
                                           + (f" ({msg})" if msg else ""))
                     return p["base_offset"]
             raise KafkaConnectionError(f"the produce response has no result for {topic}-{partition}")

@@ -7,7 +7,8 @@ import pytest
 from server.conftest import BrokerThread  # tests/server/conftest.py
 
 import engine
-from engine.client.wire import EARLIEST, LATEST, KafkaConnectionError, WireClient, kafka_error
+from engine.client.wire import EARLIEST, LATEST, KafkaConnectionError, WireClient
+from engine.errors import api_error
 from engine.errors import (
     KafkaApiError,
     OffsetOutOfRangeError,
@@ -146,10 +147,10 @@ def test_client_produce_list_offsets_fetch(broker):
             c.produce("fresh", 0, big)
 
 
-def test_kafka_error_keeps_kafkas_code():
-    e = kafka_error(6, "produce")
+def test_api_error_keeps_kafkas_code():
+    e = api_error(6, "produce")
     assert type(e) is KafkaApiError and e.code == 6 and e.retriable and "NOT_LEADER_OR_FOLLOWER" in str(e)
-    assert isinstance(kafka_error(1, "x"), OffsetOutOfRangeError)
+    assert isinstance(api_error(1, "x"), OffsetOutOfRangeError)
 
 
 def test_corrupt_batch_over_the_wire(spark_tmp, caplog):
