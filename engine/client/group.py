@@ -46,6 +46,8 @@ REBALANCE_IN_PROGRESS = 27
 MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 _REJOIN = {ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS}
+# the coordinator is loading, unavailable or moved: ask again (as Kafka's clients do)
+_MOVED = {14, 15, 16}      # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
 class JoinResult(NamedTuple):
@@ -92,8 +94,6 @@ class InProcessTransport:
         # the engine's own, which reloads the state (members rejoin, as after a failover)
         return self.engine.group_coordinator
 
-    _MOVED = {14, 15, 16}     # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
-
     def _call(self, method: str, *args, code=lambda r: r, timeout: float = 30.0, **kwargs):
         """Call a coordinator method; while it answers that it is loading or was replaced
         (a hosting broker stopped), wait and ask the engine's current coordinator again."""
@@ -108,7 +108,7 @@ class InProcessTransport:
                 time.sleep(0.05)             # stopped between lookup and call: take the next one
                 continue
             codes = code(r)
-            if not (codes & self._MOVED) or time.monotonic() > deadline:
+            if not (codes & _MOVED) or time.monotonic() > deadline:
                 return r
             time.sleep(0.05)
 
@@ -159,8 +159,6 @@ class WireTransport:
     again after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE.
     """
 
-    _MOVED = {14, 15, 16}     # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
-
     def __init__(self, bootstrap: str, client_id: str = "kafka-engine-embedded",
                  request_timeout_ms: int = 30000):
         from .wire import WireClient
@@ -180,7 +178,7 @@ class WireTransport:
             code = int(r["error_code"])
             if code == NONE:
                 break
-            if code not in self._MOVED or time.monotonic() > deadline:
+            if code not in _MOVED or time.monotonic() > deadline:
                 raise api_error(code, f"FindCoordinator {group_id}: {r.get('error_message')}")
             time.sleep(0.1)
         node = int(r["node_id"])
@@ -203,7 +201,7 @@ class WireTransport:
                     conn.sock.settimeout(client.timeout_s)
             codes = {int(r.get("error_code", 0) or 0)} | {
                 int(p["error_code"]) for t in (r.get("topics") or []) for p in t.get("partitions", [])}
-            if not codes & self._MOVED or time.monotonic() > deadline:
+            if not codes & _MOVED or time.monotonic() > deadline:
                 return r
             # the coordinator is loading or moved: find it again and retry, as Kafka's clients do
             self._coordinator.pop(group_id, None)
