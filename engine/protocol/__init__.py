@@ -7,7 +7,6 @@ See ``primitives`` for the encodings, ``frames`` for framing and headers,
 
 from .frames import (
     DEFAULT_MAX_REQUEST_BYTES,
-    FrameSplitter,
     RequestHeader,
     parse_request_header,
     response_header,
@@ -19,7 +18,6 @@ __all__ = [
     "ApiKey",
     "DEFAULT_MAX_REQUEST_BYTES",
     "FLEXIBLE_FROM",
-    "FrameSplitter",
     "Reader",
     "RequestHeader",
     "SUPPORTED",

@@ -12,14 +12,12 @@ Response headers: v0 = correlation_id int32; v1 = v0 + TAG_BUFFER.  The header
 version follows the API version's flexibility, except that every ApiVersions
 response uses header v0 (KIP-511).
 
-:class:`FrameSplitter` turns a byte stream into frames.  It refuses a size
-prefix that is negative, smaller than the smallest header, or larger than
-``max_request_bytes`` (Kafka's ``socket.request.max.bytes``) as soon as the
-4 prefix bytes arrive — before any body byte is buffered, and without ever
-allocating from the claimed size.  Not thread-safe: one splitter per connection.
-The broker's connection (engine/server/connection.py) reads frames itself, to
-receive large ones in place; it applies the same size check (check_frame_size)
-before allocating anything for the body.
+Framing a byte stream is the connection's (engine/server/connection.py: small
+frames through a scratch buffer, large ones received in place); it refuses a
+size prefix that is negative, smaller than the smallest header, or larger than
+``max_request_bytes`` (Kafka's ``socket.request.max.bytes``) with
+:func:`check_frame_size` as soon as the 4 prefix bytes arrive — before any body
+byte is buffered, and without ever allocating from the claimed size.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ from .primitives import Reader, Writer
 
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
-    "FrameSplitter",
     "RequestHeader",
     "check_frame_size",
     "parse_request_header",
@@ -50,53 +47,6 @@ def check_frame_size(size: int, max_request_bytes: int) -> None:
     ``max_request_bytes`` (InvalidRequestError: the connection must close)."""
     if size < MIN_HEADER_SIZE or size > max_request_bytes:
         raise InvalidRequestError(f"request size {size} outside [{MIN_HEADER_SIZE}, {max_request_bytes}]")
-
-
-class FrameSplitter:
-    """Splits a byte stream into request frames (bodies without the size prefix).
-
-    ``feed(data)`` returns the list of complete frames and keeps the partial
-    tail.  Frames are fresh ``bytearray``s owned by the caller: byte fields
-    read from them are writable views, so a Produce's record batches can be
-    patched in place by PartitionLog.append without another copy.  Raises InvalidRequestError for a bad size prefix; the
-    caller must then close the connection (the splitter is poisoned).
-    """
-
-    __slots__ = ("max_request_bytes", "_buf", "_need")
-
-    def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
-        self.max_request_bytes = max_request_bytes
-        self._buf = bytearray()
-        self._need = -1          # body size of the frame in progress, -1 while reading the prefix
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buf)
-
-    def feed(self, data) -> list[bytearray]:
-        self._buf += data
-        frames: list[bytearray] = []
-        buf = self._buf
-        pos = 0
-        n = len(buf)
-        while True:
-            if self._need < 0:
-                if n - pos < 4:
-                    break
-                size = _SIZE.unpack_from(buf, pos)[0]
-                if size < MIN_HEADER_SIZE or size > self.max_request_bytes:
-                    self._buf = bytearray()
-                    check_frame_size(size, self.max_request_bytes)
-                pos += 4
-                self._need = size
-            if n - pos < self._need:
-                break
-            frames.append(buf[pos:pos + self._need])
-            pos += self._need
-            self._need = -1
-        if pos:
-            del buf[:pos]
-        return frames
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import InvalidRequestError
-from engine.protocol import FrameSplitter, Reader, Writer, parse_request_header, response_header
+from engine.protocol import Reader, Writer, parse_request_header, response_header
+from engine.protocol.frames import check_frame_size
 from engine.protocol import messages as m
 from engine.protocol.frames import peek_header
 
@@ -22,9 +23,11 @@ RDKAFKA_API_VERSIONS = bytes.fromhex("00000040" "00120003" "00000001" "0007") + 
 
 
 def test_rdkafka_api_versions_request_golden():
-    frames = FrameSplitter().feed(RDKAFKA_API_VERSIONS)
-    assert len(frames) == 1 and len(frames[0]) == 0x40
-    header, r = parse_request_header(frames[0], m.is_flexible(18, 3))
+    (size,) = struct.unpack_from(">i", RDKAFKA_API_VERSIONS)
+    check_frame_size(size, 1 << 20)
+    frame = RDKAFKA_API_VERSIONS[4:]
+    assert size == len(frame) == 0x40
+    header, r = parse_request_header(frame, m.is_flexible(18, 3))
     assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == \
         (18, 3, 1, "rdkafka")
     assert m.parse_api_versions_request(r, 3) == ("confluent-kafka-python", "2.16.1-rdkafka-2.16.0")
@@ -40,20 +43,19 @@ def test_api_versions_response_layout():
     assert bytes(response_header(5, True)) == b"\x00\x00\x00\x05\x00"
 
 
-def test_frame_splitter_reassembles_and_refuses_early():
-    f1 = struct.pack(">i", 12) + b"a" * 12
-    f2 = struct.pack(">i", 10) + b"b" * 10
-    s = FrameSplitter()
-    stream = f1 + f2
-    out = []
-    for i in range(len(stream)):
-        out += s.feed(stream[i:i + 1])
-    assert out == [b"a" * 12, b"b" * 10] and s.buffered == 0
+def test_frames_reassemble_from_single_bytes_and_sizes_are_refused_early(broker):
+    """The connection reassembles frames from any TCP pieces (here one byte per send), and a
+    size prefix outside [header, socket.request.max.bytes] is refused before any body."""
+    from .conftest import connect, recv_frame, request_frame
+    stream = request_frame(18, 0, 1, b"") + request_frame(18, 0, 2, b"")
+    with connect(broker.port) as sock:
+        for i in range(len(stream)):
+            sock.sendall(stream[i:i + 1])
+        assert [struct.unpack_from(">i", recv_frame(sock))[0] for _ in range(2)] == [1, 2]
     for bad in (-1, -(2 ** 31), 0, 9, 1001):
         with pytest.raises(InvalidRequestError):
-            FrameSplitter(max_request_bytes=1000).feed(struct.pack(">i", bad))   # no body needed
-    big = FrameSplitter(max_request_bytes=1000)
-    assert big.feed(struct.pack(">i", 1000) + b"x" * 10) == [] and big.buffered == 10
+            check_frame_size(bad, 1000)                     # no body needed
+    check_frame_size(1000, 1000)
 
 
 def test_reader_bounds_never_trust_lengths():
