@@ -49,12 +49,15 @@ import dataclasses
 import datetime
 import types
 import typing
+import logging
 import uuid as _uuid
 from dataclasses import dataclass
 
 from .. import _native
 from ..errors import InvalidRequestError
 from .primitives import Reader, Writer
+
+log = logging.getLogger("engine.protocol")
 
 __all__ = [
     "API_NAMES",
@@ -156,13 +159,21 @@ def is_flexible(api_key: int, version: int) -> bool:
 def parse_api_versions_request(r: Reader, version: int) -> tuple[str | None, str | None]:
     """(client_software_name, client_software_version); both None below v3."""
     if version < 3:
-        r.done()
+        ignore_trailing(r, ApiKey.API_VERSIONS, version)
         return None, None
     name = r.compact_string()
     ver = r.compact_string()
     r.tagged_fields()
-    r.done()
+    ignore_trailing(r, ApiKey.API_VERSIONS, version)
     return name, ver
+
+
+def ignore_trailing(r: Reader, api_key: int, version: int) -> None:
+    """Bytes after a complete request body are ignored, as Kafka ignores them (a debug line)."""
+    extra = r.rest()
+    if extra:
+        log.debug("%s v%d: ignored %d bytes after the request body",
+                  API_NAMES.get(api_key, api_key), version, extra)
 
 
 def encode_api_versions_response(version: int, error_code: int,
@@ -280,8 +291,8 @@ def decode(api_key: int, version: int, body) -> typing.Any:
     The walk over the schema is ours, on a bounds-checked :class:`Reader`:
     kio's native reader allocates from claimed array lengths (a 5-byte
     CreateTopics body made it abort the process trying to allocate 126 GB).
-    Unknown tagged fields are skipped, as Kafka does.  InvalidRequestError on
-    any malformed input.
+    Unknown tagged fields are skipped and bytes after the body ignored, as Kafka
+    does.  InvalidRequestError on any malformed input.
     """
     cls = _entity(api_key, version, False)
     r = Reader(body)
@@ -291,7 +302,7 @@ def decode(api_key: int, version: int, body) -> typing.Any:
         raise InvalidRequestError(f"{API_NAMES.get(api_key, api_key)} v{version}: {e}") from None
     except (ValueError, TypeError, OverflowError) as e:   # a kio phantom type refused a value
         raise InvalidRequestError(f"{API_NAMES.get(api_key, api_key)} v{version}: {e}") from e
-    r.done()
+    ignore_trailing(r, api_key, version)
     return entity
 
 

@@ -207,9 +207,16 @@ class Reader:
         return out
 
     def done(self) -> None:
-        """Trailing bytes after a request body are an error (Kafka: unparsable request)."""
+        """Trailing bytes after a struct whose size was given (a tagged field, a stored record)
+        are an error."""
         if self.pos != self.end:
             raise InvalidRequestError(f"{self.end - self.pos} unexpected bytes after the request body")
+
+    def rest(self) -> int:
+        """Bytes left after a complete request body.  Kafka parses a request from its header
+        to the end of the body's schema and ignores what follows (librdkafka 2.16 sends one
+        byte after a Metadata v9 body), so callers log this count and go on."""
+        return self.end - self.pos
 
 
 class Writer:
