@@ -563,12 +563,12 @@ def _apply_config_ops(effective, overrides: dict, ops) -> tuple[dict, list]:
 
 
 def _max_timestamp(plog):
-    """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3), or None."""
-    best = None
-    for seg in plog.segments:
-        ts = seg.max_timestamp
-        if ts >= 0 and seg.offset_of_max_timestamp >= 0 and (best is None or ts > best[1]):
-            best = (seg.offset_of_max_timestamp, ts)
-    if best is not None and best[0] >= plog.high_watermark:
+    """(offset, timestamp) of the first record carrying the largest timestamp (ListOffsets -3,
+    KIP-734), or None when that record is at or above the high watermark.
+
+    As Kafka: the first segment with the largest ``maxTimestampSoFar``, then the first record in
+    it with that timestamp -- the first record of the log with a timestamp >= the largest."""
+    largest = max((seg.max_timestamp for seg in plog.segments), default=-1)
+    if largest < 0:
         return None
-    return best
+    return plog.offset_for_timestamp(largest)

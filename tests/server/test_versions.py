@@ -115,6 +115,23 @@ def test_list_offsets(vbroker, version):
     assert got == [(0, 0), (0, 3), (0, 1), (0, 2)][:len(parts)]
 
 
+def test_list_offsets_max_timestamp_is_the_first_record_carrying_it(vbroker):
+    """ListOffsets -3 (KIP-734) answers the first offset with the largest timestamp, as Kafka
+    4.0 does: ties inside a batch and across batches go to the earliest record."""
+    def fill():
+        vbroker.engine.create_topic("maxts", 1)
+        log = vbroker.engine.log("maxts", 0)
+        log.append(bytearray(build_batch([(b"a", None, [], 1000), (b"b", None, [], 3000),
+                                          (b"c", None, [], 3000)])))
+        log.append(bytearray(build_batch([(b"d", None, [], 3000), (b"e", None, [], 2000)])))
+    vbroker.call(fill)
+    resp = call(vbroker.port, 2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": "maxts", "partitions": [{"partition_index": 0, "timestamp": -3,
+                                          "current_leader_epoch": -1}]}]})
+    (p,) = resp.topics[0].partitions
+    assert (int(p.error_code), p.offset, p.timestamp) == (0, 1, 3000)
+
+
 @pytest.mark.parametrize("version", versions(19))
 def test_create_and_delete_topics(vbroker, version):
     name = f"c{version}"
