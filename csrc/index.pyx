@@ -10,9 +10,13 @@
 # Invariants (checked by sanity_check(), Kafka's AbstractIndex rules plus
 # monotonicity): file length is a multiple of the entry size; offsets (and
 # positions / timestamps) strictly increase; the last offset >= base offset.
-# While the segment is active the file is preallocated (zero-filled) to
-# segment.index.bytes rounded down to the entry size; resize()/trim() cut it to
-# the used size on roll and close, as Kafka does.  When an existing file is
+# While the segment is active the file is extended to segment.index.bytes
+# rounded down to the entry size, sparse (a hole reads as zeros and costs no
+# disk until written, as Kafka's RandomAccessFile.setLength); resize()/trim()
+# cut it to the used size on roll and close, as Kafka does.  Blocks are
+# reserved with posix_fallocate a page ahead of the entries written (_reserve),
+# so a full file system is an OSError(ENOSPC) at append, never a SIGBUS from a
+# store into an mmap'd hole.  When an existing file is
 # opened, the entry count is found by trailing-zero detection: the first
 # all-zero entry past the first one marks the end.
 #
@@ -31,6 +35,8 @@ from posix.types cimport off_t
 
 import os as _os
 
+cdef Py_ssize_t _RESERVE_STEP = 4096   # posix_fallocate granularity ahead of index stores
+
 
 cdef class _MappedIndex:
     """Common part of OffsetIndex and TimeIndex: the mapping and entry bookkeeping."""
@@ -39,6 +45,7 @@ cdef class _MappedIndex:
     cdef int _fd
     cdef int _entry
     cdef Py_ssize_t _entries
+    cdef Py_ssize_t _reserved         # bytes from 0 known to have disk blocks (writable)
     cdef readonly object path
     cdef readonly int64_t base_offset
     cdef readonly bint writable
@@ -48,6 +55,7 @@ cdef class _MappedIndex:
         self._map_len = 0
         self._fd = -1
         self._entries = 0
+        self._reserved = 0
 
     cdef int _setup(self, object path, int64_t base_offset, Py_ssize_t max_index_size,
                     bint writable) except -1:
@@ -118,12 +126,7 @@ cdef class _MappedIndex:
         if self.writable:
             if unistd.ftruncate(self._fd, <off_t>new_len) != 0:
                 raise os_error(errno, self.path)
-            if new_len > 0:
-                # Reserve the blocks now: a store into an mmap'd hole on a full
-                # file system would be SIGBUS, not an error we can report.
-                rc = pfcntl.posix_fallocate(self._fd, 0, <off_t>new_len)
-                if rc != 0 and rc != EOPNOTSUPP and rc != EINVAL:
-                    raise os_error(rc, self.path)
+            self._reserved = 0        # the tail may be a hole now; _reserve() before stores
         if new_len <= 0:
             return 0
         if not self.writable:
@@ -145,6 +148,22 @@ cdef class _MappedIndex:
             raise os_error(errno, self.path)
         self._map = <uint8_t*>m
         self._map_len = new_len
+        return 0
+
+    cdef int _reserve(self, Py_ssize_t upto) except -1:
+        """Make sure bytes [0, upto) of the file have disk blocks before a store into the
+        mapping (a page at a time, rounded up, never past the file length)."""
+        cdef Py_ssize_t end
+        cdef int rc
+        if upto <= self._reserved:
+            return 0
+        end = (upto + _RESERVE_STEP - 1) // _RESERVE_STEP * _RESERVE_STEP
+        if end > self._map_len:
+            end = self._map_len
+        rc = pfcntl.posix_fallocate(self._fd, <off_t>self._reserved, <off_t>(end - self._reserved))
+        if rc != 0 and rc != EOPNOTSUPP and rc != EINVAL:
+            raise os_error(rc, self.path)
+        self._reserved = end
         return 0
 
     cdef int _check_open(self) except -1:
@@ -211,15 +230,17 @@ cdef class _MappedIndex:
 
     def load_packed(self, const uint8_t[::1] packed):
         """Replace the content with packed entries (as produced by scan_segment)."""
-        cdef Py_ssize_t n = packed.shape[0]
+        cdef Py_ssize_t n = packed.shape[0], target
         self._check_writable()
         if n % self._entry:
             raise ValueError("packed entries are not a multiple of %d bytes" % self._entry)
-        if n > self._map_len or self._map_len % self._entry:
-            self._remap(max(n, self._map_len - self._map_len % self._entry))
-        if self._map_len:
-            memset(self._map, 0, self._map_len)  # old entries and any garbage past them
+        target = max(n, self._map_len - self._map_len % self._entry)
+        # Cut the file to 0 and extend it again: old entries and any garbage past them become
+        # a hole of zeros (a memset would allocate every block of a sparse file).
+        self._remap(0)
+        self._remap(target)
         if n:
+            self._reserve(n)
             memcpy(self._map, &packed[0], n)
         self._entries = n // self._entry
         self.sanity_check()
@@ -316,6 +337,7 @@ cdef class OffsetIndex(_MappedIndex):
         if self._entries > 0 and (rel <= self._rel(self._entries - 1) or position <= self._pos(self._entries - 1)):
             raise ValueError("offset index entry (%d, %d) is not above the last (%d, %d)" % (
                 offset, position, self.base_offset + self._rel(self._entries - 1), self._pos(self._entries - 1)))
+        self._reserve((self._entries + 1) * OFFSET_INDEX_ENTRY)
         store_i32(self._map + self._entries * OFFSET_INDEX_ENTRY, <int32_t>rel)
         store_i32(self._map + self._entries * OFFSET_INDEX_ENTRY + 4, <int32_t>position)
         self._entries += 1
@@ -430,6 +452,7 @@ cdef class TimeIndex(_MappedIndex):
             return False
         if self._entries >= self._map_len // TIME_INDEX_ENTRY:
             return False
+        self._reserve((self._entries + 1) * TIME_INDEX_ENTRY)
         store_i64(self._map + self._entries * TIME_INDEX_ENTRY, timestamp)
         store_i32(self._map + self._entries * TIME_INDEX_ENTRY + 8, <int32_t>rel)
         self._entries += 1

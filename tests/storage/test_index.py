@@ -129,3 +129,39 @@ def test_load_packed(tmp_path):
     assert t.packed() == struct.pack(">iiii", 1, 10, 4, 90)
     with pytest.raises(CorruptIndexError):
         t.load_packed(struct.pack(">iiii", 4, 10, 1, 90))
+
+
+def _disk_bytes(path) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+def test_preallocated_indexes_are_sparse_and_reserve_blocks_as_they_fill(tmp_path):
+    """A new active segment's indexes are 10 MiB long but cost no disk until written (Kafka's
+    setLength); blocks are reserved a page ahead of the entries (ENOSPC, never SIGBUS)."""
+    p, t = str(tmp_path / "0.index"), str(tmp_path / "0.timeindex")
+    idx = _native.OffsetIndex(p, 0, 10 << 20)
+    tix = _native.TimeIndex(t, 0, 10 << 20)
+    assert os.path.getsize(p) == 10 << 20 and _disk_bytes(p) == 0
+    assert os.path.getsize(t) == (10 << 20) - (10 << 20) % 12 and _disk_bytes(t) == 0
+    for k in range(1000):                           # 8000 bytes of offset entries: two pages
+        idx.append(k + 1, 100 * (k + 1))
+        tix.maybe_append(1000 + k, k + 1)
+    assert 8000 <= _disk_bytes(p) <= 64 << 10
+    assert 12000 <= _disk_bytes(t) <= 64 << 10
+    assert idx.lookup(500) == (500, 50000) and tix.lookup(1500) == (1500, 501)
+    # a rebuild (load_packed) leaves the unused tail a hole again
+    idx.load_packed(idx.packed()[:80])
+    assert idx.entries == 10 and _disk_bytes(p) <= 16 << 10
+    idx.close()
+    tix.close()
+
+
+def test_idle_partitions_cost_a_few_kib_of_disk(tmp_path):
+    import engine
+    with engine.open(tmp_path / "d", background=False) as eng:
+        eng.create_topic("idle", 50)
+        used = sum(_disk_bytes(os.path.join(dp, f)) for dp, _, fs in os.walk(tmp_path / "d") for f in fs)
+        apparent = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(tmp_path / "d")
+                       for f in fs)
+    assert apparent > 900 << 20          # 100 index files of 10 MiB each, as Kafka's
+    assert used < 2 << 20, f"{used} bytes of disk for 50 idle partitions"
