@@ -324,7 +324,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with open(args.properties) as f:
             settings.update(parse_properties(f.read()))
     settings.update(_parse_kv(args.config))
-    data_dir = args.data_dir or settings.pop("log.dirs", "./data").split(",")[0]
+    data_dir = args.data_dir or (settings.pop("log.dirs", None) or settings.get("log.dir")
+                                 or "./data").split(",")[0]
     settings.pop("log.dirs", None)
     listen = args.listen or settings.get("listeners", "127.0.0.1:9092")
     host, port = _listener_address(listen)
@@ -340,6 +341,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # background=True: retention and flush tasks run while serving
         with engine.open(data_dir, settings or None) as eng:
             cfg = eng.config
+            log = logging.getLogger("engine.server")
+            if cfg.ignored:
+                log.warning("configuration keys accepted without effect here: %s",
+                            ", ".join(sorted(cfg.ignored)))
+            effective = {k: v for k, v in cfg.explicit.items() if k not in cfg.ignored}
+            if effective:
+                log.info("effective non-default configuration: %s",
+                         ", ".join(f"{k}={v}" for k, v in sorted(effective.items())))
             broker = Broker(eng, host, port, advertised_host=adv_host, advertised_port=adv_port,
                             max_request_bytes=cfg["socket.request.max.bytes"],
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0)

@@ -3,8 +3,12 @@
 Topic-level keys (``segment.bytes``, ``retention.ms``, ...) live in
 :class:`LogConfig`; each has a broker-level default under Kafka's ``log.``-style
 name (``log.segment.bytes``, ``log.retention.ms``, ...) in :class:`EngineConfig`.
-Unknown keys and values of the wrong type or range raise
-:class:`~engine.errors.InvalidConfigError`.
+Values of the wrong type or range raise :class:`~engine.errors.InvalidConfigError`.
+A broker key Apache Kafka 4.0 documents but this project does not implement
+(``num.network.threads``, ``socket.send.buffer.bytes``, ...) is accepted, its value
+checked against Kafka's type, and listed in :attr:`EngineConfig.ignored` (the broker
+warns once at start), so a Kafka ``server.properties`` works as it is; a key Kafka does
+not know either is an error naming the closest valid key.
 
 Durability follows Kafka: ``flush.messages=1`` makes every append wait for
 ``fdatasync`` before it is acknowledged (concurrent appenders share one sync:
@@ -13,9 +17,11 @@ group commit); the default leaves data in the page cache, as Kafka does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ._kafka_configs import KAFKA_BROKER_KEYS
 from .errors import InvalidConfigError
 
 __all__ = ["TOPIC_CONFIG_DEFAULTS", "EngineConfig", "LogConfig", "parse_properties"]
@@ -113,6 +119,7 @@ TOPIC_CONFIG_DEFAULTS: dict[str, Any] = {k: v[0] for k, v in _TOPIC_KEYS.items()
 # Engine (broker) level keys that are not a topic default.
 _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "log.dirs": ("./data", lambda k, v: str(v)),
+    "log.dir": ("/tmp/kafka-logs", lambda k, v: str(v)),   # used when log.dirs is not set
     "num.partitions": (1, _int(1)),
     "default.replication.factor": (1, _int(1)),
     "auto.create.topics.enable": (True, _bool),
@@ -148,6 +155,15 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "offsets.retention.check.interval.ms": (600000, _int(1)),
     "offset.metadata.max.bytes": (4096, _int(0)),
 }
+# Keys above that are accepted and shown but change nothing on a single node (yet).
+_NO_EFFECT_KEYS = frozenset({
+    "log.flush.scheduler.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
+    "num.recovery.threads.per.data.dir", "queued.max.requests", "process.roles",
+    "controller.quorum.voters", "controller.listener.names", "listener.security.protocol.map",
+    "inter.broker.listener.name", "default.replication.factor", "offsets.topic.replication.factor",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+    "min.insync.replicas", "unclean.leader.election.enable",
+})
 _BROKER_TO_TOPIC = {v[2]: k for k, v in _TOPIC_KEYS.items()}
 # Kafka also accepts the hour/minute forms of a few broker keys.
 _TIME_ALIASES = {
@@ -222,24 +238,34 @@ class EngineConfig:
     """Engine-wide settings: Kafka's broker keys, including the ``log.*`` topic defaults."""
 
     values: dict[str, Any]
+    explicit: dict[str, Any] = field(default_factory=dict)   # keys given, with their typed values
+    ignored: dict[str, Any] = field(default_factory=dict)    # given, accepted, without effect here
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any] | None = None) -> "EngineConfig":
         values: dict[str, Any] = {k: v[0] for k, v in _ENGINE_KEYS.items()}
         for tkey, (default, _conv, bkey) in _TOPIC_KEYS.items():
             values[bkey] = default
+        explicit: dict[str, Any] = {}
+        ignored: dict[str, Any] = {}
         for key, raw in (settings or {}).items():
             if key in _TIME_ALIASES:
                 target, mult = _TIME_ALIASES[key]
-                values[target] = _int(0)(key, raw) * mult
+                explicit[key] = _int(0)(key, raw)
+                values[target] = explicit[key] * mult
             elif key in _ENGINE_KEYS:
-                values[key] = _ENGINE_KEYS[key][1](key, raw)
+                values[key] = explicit[key] = _ENGINE_KEYS[key][1](key, raw)
             elif key in _BROKER_TO_TOPIC:
                 tkey = _BROKER_TO_TOPIC[key]
-                values[key] = _TOPIC_KEYS[tkey][1](key, raw)
+                values[key] = explicit[key] = _TOPIC_KEYS[tkey][1](key, raw)
+            elif key in KAFKA_BROKER_KEYS or key.startswith("listener.name."):
+                ignored[key] = explicit[key] = _kafka_typed(key, raw)
+                continue
             else:
-                raise InvalidConfigError(f"unknown configuration key {key!r}")
-        return cls(values)
+                raise InvalidConfigError(f"unknown configuration key {key!r}{_did_you_mean(key)}")
+            if key in _NO_EFFECT_KEYS:
+                ignored[key] = explicit[key]
+        return cls(values, explicit, ignored)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -250,6 +276,24 @@ class EngineConfig:
 
     def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(overrides, self.topic_defaults())
+
+
+def _did_you_mean(key: str) -> str:
+    known = [*_ENGINE_KEYS, *_BROKER_TO_TOPIC, *_TIME_ALIASES, *KAFKA_BROKER_KEYS]
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_KAFKA_TYPES: dict[str, Callable[[str, Any], Any]] = {
+    "int": _int(-2**31, 2**31 - 1), "short": _int(-2**15, 2**15 - 1),
+    "long": _int(-2**63, 2**63 - 1), "boolean": _bool, "double": _float(float("-inf"), float("inf")),
+}
+
+
+def _kafka_typed(key: str, raw: Any) -> Any:
+    """A value of a Kafka key this project does not implement, checked against Kafka's type."""
+    conv = _KAFKA_TYPES.get(KAFKA_BROKER_KEYS.get(key, "string"))
+    return conv(key, raw) if conv is not None else str(raw)
 
 
 def parse_properties(text: str) -> dict[str, str]:

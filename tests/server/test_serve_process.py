@@ -137,3 +137,50 @@ def test_unknown_key_in_properties_is_a_clear_error(tmp_path):
     srv = ServeProcess(tmp_path, extra="log.segmnet.bytes=1000\n")
     with pytest.raises(RuntimeError, match="log.segmnet.bytes"):
         srv.start()
+
+
+def _kafka_home():
+    home = os.environ.get("KAFKA_HOME")
+    if home and os.path.isdir(home):
+        return home
+    shared = os.path.join(ROOT, "..", "shared", "kafka", "kafka_2.13-4.0.0")
+    return shared if os.path.isdir(shared) else None
+
+
+def test_kafkas_own_server_properties_starts_the_broker_with_only_warnings(tmp_path):
+    """Apache Kafka 4.0's sample config/server.properties, unchanged: keys this project does not
+    implement are accepted with one warning naming them; the broker serves."""
+    home = _kafka_home()
+    if home is None:
+        pytest.skip("Apache Kafka 4.0 not found (set KAFKA_HOME or provide ../shared/kafka)")
+    from tests.serving import ServeProcess as Serve
+    props = os.path.join(home, "config", "server.properties")
+    srv = Serve(tmp_path, props)
+    srv.args += ["--advertised", srv.bootstrap]   # the file advertises localhost:9092
+    srv.start()
+    try:
+        acked, errors = produce_acked(srv.bootstrap, "kafka-props", 10)
+        assert not errors and len(acked) == 10
+    finally:
+        code, log = srv.stop()
+    assert code == 0, log
+    (warning,) = [line for line in log.splitlines() if "accepted without effect" in line]
+    for key in ("num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
+                "socket.receive.buffer.bytes", "transaction.state.log.replication.factor"):
+        assert key in warning
+    assert "effective non-default configuration" in log and "num.partitions=1" in log
+
+
+def test_kafka_keys_are_type_checked_and_unknown_keys_name_the_closest(tmp_path):
+    from engine.config import EngineConfig
+    from engine.errors import InvalidConfigError
+    cfg = EngineConfig.from_mapping({"num.io.threads": "8", "delete.topic.enable": "false",
+                                     "listener.name.internal.ssl.keystore.location": "/k"})
+    assert cfg.ignored == {"num.io.threads": 8, "delete.topic.enable": False,
+                           "listener.name.internal.ssl.keystore.location": "/k"}
+    with pytest.raises(InvalidConfigError, match="num.io.threads: expected an integer"):
+        EngineConfig.from_mapping({"num.io.threads": "eight"})
+    with pytest.raises(InvalidConfigError, match="did you mean 'num.network.threads'"):
+        EngineConfig.from_mapping({"num.netwrok.threads": "3"})
+    with pytest.raises(InvalidConfigError, match="did you mean 'log.segment.bytes'"):
+        EngineConfig.from_mapping({"log.segmnet.bytes": "3"})
