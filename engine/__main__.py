@@ -66,6 +66,9 @@ def _parse_kv(pairs: Sequence[str] | None) -> dict[str, str]:
 def _open(args: argparse.Namespace, read_only: bool = False):
     import engine
 
+    if read_only and not os.path.isdir(args.data_dir):
+        raise SystemExit(f"error: data directory {args.data_dir} does not exist")
+
     eng = engine.open(args.data_dir, _parse_kv(getattr(args, "config", None)) or None,
                       read_only=read_only, background=False)
     for ev in eng.recovery_report:  # what an unclean shutdown cost, said once on stderr
@@ -76,8 +79,7 @@ def _open(args: argparse.Namespace, read_only: bool = False):
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    read_only = args.action in ("list", "describe")
-    with _open(args, read_only=read_only and os.path.isdir(args.data_dir)) as eng:
+    with _open(args, read_only=args.action in ("list", "describe")) as eng:
         if args.action == "create":
             eng.create_topic(args.topic, args.partitions, _parse_kv(args.topic_config))
             print(f"Created topic {args.topic}.")
@@ -118,6 +120,8 @@ def cmd_groups(args: argparse.Namespace) -> int:
 
     if args.action != "list" and not args.group:
         raise SystemExit(f"error: groups {args.action} needs a GROUP")
+    if not os.path.isdir(args.data_dir):
+        raise SystemExit(f"error: data directory {args.data_dir} does not exist")
     with GroupAdmin(args.data_dir) as admin:
         if args.action == "list":
             for gid, ptype, state in admin.list():
@@ -369,6 +373,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    from . import __version__
+    p.add_argument("--version", action="version", version=f"kafka-engine {__version__}")
+    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_dir(sp: argparse.ArgumentParser) -> None:
@@ -378,46 +385,53 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("topics", help="create, list, describe, alter, delete or clean (compact) topics")
     with_dir(t)
-    t.add_argument("action", choices=["create", "list", "describe", "delete", "alter", "clean"])
-    t.add_argument("topic", nargs="?")
-    t.add_argument("--partitions", type=int, default=None)
+    t.add_argument("action", choices=["create", "list", "describe", "delete", "alter", "clean"],
+                   help="what to do")
+    t.add_argument("topic", nargs="?", help="the topic (describe/clean: all topics when omitted)")
+    t.add_argument("--partitions", type=int, default=None,
+                   help="partitions of a new topic (default: num.partitions)")
     t.add_argument("--topic-config", action="append", metavar="KEY=VALUE",
                    help="topic config (segment.bytes, retention.ms, ...), repeatable")
-    t.add_argument("--delete-config", action="append", metavar="KEY")
+    t.add_argument("--delete-config", action="append", metavar="KEY",
+                   help="topic config override to remove (alter), repeatable")
     t.set_defaults(func=cmd_topics)
 
     g = sub.add_parser("groups", help="list, describe (offsets, lag) or delete consumer groups")
     g.add_argument("--data-dir", default="./data", help="data directory (default ./data)")
-    g.add_argument("action", choices=["list", "describe", "delete"])
-    g.add_argument("group", nargs="?")
+    g.add_argument("action", choices=["list", "describe", "delete"], help="what to do")
+    g.add_argument("group", nargs="?", help="the consumer group (describe, delete)")
     g.set_defaults(func=cmd_groups)
 
     pr = sub.add_parser("produce", help="send stdin lines as records")
     with_dir(pr)
-    pr.add_argument("topic")
-    pr.add_argument("--partition", type=int, default=None)
+    pr.add_argument("topic", help="topic to append to (created when auto-creation is on)")
+    pr.add_argument("--partition", type=int, default=None,
+                    help="partition of every record (default: by key, else sticky)")
     pr.add_argument("--key-separator", default=None, help="split each line into key and value")
-    pr.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    pr.add_argument("--linger-ms", type=int, default=5)
+    pr.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                    help="codec of the record batches (default none)")
+    pr.add_argument("--linger-ms", type=int, default=5, help="batching delay (default 5)")
     pr.set_defaults(func=cmd_produce)
 
     c = sub.add_parser("consume", help="print records to stdout")
     with_dir(c)
-    c.add_argument("topic")
-    c.add_argument("--partition", type=int, default=None)
-    c.add_argument("--offset", type=int, default=None)
-    c.add_argument("--from-beginning", action="store_true")
-    c.add_argument("--max-messages", type=int, default=None)
+    c.add_argument("topic", help="topic to read")
+    c.add_argument("--partition", type=int, default=None, help="only this partition (default: all)")
+    c.add_argument("--offset", type=int, default=None, help="start at this offset of each partition")
+    c.add_argument("--from-beginning", action="store_true",
+                   help="start at the log start (default: only new records)")
+    c.add_argument("--max-messages", type=int, default=None, help="stop after this many records")
     c.add_argument("--timeout-ms", type=int, default=1000,
                    help="stop after this long without new records")
-    c.add_argument("--print-key", action="store_true")
-    c.add_argument("--print-offsets", action="store_true")
+    c.add_argument("--print-key", action="store_true", help="print KEY<TAB> before each value")
+    c.add_argument("--print-offsets", action="store_true",
+                   help="print PARTITION<TAB>OFFSET<TAB>TIMESTAMP<TAB> before each record")
     c.set_defaults(func=cmd_consume)
 
     d = sub.add_parser("dump-log", help="list the batches of a .log segment (or an index's entries)")
-    d.add_argument("file")
-    d.add_argument("--print-records", action="store_true")
-    d.add_argument("--print-payload", action="store_true")
+    d.add_argument("file", help="a .log segment, or a .index / .timeindex file")
+    d.add_argument("--print-records", action="store_true", help="list the records of each batch")
+    d.add_argument("--print-payload", action="store_true", help="with --print-records: keys and values")
     d.set_defaults(func=cmd_dump_log)
 
     b = sub.add_parser("bench", help="run the storage benchmarks")
@@ -438,9 +452,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="HOST:PORT to listen on (port 0: any; default: listeners, else 127.0.0.1:9092)")
     s.add_argument("--advertised", default=None, metavar="HOST:PORT",
                    help="address given to clients in Metadata (default: the connection's local address)")
-    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="broker log level (default info)")
     s.set_defaults(func=cmd_serve)
     return p
+
+
+def _os_error_line(e: OSError) -> str:
+    """One line for a user's mistake that surfaced as an OSError (file, address, permission)."""
+    import errno
+
+    what = e.filename if e.filename is not None else ""
+    if e.errno == errno.EADDRINUSE:
+        return f"error: cannot listen on {getattr(e, 'address', what) or 'the address'}: address already in use"
+    if e.errno == errno.EADDRNOTAVAIL:
+        return f"error: cannot listen on {getattr(e, 'address', what) or 'the address'}: not an address of this machine"
+    reason = e.strerror or str(e)
+    return f"error: {what}: {reason}" if what else f"error: {reason}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -450,10 +478,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except EngineError as e:
+        if args.debug:
+            raise
         print(f"error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as e:
+        if args.debug:
+            raise
+        print(_os_error_line(e), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

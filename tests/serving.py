@@ -61,7 +61,7 @@ class ServeProcess:
             if re.search(r"serving .* on [\d.]+:\d+", text):
                 return self
             if self.proc.poll() is not None:
-                if "Address already in use" in text:      # the old port was taken meanwhile
+                if "address already in use" in text.lower():      # the old port was taken meanwhile
                     self.port = free_port()
                     self.bootstrap = f"127.0.0.1:{self.port}"
                     return self.start(timeout)

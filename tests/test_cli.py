@@ -102,3 +102,45 @@ def test_topics_clean_compacts_a_compacted_topic(tmp_path):
     assert out.startswith("cc-0: 100 records indexed, 5 kept, 95 removed"), out
     got = run("consume", "--data-dir", d, "cc", "--from-beginning", "--timeout-ms", "200").stdout.splitlines()
     assert got == [b"v1-%d" % i for i in range(45, 50)] + [b"v2-%d" % i for i in range(50)]
+
+
+def test_user_mistakes_are_one_line_errors_and_read_commands_create_nothing(tmp_path):
+    missing = str(tmp_path / "nope")
+    for argv in (["topics", "--data-dir", missing, "list"],
+                 ["topics", "--data-dir", missing, "describe"],
+                 ["consume", "--data-dir", missing, "t"],
+                 ["groups", "--data-dir", missing, "list"]):
+        r = run(*argv, check=False)
+        assert r.returncode != 0
+        assert r.stderr.decode().strip() == f"error: data directory {missing} does not exist"
+    assert not os.path.exists(missing)
+    for argv, needle in ((["serve", str(tmp_path / "server.properties")], "server.properties: No such file"),
+                         (["dump-log", str(tmp_path / "0.log")], "0.log: No such file")):
+        r = run(*argv, check=False)
+        err = r.stderr.decode()
+        assert r.returncode != 0 and needle in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+    r = run("--debug", "dump-log", str(tmp_path / "0.log"), check=False)
+    assert b"Traceback" in r.stderr                 # --debug shows it
+    assert run("--version").stdout.decode().startswith("kafka-engine ")
+
+
+def test_port_in_use_names_the_address(tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        addr = "127.0.0.1:%d" % s.getsockname()[1]
+        r = run("serve", "--data-dir", str(tmp_path / "d"), "--listen", addr, "--log-level", "error",
+                check=False)
+    assert r.returncode != 0
+    assert r.stderr.decode().strip().endswith(f"error: cannot listen on {addr}: address already in use")
+
+
+def test_every_option_has_help():
+    from engine.__main__ import build_parser
+    parser = build_parser()
+    subs = [a for a in parser._actions if a.dest == "command"][0].choices
+    missing = [f"{name} {act.dest}" for name, sp in subs.items() for act in sp._actions
+               if act.help is None and act.dest != "help"]
+    assert missing == []

@@ -83,6 +83,10 @@ class Broker:
             sock.bind(addr)
             sock.listen(128)
             sock.setblocking(False)
+        except OSError as e:
+            sock.close()
+            # name the address (a bare "[Errno 98] Address already in use" names nothing)
+            raise OSError(e.errno, e.strerror, f"{self.host}:{self.port}") from e
         except BaseException:
             sock.close()
             raise
