@@ -312,6 +312,22 @@ def _listener_address(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _log_recovery(log, eng, seconds: float) -> None:
+    """After an unclean shutdown: what recovery found and how long the open took."""
+    if eng.logs.had_clean_shutdown:
+        log.info("opened %s after a clean shutdown in %.2f s", eng.path, seconds)
+        return
+    report = eng.recovery_report
+    scanned = sum(lg.recovery_stats.bytes_scanned for lg in eng.logs.logs().values())
+    log.warning("recovered %s after an unclean shutdown in %.2f s: %d segments scanned (%d bytes) and "
+                "their indexes rebuilt, %d bytes truncated, %d other changes",
+                eng.path, seconds, eng.logs.segments_scanned, scanned,
+                sum(ev.bytes_dropped for ev in report), sum(1 for ev in report if not ev.bytes_dropped))
+    for ev in report:
+        where = f" at byte {ev.position}" if ev.position is not None else ""
+        log.warning("recovery: %s%s: %s (%d bytes dropped)", ev.path, where, ev.reason, ev.bytes_dropped)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve a data directory to Kafka clients until SIGTERM/SIGINT (then shut down cleanly)."""
     import asyncio
@@ -343,9 +359,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         # background=True: retention and flush tasks run while serving
+        t0 = time.monotonic()
         with engine.open(data_dir, settings or None) as eng:
             cfg = eng.config
             log = logging.getLogger("engine.server")
+            _log_recovery(log, eng, time.monotonic() - t0)
             if cfg.ignored:
                 log.warning("configuration keys accepted without effect here: %s",
                             ", ".join(sorted(cfg.ignored)))

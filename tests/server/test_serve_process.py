@@ -184,3 +184,21 @@ def test_kafka_keys_are_type_checked_and_unknown_keys_name_the_closest(tmp_path)
         EngineConfig.from_mapping({"num.netwrok.threads": "3"})
     with pytest.raises(InvalidConfigError, match="did you mean 'log.segment.bytes'"):
         EngineConfig.from_mapping({"log.segmnet.bytes": "3"})
+
+
+def test_startup_says_what_recovery_found_after_an_unclean_shutdown(tmp_path):
+    from tests.serving import ServeProcess as Serve
+    srv = Serve(tmp_path).start()
+    try:
+        acked, errors = produce_acked(srv.bootstrap, "rec", 200)
+        assert not errors
+    finally:
+        srv.kill9()
+    srv.start()
+    code, log = srv.stop()
+    assert code == 0
+    line = [x for x in log.splitlines() if "after an unclean shutdown" in x]
+    assert line and "segments scanned" in line[0] and "bytes truncated" in line[0]
+    srv.start()
+    _, log = srv.stop()
+    assert log.count("after a clean shutdown") == 1
