@@ -4,6 +4,7 @@ Commands:
   topics    create / list / describe / delete / alter topics of a data directory
   produce   send lines from stdin as records
   consume   print records to stdout
+  configs   describe or alter topic and broker configs
   dump-log  list every batch of a segment file (offsets, sizes, codec, CRC check)
   bench     run the storage benchmarks, print the table and write JSON
   serve     run the Kafka wire-protocol broker on a data directory
@@ -19,9 +20,6 @@ import time
 from typing import Any, Sequence
 
 __all__ = ["main"]
-
-_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-
 
 class Progress:
     """A one-line progress report on stderr, only when stderr is a terminal."""
@@ -78,7 +76,46 @@ def _open(args: argparse.Namespace, read_only: bool = False):
     return eng
 
 
+def _remote(args: argparse.Namespace) -> str | None:
+    """The broker to talk to: --bootstrap-server, else the one that owns --data-dir (its writer
+    lock keeps this process out, so going through it is the only way to change anything)."""
+    if getattr(args, "bootstrap_server", None):
+        return args.bootstrap_server
+    import engine
+    if getattr(args, "data_dir", None) and os.path.isdir(args.data_dir):
+        return engine.broker_address(args.data_dir)
+    return None
+
+
+def _emitter(args: argparse.Namespace):
+    """How consume prints a record: --format (kcat's -f tokens), else the --print-* flags."""
+    from .cli_remote import format_record
+
+    out = sys.stdout.buffer
+
+    def emit(topic, partition, offset, ts, key, value, headers) -> None:
+        if args.format is not None:
+            out.write(format_record(args.format, topic, partition, offset, ts, key, value, headers))
+            return
+        if args.print_offsets:
+            out.write(f"{partition}\t{offset}\t{ts}\t".encode())
+        if args.print_headers:
+            out.write(b",".join(k.encode() + b"=" + (v or b"") for k, v in headers) + b"\t")
+        if args.print_key:
+            out.write((key if key is not None else b"null") + b"\t")
+        out.write((value if value is not None else b"null") + b"\n")
+    return emit
+
+
 def cmd_topics(args: argparse.Namespace) -> int:
+    remote = _remote(args) if args.action != "clean" else None
+    if remote:
+        from . import cli_remote
+        return cli_remote.topics(args, remote, _parse_kv)
+    if args.replication_factor not in (None, 1):
+        from .errors import InvalidReplicationFactorError
+        raise InvalidReplicationFactorError(
+            f"replication factor {args.replication_factor} is larger than the 1 available broker")
     with _open(args, read_only=args.action in ("list", "describe")) as eng:
         if args.action == "create":
             eng.create_topic(args.topic, args.partitions, _parse_kv(args.topic_config))
@@ -114,15 +151,42 @@ def cmd_topics(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_configs(args: argparse.Namespace) -> int:
+    """kafka-configs.sh --describe / --alter, over the wire or in-process."""
+    remote = _remote(args)
+    if remote:
+        from . import cli_remote
+        return cli_remote.configs(args, remote, _parse_kv)
+    with _open(args, read_only=not args.alter) as eng:
+        kind = args.entity_type[:-1]
+        if args.entity_type == "brokers":
+            if args.alter:
+                raise SystemExit("error: broker configs are static here (set them in server.properties)")
+            values, overrides = dict(eng.config.values), dict(eng.config.explicit)
+        else:
+            if args.alter:
+                eng.alter_topic_config(args.entity_name, _parse_kv(args.add_config), args.delete_config or ())
+                print(f"Completed updating config for {kind} {args.entity_name}.")
+                return 0
+            cfg = eng.topic_config(args.entity_name)
+            values, overrides = dict(cfg), dict(cfg.overrides)
+        print(f"{'All configs' if args.all else 'Dynamic configs'} for {kind} {args.entity_name} are:")
+        for k in sorted(values if args.all else overrides):
+            source = ("DYNAMIC_TOPIC_CONFIG" if kind == "topic" else "STATIC_BROKER_CONFIG") \
+                if k in overrides else "DEFAULT_CONFIG"
+            print(f"  {k}={values.get(k, overrides.get(k))} sensitive=false source={source}")
+    return 0
+
+
 def cmd_groups(args: argparse.Namespace) -> int:
     """Like kafka-consumer-groups.sh: --list, --describe (offsets and lag), --delete."""
     from .client.group_admin import GroupAdmin
 
     if args.action != "list" and not args.group:
         raise SystemExit(f"error: groups {args.action} needs a GROUP")
-    if not os.path.isdir(args.data_dir):
+    if not args.bootstrap_server and not os.path.isdir(args.data_dir):
         raise SystemExit(f"error: data directory {args.data_dir} does not exist")
-    with GroupAdmin(args.data_dir) as admin:
+    with GroupAdmin(args.data_dir, bootstrap=args.bootstrap_server) as admin:
         if args.action == "list":
             for gid, ptype, state in admin.list():
                 print(f"{gid}\t{ptype or '-'}\t{state}")
@@ -147,7 +211,23 @@ def cmd_groups(args: argparse.Namespace) -> int:
     return 0
 
 
+def _input_lines(args: argparse.Namespace):
+    if args.file:
+        with open(args.file, "rb") as f:
+            yield from f
+    else:
+        yield from sys.stdin.buffer
+
+
 def cmd_produce(args: argparse.Namespace) -> int:
+    remote = _remote(args)
+    if remote:
+        from . import cli_remote
+        progress = Progress(f"produce {args.topic}")
+        try:
+            return cli_remote.produce(args, remote, _input_lines(args), progress)
+        finally:
+            progress.close()
     settings: dict[str, Any] = {"linger_ms": args.linger_ms}
     if args.compression:
         settings["compression_type"] = args.compression
@@ -156,13 +236,14 @@ def cmd_produce(args: argparse.Namespace) -> int:
     n = 0
     with _open(args) as eng:
         eng.ensure_topic(args.topic)
+        headers = [(k, v.encode()) for k, v in (h.split("=", 1) for h in (args.header or []))]
         with eng.producer(**settings) as producer:
-            for line in sys.stdin.buffer:
+            for line in _input_lines(args):
                 line = line.rstrip(b"\r\n")
                 key = None
                 if sep is not None and sep in line:
                     key, line = line.split(sep, 1)
-                producer.send(args.topic, line, key=key, partition=args.partition)
+                producer.send(args.topic, line, key=key, partition=args.partition, headers=headers)
                 n += 1
                 progress.update()
             producer.flush()
@@ -172,17 +253,28 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    out = sys.stdout.buffer
-    with _open(args, read_only=True) as eng:
-        consumer = eng.consumer(auto_offset_reset="earliest" if args.from_beginning else "latest")
-        n_parts = eng.partitions_for(args.topic)
-        parts = [args.partition] if args.partition is not None else list(range(n_parts))
-        consumer.assign([(args.topic, p) for p in parts])
-        if args.offset is not None:
-            for p in parts:
-                consumer.seek((args.topic, p), args.offset)
-        elif args.from_beginning:
-            consumer.seek_to_beginning()
+    emit = _emitter(args)
+    remote = _remote(args)
+    if remote:
+        from . import cli_remote
+        return cli_remote.consume(args, remote, emit)
+    # a group needs a coordinator: this process's own when no broker owns the directory
+    with _open(args, read_only=not args.group) as eng:
+        reset = "earliest" if args.from_beginning else "latest"
+        if args.group:
+            consumer = eng.consumer(auto_offset_reset=reset, group_id=args.group,
+                                    enable_auto_commit=False)
+            consumer.subscribe([args.topic])
+        else:
+            consumer = eng.consumer(auto_offset_reset=reset)
+            n_parts = eng.partitions_for(args.topic)
+            parts = [args.partition] if args.partition is not None else list(range(n_parts))
+            consumer.assign([(args.topic, p) for p in parts])
+            if args.offset is not None:
+                for p in parts:
+                    consumer.seek((args.topic, p), args.offset)
+            elif args.from_beginning:
+                consumer.seek_to_beginning()
         n = 0
         idle_deadline = time.monotonic() + args.timeout_ms / 1000.0
         while args.max_messages is None or n < args.max_messages:
@@ -195,94 +287,20 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 continue
             idle_deadline = time.monotonic() + args.timeout_ms / 1000.0
             for rec in batch:
-                if args.print_offsets:
-                    out.write(f"{rec.partition}\t{rec.offset}\t{rec.timestamp}\t".encode())
-                if args.print_key:
-                    out.write((rec.key if rec.key is not None else b"null") + b"\t")
-                out.write((rec.value if rec.value is not None else b"null") + b"\n")
+                emit(args.topic, rec.partition, rec.offset, rec.timestamp, rec.key, rec.value,
+                     rec.headers)
                 n += 1
-        out.flush()
+        if args.group:
+            consumer.commit()
+            consumer.close()
+        sys.stdout.buffer.flush()
     print(f"Processed a total of {n} messages", file=sys.stderr)
     return 0
 
 
-def _dump_index(path: str) -> int:
-    """Entries of an .index (offset, position) or .timeindex (timestamp, offset) file."""
-    import struct
-
-    base = int(os.path.basename(path).split(".")[0])
-    with open(path, "rb") as f:
-        data = f.read()
-    time_index = path.endswith(".timeindex")
-    size = 12 if time_index else 8
-    print(f"Dumping {path}")
-    if len(data) % size:
-        print(f"error: size {len(data)} is not a multiple of the {size}-byte entry")
-        return 1
-    n = 0
-    for i in range(0, len(data), size):
-        if time_index:
-            ts, rel = struct.unpack_from(">qi", data, i)
-            if ts == 0 and rel == 0 and i > 0:
-                break
-            print(f"timestamp: {ts} offset: {base + rel}")
-        else:
-            rel, pos = struct.unpack_from(">ii", data, i)
-            if rel == 0 and pos == 0 and i > 0:
-                break
-            print(f"offset: {base + rel} position: {pos}")
-        n += 1
-    print(f"{n} entries", file=sys.stderr)
-    return 0
-
-
 def cmd_dump_log(args: argparse.Namespace) -> int:
-    from . import _native
-
-    path = args.file
-    if path.endswith((".index", ".timeindex")):
-        return _dump_index(path)
-    with open(path, "rb") as f:
-        data = f.read()
-    pos = 0
-    n = 0
-    bad = 0
-    print(f"Dumping {path}")
-    while pos < len(data):
-        try:
-            h = _native.read_header(data, pos)
-        except Exception as e:  # not a v2 header: report and stop, like Kafka's tool
-            print(f"position: {pos} error: {e}")
-            bad += 1
-            break
-        if h.batch_length < 49 or pos + h.size > len(data):
-            print(f"position: {pos} partial batch: {len(data) - pos} bytes left, batch claims {h.size}")
-            break
-        try:
-            _native.verify_batch(data, pos, path)
-            valid = True
-        except Exception:
-            valid = False
-            bad += 1
-        print(f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
-              f"baseSequence: {h.base_sequence} lastSequence: "
-              f"{h.base_sequence + h.last_offset_delta if h.base_sequence >= 0 else -1} "
-              f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
-              f"partitionLeaderEpoch: {h.partition_leader_epoch} "
-              f"isTransactional: {str(h.is_transactional).lower()} "
-              f"isControl: {str(h.is_control).lower()} position: {pos} "
-              f"CreateTime: {h.max_timestamp} size: {h.size} magic: {h.magic} "
-              f"compresscodec: {_CODECS.get(h.codec, h.codec)} crc: {h.crc} isvalid: {str(valid).lower()}")
-        if args.print_records and valid:
-            for off, ts, key, value, headers in _native.decode_batch(data, pos, False):
-                hdrs = ",".join(f"{k}:{v!r}" for k, v in headers)
-                print(f"| offset: {off} CreateTime: {ts} keySize: {-1 if key is None else len(key)} "
-                      f"valueSize: {-1 if value is None else len(value)} headers: {hdrs}"
-                      + (f" key: {key!r} payload: {value!r}" if args.print_payload else ""))
-        n += 1
-        pos += h.size
-    print(f"{n} batches, {bad} invalid", file=sys.stderr)
-    return 1 if bad else 0
+    from .dump import dump_log
+    return dump_log(args.file, args.print_records, args.print_payload)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -397,7 +415,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_dir(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--data-dir", default="./data", help="data directory (default ./data)")
+        sp.add_argument("--data-dir", default="./data",
+                        help="data directory (default ./data); through its broker when one owns it")
+        sp.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
+                        help="talk to this running broker (ours or Kafka) instead of a data directory")
         sp.add_argument("--config", action="append", metavar="KEY=VALUE",
                         help="engine config (Kafka broker keys), repeatable")
 
@@ -407,7 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to do")
     t.add_argument("topic", nargs="?", help="the topic (describe/clean: all topics when omitted)")
     t.add_argument("--partitions", type=int, default=None,
-                   help="partitions of a new topic (default: num.partitions)")
+                   help="partitions of a new topic (default: num.partitions); alter: grow to this many")
+    t.add_argument("--replication-factor", type=int, default=None,
+                   help="replicas of a new topic (default: default.replication.factor)")
     t.add_argument("--topic-config", action="append", metavar="KEY=VALUE",
                    help="topic config (segment.bytes, retention.ms, ...), repeatable")
     t.add_argument("--delete-config", action="append", metavar="KEY",
@@ -416,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("groups", help="list, describe (offsets, lag) or delete consumer groups")
     g.add_argument("--data-dir", default="./data", help="data directory (default ./data)")
+    g.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
+                   help="ask this running broker's group coordinator")
     g.add_argument("action", choices=["list", "describe", "delete"], help="what to do")
     g.add_argument("group", nargs="?", help="the consumer group (describe, delete)")
     g.set_defaults(func=cmd_groups)
@@ -429,6 +454,13 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"],
                     help="codec of the record batches (default none)")
     pr.add_argument("--linger-ms", type=int, default=5, help="batching delay (default 5)")
+    pr.add_argument("--file", default=None, help="read the lines from this file instead of stdin")
+    pr.add_argument("--header", action="append", metavar="KEY=VALUE",
+                    help="a header on every record, repeatable (kcat -H)")
+    pr.add_argument("--acks", default="all", choices=["all", "-1", "1", "0"],
+                    help="over the wire: what the broker confirms (default all)")
+    pr.add_argument("--batch-size", type=int, default=1 << 20,
+                    help="over the wire: largest record batch in bytes (default 1 MiB)")
     pr.set_defaults(func=cmd_produce)
 
     c = sub.add_parser("consume", help="print records to stdout")
@@ -444,7 +476,26 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--print-key", action="store_true", help="print KEY<TAB> before each value")
     c.add_argument("--print-offsets", action="store_true",
                    help="print PARTITION<TAB>OFFSET<TAB>TIMESTAMP<TAB> before each record")
+    c.add_argument("--print-headers", action="store_true", help="print k=v,...<TAB> before the key")
+    c.add_argument("--format", default=None,
+                   help="kcat-style format: %%t topic %%p partition %%o offset %%T timestamp %%k key "
+                        "%%s value %%h headers %%K/%%S lengths, \\n \\t (overrides --print-*)")
+    c.add_argument("--group", default=None,
+                   help="consume as a member of this consumer group (commits its position at the end)")
     c.set_defaults(func=cmd_consume)
+
+    cf = sub.add_parser("configs", help="describe or alter topic and broker configs (kafka-configs.sh)")
+    with_dir(cf)
+    cf.add_argument("--entity-type", required=True, choices=["topics", "brokers"], help="what to configure")
+    cf.add_argument("--entity-name", required=True, help="the topic name, or the broker id")
+    cf.add_argument("--describe", action="store_true", help="show the configs (the default)")
+    cf.add_argument("--all", action="store_true", help="with --describe: defaults too, not only overrides")
+    cf.add_argument("--alter", action="store_true", help="change the configs given below")
+    cf.add_argument("--add-config", action="append", metavar="KEY=VALUE",
+                    help="with --alter: set this key, repeatable")
+    cf.add_argument("--delete-config", action="append", metavar="KEY",
+                    help="with --alter: back to the default, repeatable")
+    cf.set_defaults(func=cmd_configs)
 
     d = sub.add_parser("dump-log", help="list the batches of a .log segment (or an index's entries)")
     d.add_argument("file", help="a .log segment, or a .index / .timeindex file")

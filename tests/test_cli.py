@@ -144,3 +144,16 @@ def test_every_option_has_help():
     missing = [f"{name} {act.dest}" for name, sp in subs.items() for act in sp._actions
                if act.help is None and act.dest != "help"]
     assert missing == []
+
+
+def test_configs_headers_format_and_groups_in_process(tmp_path):
+    d = str(tmp_path / "d")
+    run("topics", "--data-dir", d, "create", "t", "--partitions", "2", "--topic-config", "retention.ms=5000")
+    run("produce", "--data-dir", d, "t", "--header", "h=1", input=b"a\nb\n")
+    out = run("configs", "--data-dir", d, "--entity-type", "topics", "--entity-name", "t").stdout.decode()
+    assert out.splitlines()[1:] == ["  retention.ms=5000 sensitive=false source=DYNAMIC_TOPIC_CONFIG"]
+    first = run("consume", "--data-dir", d, "t", "--from-beginning", "--group", "g", "--format", "%s %h\\n",
+                "--timeout-ms", "300").stdout
+    assert sorted(first.splitlines()) == [b"a h=1", b"b h=1"]
+    again = run("consume", "--data-dir", d, "t", "--from-beginning", "--group", "g", "--timeout-ms", "300")
+    assert again.stdout == b""          # the group committed its position

@@ -2,10 +2,11 @@
 spirit of Kafka's ``kafka-consumer-groups.sh``: list, describe (members, their
 partitions, committed offsets and lag), delete.
 
-The coordinator answering is the one that owns the data directory: the broker
-serving it (found with ``engine.broker_address``, reached over the Kafka
-protocol), or — when no process holds the directory — this process's own,
-opened for the duration.  Log end offsets for the lag come from the files.
+The coordinator answering is a running broker given by address (``bootstrap``, ours or
+Kafka; log end offsets then come from ListOffsets), or the one that owns the data
+directory: the broker serving it (found with ``engine.broker_address``, reached over the
+Kafka protocol), or — when no process holds the directory — this process's own, opened for
+the duration; log end offsets for the lag then come from the files.
 """
 
 from __future__ import annotations
@@ -38,10 +39,15 @@ class GroupState(NamedTuple):
 class GroupAdmin:
     """See the module docstring.  A context manager."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str | None, bootstrap: str | None = None):
         import engine
 
         self._wire = None
+        self._eng = None
+        if bootstrap is not None:          # a running broker, ours or Kafka (CLI --bootstrap-server)
+            from .group import WireTransport
+            self._wire = WireTransport(bootstrap, client_id="kafka-engine-groups")
+            return
         address = engine.broker_address(path)
         if address is not None:
             from .group import WireTransport
@@ -104,6 +110,12 @@ class GroupAdmin:
 
     def log_end_offset(self, topic: str, partition: int) -> int | None:
         """The high watermark (what a consumer can reach) of a partition, None if unknown."""
+        if self._eng is None:
+            from ..errors import KafkaApiError
+            try:
+                return self._wire._main.list_offsets({(topic, partition): -1})[(topic, partition)][0]
+            except KafkaApiError:
+                return None
         try:
             log = self._eng.log(topic, partition)
         except KeyError:
@@ -126,7 +138,8 @@ class GroupAdmin:
     def close(self) -> None:
         if self._wire is not None:
             self._wire.close()
-        self._eng.close()
+        if self._eng is not None:
+            self._eng.close()
 
     def __enter__(self) -> "GroupAdmin":
         return self

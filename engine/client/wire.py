@@ -75,6 +75,12 @@ CLIENT_VERSIONS = {
     ApiKey.LIST_GROUPS: (4, 4),
     ApiKey.DESCRIBE_GROUPS: (5, 5),
     ApiKey.DELETE_GROUPS: (2, 2),
+    # topic and config administration (engine.client.admin, the CLI's --bootstrap-server)
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 5),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
 }
 
 
