@@ -360,7 +360,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings: dict = {}
     if args.properties:
         with open(args.properties) as f:
-            settings.update(parse_properties(f.read()))
+            settings.update(parse_properties(f.read(), args.properties))
     settings.update(_parse_kv(args.config))
     data_dir = args.data_dir or (settings.pop("log.dirs", None) or settings.get("log.dir")
                                  or "./data").split(",")[0]

@@ -39,6 +39,10 @@ def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str, Any], i
         except (TypeError, ValueError):
             raise InvalidConfigError(f"{key}: expected an integer, got {value!r}") from None
         if (lo is not None and v < lo) or (hi is not None and v > hi):
+            if hi is None:
+                raise InvalidConfigError(f"{key}: {v} is below the minimum {lo}")
+            if lo is None:
+                raise InvalidConfigError(f"{key}: {v} is above the maximum {hi}")
             raise InvalidConfigError(f"{key}: {v} is outside [{lo}, {hi}]")
         return v
 
@@ -296,8 +300,9 @@ def _kafka_typed(key: str, raw: Any) -> Any:
     return conv(key, raw) if conv is not None else str(raw)
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse a Java-style ``server.properties`` file (``key=value`` / ``key: value``, ``#`` comments)."""
+def parse_properties(text: str, source: str = "") -> dict[str, str]:
+    """Parse a Java-style ``server.properties`` file (``key=value`` / ``key: value``, ``#`` comments);
+    errors name ``source`` (the file) and the line."""
     out: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         s = line.strip()
@@ -309,5 +314,6 @@ def parse_properties(text: str) -> dict[str, str]:
                 out[k.strip()] = v.strip()
                 break
         else:
-            raise InvalidConfigError(f"line {lineno}: expected key=value, got {line!r}")
+            where = f"{source} line {lineno}" if source else f"line {lineno}"
+            raise InvalidConfigError(f"{where}: expected key=value, got {line!r}")
     return out

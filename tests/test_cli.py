@@ -157,3 +157,17 @@ def test_configs_headers_format_and_groups_in_process(tmp_path):
     assert sorted(first.splitlines()) == [b"a h=1", b"b h=1"]
     again = run("consume", "--data-dir", d, "t", "--from-beginning", "--group", "g", "--timeout-ms", "300")
     assert again.stdout == b""          # the group committed its position
+
+
+def test_bad_properties_are_one_line_naming_file_line_and_key(tmp_path):
+    cases = {"num.partitions=3\nthis line is bad\n": "bad.properties line 2: expected key=value",
+             "num.partitions=-3\n": "num.partitions: -3 is below the minimum 1",
+             "num.partitions=x\n": "num.partitions: expected an integer, got 'x'",
+             "num.io.threads=many\n": "num.io.threads: expected an integer"}
+    for text, needle in cases.items():
+        props = tmp_path / "bad.properties"
+        props.write_text(text)
+        r = run("serve", str(props), "--data-dir", str(tmp_path / "never"), check=False)
+        err = r.stderr.decode().strip()
+        assert r.returncode == 2 and needle in err and len(err.splitlines()) == 1, err
+        assert not (tmp_path / "never").exists()      # refused before anything is created
