@@ -26,7 +26,10 @@ Layouts of the hand-written messages (names from ``*Request.json``)::
     ApiVersionsRequest v3+   client_software_name COMPACT_STRING,
                              client_software_version COMPACT_STRING, TAG_BUFFER
     ApiVersionsResponse      error_code i16, api_keys [api_key i16, min i16, max i16 (+TAGS v3+)],
-                             throttle_time_ms i32 (v1+), TAG_BUFFER (v3+)
+                             throttle_time_ms i32 (v1+), TAG_BUFFER (v3+; tags 0 supported_features
+                             [name, min i16, max i16], 1 finalized_features_epoch i64,
+                             2 finalized_features [name, max_level i16, min_level i16],
+                             3 zk_migration_ready bool)
     ProduceRequest           transactional_id NULLABLE_STRING (v3+), acks i16, timeout_ms i32,
                              topic_data [name, partition_data [index i32, records RECORDS]]
     ProduceResponse          responses [name, partition_responses [index i32, error_code i16,
@@ -67,6 +70,7 @@ __all__ = [
     "ProducePartition",
     "ProduceRequest",
     "SUPPORTED",
+    "SUPPORTED_FEATURES",
     "decode",
     "encode",
     "encode_api_versions_response",
@@ -138,7 +142,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.METADATA: (0, 9),
-    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 5),
     ApiKey.DELETE_RECORDS: (0, 2),
@@ -205,9 +209,27 @@ def ignore_trailing(r: Reader, api_key: int, version: int) -> None:
                   API_NAMES.get(api_key, api_key), version, extra)
 
 
+# Feature levels (KIP-584) this broker reports in ApiVersions v3+, name -> (min, max) supported.
+# Only levels that are true here.  Kafka 4.0 reports group.version 0-1, transaction.version 0-2,
+# kraft.version 0-1, metadata.version 7-25 and eligible.leader.replicas.version 0-1, and finalizes
+# group.version 1, transaction.version 2, kraft.version 1 and its metadata.version.  This broker:
+# * group.version 0 only: the classic group protocol; KIP-848 (level 1) is not served;
+# * transaction.version 0 only: no KIP-890 transactions (none are served at all yet);
+# * no kraft.version / metadata.version: there is no KRaft quorum and no metadata log whose
+#   record format such a level would name; no eligible.leader.replicas.version: no replication.
+# Every level in force is 0, and Kafka leaves level-0 features out of the finalized list, so
+# nothing is finalized and its epoch is -1 ("unknown", Kafka's value without finalized features).
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"group.version": (0, 0), "transaction.version": (0, 0)}
+FINALIZED_FEATURES: dict[str, int] = {}
+FINALIZED_FEATURES_EPOCH = -1
+
+
 def encode_api_versions_response(version: int, error_code: int,
-                                 ranges: dict[int, tuple[int, int]]) -> bytearray:
-    """The body (no header) of an ApiVersionsResponse at `version`."""
+                                 ranges: dict[int, tuple[int, int]],
+                                 features: dict[str, tuple[int, int]] | None = None) -> bytearray:
+    """The body (no header) of an ApiVersionsResponse at `version`.  `features` (v3+ tagged
+    fields) are this broker's supported feature ranges; v3 leaves out those whose minimum is 0,
+    as Kafka 4.0 does (KAFKA-17011: v3 readers refuse a 0 minimum; v4 lifted that)."""
     flex = version >= 3
     w = Writer()
     w.int16(error_code)
@@ -220,7 +242,25 @@ def encode_api_versions_response(version: int, error_code: int,
     if version >= 1:
         w.int32(0)  # throttle_time_ms
     if flex:
-        w.tagged_fields()
+        tags = {}
+        supported = [(name, lo, hi) for name, (lo, hi) in sorted((features or {}).items())
+                     if version >= 4 or lo > 0]
+        if supported:                                   # tag 0: supported_features
+            t = Writer()
+            t.array_length(len(supported), True)
+            for name, lo, hi in supported:
+                t.string(name, True).int16(lo).int16(hi).tagged_fields()
+            tags[0] = bytes(t.buf)
+        if features is not None and FINALIZED_FEATURES_EPOCH != -1:   # tag 1 (default -1)
+            tags[1] = bytes(Writer().int64(FINALIZED_FEATURES_EPOCH).buf)
+        if features is not None and FINALIZED_FEATURES:  # tag 2: finalized_features
+            t = Writer()
+            t.array_length(len(FINALIZED_FEATURES), True)
+            for name, level in sorted(FINALIZED_FEATURES.items()):
+                t.string(name, True).int16(level).int16(level).tagged_fields()
+            tags[2] = bytes(t.buf)
+        # tag 3, zk_migration_ready: false (the default, so not written)
+        w.tagged_fields(tags)
     return w.buf
 
 

@@ -118,7 +118,7 @@ class Handlers:
     # -- ApiVersions (18) -----------------------------------------------------
     async def api_versions(self, header, body, conn):
         m.parse_api_versions_request(body, header.api_version)
-        return [m.encode_api_versions_response(header.api_version, 0, m.SUPPORTED)]
+        return [m.encode_api_versions_response(header.api_version, 0, m.SUPPORTED, m.SUPPORTED_FEATURES)]
 
     # -- Metadata (3) ---------------------------------------------------------------
     async def metadata(self, header, body, conn):
