@@ -160,13 +160,7 @@ class AdminHandlers:
     async def _alter_one(self, r, validate_only: bool) -> tuple[int, str | None]:
         eng = self.engine
         if r.resource_type == _RESOURCE_BROKER:
-            if r.resource_name not in ("", str(NODE_ID)):
-                return _INVALID_REQUEST, (f"Unexpected broker id, expected {NODE_ID}, "
-                                          f"but received {r.resource_name}")
-            if r.configs:                           # every broker config here is static
-                names = ", ".join(c.name for c in r.configs)
-                return _INVALID_REQUEST, f"Cannot update these configs dynamically: Set({names})"
-            return 0, None
+            return broker_config_change(r.resource_name, [c.name for c in r.configs])
         if r.resource_type != _RESOURCE_TOPIC:
             return _INVALID_REQUEST, f"Unknown resource type {r.resource_type}"
         from .._engine import validate_topic_name
@@ -351,6 +345,19 @@ class AdminHandlers:
 
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
+def broker_config_change(resource_name: str, set_names: list[str]) -> tuple[int, str | None]:
+    """(error code, message) of setting `set_names` on broker `resource_name` ("" = any broker).
+
+    Every broker config here is static (read at start), so any key set gets Kafka's answer for a
+    static config; with none set (AlterConfigs' empty set, IncrementalAlterConfigs deletes) there
+    is no dynamic value to remove and the answer is success, as Kafka's."""
+    if resource_name not in ("", str(NODE_ID)):
+        return _INVALID_REQUEST, f"Unexpected broker id, expected {NODE_ID}, but received {resource_name}"
+    if set_names:
+        return _INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(set_names)})"
+    return 0, None
+
+
 # Kafka's TransactionState names (ListTransactions state filters)
 _TRANSACTION_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
                                  "CompleteAbort", "Dead", "PrepareEpochFence"})

@@ -475,8 +475,14 @@ class Handlers:
             res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
             try:
+                if r.resource_type == _RESOURCE_BROKER:
+                    from .admin_handlers import broker_config_change
+                    res["error_code"], res["error_message"] = broker_config_change(
+                        r.resource_name, [op.name for op in r.configs if op.config_operation != _OP_DELETE])
+                    responses.append(res)
+                    continue
                 if r.resource_type != _RESOURCE_TOPIC:
-                    raise InvalidRequestError("only topic configs can be altered (broker configs are static)")
+                    raise InvalidRequestError(f"Unknown resource type {r.resource_type}")
                 current = dict(eng.topic_metadata(r.resource_name).config)
                 sets, deletes = _apply_config_ops(eng.topic_config(r.resource_name), current, r.configs)
                 if req.validate_only:
