@@ -323,3 +323,65 @@ def test_kafka_admin_tools(abroker, kafka_tool, tmp_path):
     assert rc == 0, err
     assert [line.split("\t")[2:5] for line in out.strip().splitlines()[1:]] == \
         [[f"Partition: {p}", "Leader: 0", "Replicas: 0"] for p in range(3)]
+
+
+# -- a short fuzz of the new APIs (as test_fuzz.py for the others) ----------------------------
+_FUZZ_BASE = {
+    29: _FILTER,
+    30: {"creations": [{"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
+                        "principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}]},
+    31: {"filters": [_FILTER]},
+    33: {"validate_only": False, "resources": [
+        {"resource_type": 2, "resource_name": "fz", "configs": [{"name": "retention.ms", "value": "100000"}]},
+        {"resource_type": 4, "resource_name": "0", "configs": []}]},
+    35: {"topics": [{"topic": "fz", "partitions": [0, 1]}]},
+    43: {"election_type": 0, "timeout": 1000, "topic_partitions": [{"topic": "fz", "partitions": [0]}]},
+    45: {"timeout": 1000, "topics": [{"name": "fz", "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
+    46: {"timeout": 1000, "topics": [{"name": "fz", "partition_indexes": [0]}]},
+    65: {"transactional_ids": ["x"]},
+    66: {"state_filters": ["Ongoing"], "producer_id_filters": [1], "duration_filter": -1},
+    75: {"topics": [{"name": "fz"}, {"name": "t"}], "response_partition_limit": 1,
+         "cursor": {"topic_name": "fz", "partition_index": 0}},
+}
+
+
+def test_mutated_admin_requests(abroker, caplog):
+    import io
+    import logging
+    import random
+    import socket
+
+    from kio.serial import entity_writer
+    abroker.call(lambda: abroker.engine.create_topic("fz", 2))
+    frames = []
+    for key, data in _FUZZ_BASE.items():
+        lo, hi = m.SUPPORTED[key]
+        for version in range(lo, hi + 1):
+            cls = m._entity(key, version, False)
+            buf = io.BytesIO()
+            entity_writer(cls)(buf, m._build(cls, data))
+            flex = m.is_flexible(key, version)
+            frames.append(struct.pack(">hhih", key, version, 1, 4) + b"fuzz" + (b"\x00" if flex else b"")
+                          + buf.getvalue())
+    rnd = random.Random(int(os.environ.get("FUZZ_SEED", "20261124")))
+    answered = closed = 0
+    with caplog.at_level(logging.WARNING, logger="engine.server"):
+        for _ in range(int(os.environ.get("FUZZ_N", "400"))):
+            msg = bytearray(rnd.choice(frames))
+            for _ in range(rnd.randint(1, 4)):
+                msg[rnd.randrange(8, len(msg))] = rnd.randrange(256)    # keep key/version
+            if rnd.random() < 0.2:
+                del msg[rnd.randrange(8, len(msg)):]
+            with connect(abroker.port, timeout=2) as s:
+                s.sendall(struct.pack(">i", len(msg)) + msg)
+                s.shutdown(socket.SHUT_WR)
+                try:
+                    data = s.recv(4)
+                except (socket.timeout, ConnectionResetError):
+                    data = b""
+                answered += bool(data)
+                closed += not data
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors[:5]]
+    assert answered > 20 and closed > 20
+    assert api_versions_ok(abroker.port)
