@@ -178,10 +178,14 @@ class AdminHandlers:
         eng.config.log_config(new)                  # InvalidConfigError (40) names the key
         if validate_only:
             return 0, None
-        current = eng.topic_metadata(r.resource_name).config
-        drop = [k for k in current if k not in new]
-        await asyncio.get_running_loop().run_in_executor(
-            None, lambda: eng.alter_topic_config(r.resource_name, new, drop))
+
+        def replace():
+            # under the engine's admin lock (re-entrant), so no other config change lands
+            # between reading the current overrides and dropping those the request leaves out
+            with eng._admin:
+                current = eng.topic_metadata(r.resource_name).config
+                eng.alter_topic_config(r.resource_name, new, [k for k in current if k not in new])
+        await asyncio.get_running_loop().run_in_executor(None, replace)
         return 0, None
 
     # -- ACLs (29, 30, 31): no authorizer --------------------------------------------
