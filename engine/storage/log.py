@@ -484,7 +484,7 @@ class PartitionLog:
         A snapshot that cannot be written is only logged: the state is rebuilt from the log.
         """
         try:
-            pstate.write_snapshot(self.dir, offset, self.producer_state.active_producers())
+            pstate.write_snapshot(self.dir, offset, self.producer_state.snapshot_entries())
             self._prune_snapshots_locked()
         except OSError as e:
             _log.warning("could not write the producer snapshot of %s at %d: %s", self.dir, offset, e)
@@ -500,7 +500,7 @@ class PartitionLog:
         """Snapshot the producer state at the log end offset (clean shutdown)."""
         self._check_writable()
         with self._lock:
-            pstate.write_snapshot(self.dir, self.log_end_offset, self.producer_state.active_producers())
+            pstate.write_snapshot(self.dir, self.log_end_offset, self.producer_state.snapshot_entries())
             self._prune_snapshots_locked()
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:

@@ -30,9 +30,13 @@ Kafka's own format (storage ProducerSnapshot v1, all big-endian)::
               int64 timestamp (max timestamp of the last batch),
               int32 coordinatorEpoch, int64 currentTxnFirstOffset (-1: no transaction) }
 
-As in Kafka, a snapshot holds each producer's last batch only; the batches
-above the snapshot's offset are replayed from the log's batch headers on open
-(loader.load_producer_state), which restores up to five per producer.  A file
+Kafka writes one entry per producer (its last batch).  We write one entry per
+retained batch (up to five per producer, oldest first, consecutive): Kafka's
+reader keeps the last entry of a producer id, so Kafka loads the same state
+from our file, while we restore all five and so still recognise a retry of
+any of a producer's last five batches after a clean restart (a producer has
+up to five requests in flight).  The batches above the snapshot's offset are
+replayed from the log's batch headers on open (loader.load_producer_state).  A file
 with a wrong version, a CRC mismatch or a size that does not match its count
 raises SnapshotError: it is never trusted (reported, deleted, rebuilt).
 Snapshots are written atomically (temp + fsync + rename + fsync of the dir).
@@ -181,11 +185,26 @@ class ProducerStateManager:
                                      e.coordinator_epoch, e.current_txn_first_offset))
         return out
 
+    def snapshot_entries(self) -> list[SnapshotEntry]:
+        """The snapshot's entries: one per retained batch, a producer's oldest first."""
+        out = []
+        for pid in sorted(self._producers):
+            e = self._producers[pid]
+            tail = (e.last_timestamp, e.coordinator_epoch, e.current_txn_first_offset)
+            if not e.batches:
+                out.append(SnapshotEntry(pid, e.epoch, -1, -1, 0, *tail))
+            for b in e.batches:
+                out.append(SnapshotEntry(pid, e.epoch, b.last_seq, b.last_offset,
+                                         b.last_offset - b.first_offset, *tail))
+        return out
+
     def load(self, entries) -> None:
-        """Replace the state with a snapshot's entries (each one its producer's last batch)."""
+        """Replace the state with a snapshot's entries (repeated ids: that producer's batches in order)."""
         self._producers.clear()
         for se in entries:
-            e = self._producers[se.producer_id] = _Entry(se.epoch)
+            e = self._producers.get(se.producer_id)
+            if e is None or e.epoch != se.epoch:
+                e = self._producers[se.producer_id] = _Entry(se.epoch)
             if se.last_offset >= 0:
                 e.batches.append(BatchMetadata((se.last_sequence - se.offset_delta) % _SEQ_MOD, se.last_sequence,
                                                se.last_offset - se.offset_delta, se.last_offset))
