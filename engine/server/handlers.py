@@ -109,6 +109,8 @@ class Handlers:
         }
         from .group_handlers import GroupHandlers
         self._table.update(GroupHandlers(self).table())
+        from .producer_handlers import ProducerHandlers
+        self._table.update(ProducerHandlers(self).table())
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)

@@ -503,6 +503,11 @@ class PartitionLog:
             pstate.write_snapshot(self.dir, self.log_end_offset, self.producer_state.snapshot_entries())
             self._prune_snapshots_locked()
 
+    def active_producers(self) -> list:
+        """The producers this partition knows (producer_state.SnapshotEntry each), for DescribeProducers."""
+        with self._lock:
+            return self.producer_state.active_producers()
+
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
         """producer.id.expiration.ms: forget producers idle that long; returns their ids."""
         with self._lock:
