@@ -220,12 +220,6 @@ class ProducerStateManager:
             del self._producers[pid]
         return gone
 
-    def truncate_from(self, offset: int) -> None:
-        """Forget batches at or above `offset` (log truncation); producers left empty stay known."""
-        for entry in self._producers.values():
-            while entry.batches and entry.batches[-1].last_offset >= offset:
-                entry.batches.pop()
-
     def clear(self) -> None:
         self._producers.clear()
 
