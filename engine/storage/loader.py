@@ -338,5 +338,11 @@ def load_producer_state(log, upto: int, stats: RecoveryStats, report_stale: bool
             if found is None:
                 continue
             pos = found[0]
-        headers, _ = _native.list_batches(seg._data(), pos, seg.size, False, seg.log_path, 0)
+        try:
+            headers, _ = _native.list_batches(seg._data(), pos, seg.size, False, seg.log_path, 0)
+        except CorruptRecordError as e:
+            # Not expected below a recovered log end; the state keeps what was read before it.
+            _event(stats, seg.log_path, getattr(e, "position", None), 0,
+                   f"producer state not replayed past a bad batch: {e}")
+            break
         state.replay(headers, start)

@@ -150,20 +150,26 @@ def test_kill9_child_then_retries_are_recognised(tmp_path, kw):
         assert log.append(batch(7, 0, 180)).first_offset == 180
 
 
-def test_corrupt_snapshot_is_reported_and_rebuilt(tmp_path):
+@pytest.mark.parametrize("damage", ["bit flip", "half written", "version"])
+def test_corrupt_snapshot_is_reported_and_rebuilt(tmp_path, damage):
     d = str(tmp_path / "d")
     with manager(d) as m:
         fill(m.create_log(T, 0))
     log_dir = os.path.join(d, "t-0")
     latest = ps.snapshot_path(log_dir, 120)
-    with open(latest, "r+b") as f:               # one byte of an entry
-        f.seek(20)
-        b = f.read(1)
-        f.seek(20)
-        f.write(bytes([b[0] ^ 0x40]))
+    raw = bytearray(open(latest, "rb").read())
+    if damage == "bit flip":
+        raw[20] ^= 0x40                          # one byte of an entry
+    elif damage == "half written":
+        raw = raw[: len(raw) // 2]
+    else:
+        raw[1] = 2                               # a version we do not know
+    with open(latest, "wb") as f:
+        f.write(raw)
     with manager(d) as m:
         events = [e for e in m.recovery_report if e.path == latest]
-        assert len(events) == 1 and "CRC mismatch" in events[0].reason
+        expect = {"bit flip": "CRC mismatch", "half written": "CRC mismatch", "version": "unknown version 2"}
+        assert len(events) == 1 and expect[damage] in events[0].reason, events
         assert "rebuilt from the log" in events[0].reason
         log = m.get_log(T, 0)
         assert not os.path.exists(latest) or ps.read_snapshot(latest)   # never left half-trusted
