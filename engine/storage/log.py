@@ -1,7 +1,10 @@
 """PartitionLog: one partition's log (Kafka's UnifiedLog + LocalLog analogue).
 
 On disk (``<topic>-<partition>/``): segments ``<base>.log/.index/.timeindex``
-(segment.py), ``leader-epoch-checkpoint`` (checkpoint.py) and our
+(segment.py), ``leader-epoch-checkpoint`` (checkpoint.py), producer snapshots
+``<offset>.snapshot`` (producer_state.py: written at each roll and by
+``write_producer_snapshot`` at clean shutdown, the latest two kept, those above
+a truncation point deleted; loaded by loader.load_producer_state) and our
 ``.highwatermark`` publication file::
 
     .highwatermark   64 bytes, little-endian int64 fields, each 8-byte aligned
