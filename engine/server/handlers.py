@@ -39,6 +39,7 @@ from ..errors import (
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
+from .group_handlers import TXN_UNSUPPORTED
 
 __all__ = ["Handlers"]
 
@@ -362,12 +363,14 @@ class Handlers:
     # -- InitProducerId (22) -------------------------------------------------------------
     async def init_producer_id(self, header, body, conn):
         """Idempotent producers get a fresh id (epoch 0); v3+ callers that send their
-        current id and epoch get the epoch bumped (KIP-360).  Transactions come later."""
+        current id and epoch get the epoch bumped (KIP-360).  Transactions come later: a
+        transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code librdkafka and
+        Java's client treat as fatal at once (see group_handlers.TXN_UNSUPPORTED)."""
         v = header.api_version
         req = m.decode(m.ApiKey.INIT_PRODUCER_ID, v, body.buf[body.pos:])
         res = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
         if req.transactional_id is not None:
-            res["error_code"] = 42   # INVALID_REQUEST: no transaction coordinator yet
+            res["error_code"] = TXN_UNSUPPORTED   # not INVALID_REQUEST: librdkafka retries that forever
         else:
             pid = getattr(req, "producer_id", -1)
             epoch = getattr(req, "producer_epoch", -1)
