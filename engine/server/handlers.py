@@ -125,11 +125,22 @@ class Handlers:
         req = m.decode(m.ApiKey.METADATA, v, body.buf[body.pos:])
         eng = self.engine
         auto = eng.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
+        topics = []
         if req.topics is None or (v == 0 and not req.topics):
             names = eng.list_topics()
-        else:
-            names = [t.name for t in req.topics]
-        topics = []
+        else:   # v10+ may name a topic by id only (name null)
+            names, by_id = [], None
+            for t in req.topics:
+                if t.name is not None:
+                    names.append(t.name)
+                    continue
+                if by_id is None:
+                    by_id = {_topic_uuid(eng.topic_metadata(n).topic_id): n for n in eng.list_topics()}
+                if t.topic_id in by_id:
+                    names.append(by_id[t.topic_id])
+                else:
+                    topics.append({"error_code": 100, "name": None, "topic_id": t.topic_id,  # UNKNOWN_TOPIC_ID
+                                   "is_internal": False, "partitions": []})
         for name in names:
             try:
                 internal = name == OFFSETS_TOPIC    # made by the group coordinator, never auto-created
@@ -156,7 +167,7 @@ class Handlers:
         return [m.encode(m.ApiKey.METADATA, v, {
             "throttle_time": 0,
             "brokers": [{"node_id": NODE_ID, "host": host, "port": port, "rack": None}],
-            "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": topics,
+            "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": topics, "error_code": 0,
         })]
 
     # -- Produce (0) -----------------------------------------------------------------
