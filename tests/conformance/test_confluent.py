@@ -152,10 +152,10 @@ def _create(admin, topic, partitions=1, config=None):
     admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(T)
 
 
-def _produce(bootstrap, topic, records, partition=0):
+def _produce(bootstrap, topic, records, partition=0, linger_ms=5):
     """records: (key, value, timestamp_ms or None); returns the delivered offsets in order."""
     delivered = []
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms})
     for key, value, ts in records:
         kw = {"timestamp": ts} if ts is not None else {}
         p.produce(topic, value, key, partition=partition,
@@ -643,7 +643,8 @@ def test_list_offsets_and_delete_records(bootstrap, admin, topic_name):
     "the first record at or after the log start, as Kafka's LogSegment.findOffsetByTimestamp"))
 def test_list_offsets_by_time_after_delete_records_inside_a_batch(bootstrap, admin, topic_name):
     _create(admin, topic_name, 1)
-    _produce(bootstrap, topic_name, [(None, b"x", ts) for ts in (1_000, 3_000, 2_000, 3_000, 1_500)])
+    _produce(bootstrap, topic_name, [(None, b"x", ts) for ts in (1_000, 3_000, 2_000, 3_000, 1_500)],
+             linger_ms=200)                     # one batch: offsets 0-4
     tp, dtp = TopicPartition(topic_name, 0), TopicPartition(topic_name, 0, 3)
     admin.delete_records([dtp], request_timeout=T)[dtp].result(T)
     res = admin.list_offsets({tp: OffsetSpec.for_timestamp(0)}, request_timeout=T)[tp].result(T)
