@@ -243,7 +243,9 @@ def test_list_topics_and_cluster_id(bootstrap, admin, topic_name):
     _create(admin, topic_name, 3)
     ids = set()
     for client in (Producer({"bootstrap.servers": bootstrap}), _consumer(bootstrap), admin):
-        md = client.list_topics(timeout=T)
+        md = _until(lambda: client.list_topics(timeout=T),   # (Kafka: leaders a moment later)
+                    lambda md: topic_name in md.topics and
+                    all(pm.leader >= 0 for pm in md.topics[topic_name].partitions.values()))
         assert topic_name in md.topics
         tmd = md.topics[topic_name]
         assert tmd.error is None and sorted(tmd.partitions) == [0, 1, 2]
