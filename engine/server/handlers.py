@@ -130,10 +130,12 @@ class Handlers:
         topics = []
         if req.topics is None or (v == 0 and not req.topics):
             names = eng.list_topics()
-        else:   # v10+ may name a topic by id only (name null)
-            names, by_id = [], None
+        else:   # v10+ may name a topic by id: a non-zero id wins over the name, as in Kafka
+            names, by_id = [], None     # (Java's by-id describe sends the id with name "")
             for t in req.topics:
-                if t.name is not None:
+                if v < 12 or getattr(t, "topic_id", None) in (None, _ZERO_UUID):   # (kio: zero -> None)
+                    if t.name is None:      # ids are v12+: Kafka refuses this request
+                        raise InvalidRequestError(f"Metadata v{v} names a topic by id only")
                     names.append(t.name)
                     continue
                 if by_id is None:

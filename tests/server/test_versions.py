@@ -90,6 +90,10 @@ def test_metadata(vbroker, version):
                                                 "include_topic_authorized_operations": False})
         assert [(t.name, t.topic_id, int(t.error_code)) for t in by_id.topics] == \
             [(None, other, 100), ("v", tid, 0)]        # UNKNOWN_TOPIC_ID for the unknown one
+        java = call(vbroker.port, 3, version, {"topics": [{"name": "", "topic_id": tid}],
+                                               "allow_auto_topic_creation": False,
+                                               "include_topic_authorized_operations": False})
+        assert [(t.name, t.topic_id, int(t.error_code)) for t in java.topics] == [("v", tid, 0)]
 
 
 @pytest.mark.parametrize("version", versions(0))
