@@ -397,8 +397,8 @@ class LogSegment:
             position, base, last = _native.seek_timestamp(data, timestamp, pos, end)
             if base < 0:
                 return None
-            hit = _first_record_at_or_after(data, position, timestamp)
-            if hit is not None and hit[0] >= starting_offset:
+            hit = _first_record_at_or_after(data, position, timestamp, starting_offset)
+            if hit is not None:
                 return hit
             pos = position + 12 + int.from_bytes(data[position + 8:position + 12], "big", signed=True)
 
@@ -643,24 +643,26 @@ def _read_varint(data, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def _first_record_at_or_after(data, position: int, target: int):
-    """(offset, timestamp) of the first record with timestamp >= target in the batch at `position`.
+def _first_record_at_or_after(data, position: int, target: int, min_offset: int = 0):
+    """(offset, timestamp) of the first record with timestamp >= target and offset >= min_offset
+    in the batch at `position` (Kafka's LogSegment.findOffsetByTimestamp filters on both: after
+    DeleteRecords the log may start inside a batch), or None.
 
     Record-level like Kafka: uncompressed CreateTime batches are walked in
     place; a compressed one is decompressed (only the batch the time index
     led to — ListOffsets by timestamp is rare); LogAppendTime batches give
-    every record maxTimestamp, so their first record answers.
+    every record maxTimestamp, so their first record at or after min_offset answers.
     """
     h = _native.read_header(data, position)
-    if h.max_timestamp < target:
+    if h.max_timestamp < target or h.last_offset < min_offset:
         return None
     if h.timestamp_type == 1:
-        return h.base_offset, h.max_timestamp
+        return max(h.base_offset, min_offset), h.max_timestamp
     if h.codec != 0:
         for offset, ts, _k, _v, _h in _native.decode_batch(data, position, check_crc=False):
-            if ts >= target:
+            if ts >= target and offset >= min_offset:
                 return offset, ts
-        return h.base_offset, h.max_timestamp
+        return None
     pos = position + 61
     end = position + h.size
     for _ in range(h.records_count):
@@ -672,7 +674,7 @@ def _first_record_at_or_after(data, position: int, target: int):
         ts_delta, p = _read_varint(data, p)
         off_delta, p = _read_varint(data, p)
         ts = h.base_timestamp + ts_delta
-        if ts >= target:
+        if ts >= target and h.base_offset + off_delta >= min_offset:
             return h.base_offset + off_delta, ts
         pos = rec_end
-    return h.base_offset, h.max_timestamp
+    return None

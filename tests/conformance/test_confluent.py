@@ -638,12 +638,9 @@ def test_list_offsets_and_delete_records(bootstrap, admin, topic_name):
     assert admin.delete_records([hw], request_timeout=T)[hw].result(T).low_watermark == 5
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "storage bug (engine/storage/segment.py find_offset_by_timestamp, out of this branch's "
-    "scope): when the log start offset is inside a batch, the batch's first record with a "
-    "late-enough timestamp is below it and the whole batch is skipped (-1) instead of taking "
-    "the first record at or after the log start, as Kafka's LogSegment.findOffsetByTimestamp"))
 def test_list_offsets_by_time_after_delete_records_inside_a_batch(bootstrap, admin, topic_name):
+    """The log start inside a batch: the first record at or after it with a late-enough timestamp,
+    as Kafka's LogSegment.findOffsetByTimestamp (was -1: the whole batch was skipped)."""
     _create(admin, topic_name, 1)
     _produce(bootstrap, topic_name, [(None, b"x", ts) for ts in (1_000, 3_000, 2_000, 3_000, 1_500)],
              linger_ms=200)                     # one batch: offsets 0-4
