@@ -111,6 +111,8 @@ class Handlers:
         self._table.update(GroupHandlers(self).table())
         from .admin_handlers import AdminHandlers
         self._table.update(AdminHandlers(self).table())
+        from .producer_handlers import ProducerHandlers
+        self._table.update(ProducerHandlers(self).table())
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)
