@@ -385,7 +385,7 @@ def test_admin_cluster(admin, boot):
     b = c["brokers"][0]
     assert (b["host"], b["port"], c["controller_id"]) == (host, int(port), b["broker_id"])
     versions = admin.api_versions()
-    assert versions[0][1] >= 9 and versions[3][1] >= 9 and versions[18] == (0, 3) or EXTERNAL
+    assert versions[0][1] >= 9 and versions[3][1] >= 9 and versions[18][1] >= 3
     data = admin.get_broker_version_data(b["broker_id"])
     assert isinstance(data, BrokerVersionData) and data.api_versions
     with pytest.raises(Errors.UnknownBrokerIdError):
@@ -394,12 +394,20 @@ def test_admin_cluster(admin, boot):
 
 @covers(KafkaAdminClient, "describe_features")
 def test_admin_describe_features(admin):
-    """Waits for: finalized features in ApiVersions v3 (branch apis). Kafka 4.0 reports
-    metadata.version (supported range and the finalized level, with its epoch)."""
+    """KIP-584 features in ApiVersions v3+ (branch apis). Kafka 4.0 reports group.version and
+    transaction.version, each finalized level inside its supported range. This broker serves
+    classic groups only (no KIP-848) and no KIP-890 transactions: both supported 0-0, nothing
+    finalized (a level 0 is left out, as Kafka does), and no metadata.version (no KRaft quorum)."""
     f = admin.describe_features()
-    mv = f["metadata.version"]
-    lo, hi = mv["supported"]
-    assert lo <= mv["finalized"][1] <= hi and mv["finalized_epoch"] is not None
+    assert {"group.version", "transaction.version"} <= set(f)
+    for name, feat in f.items():
+        lo, hi = feat["supported"]
+        assert lo <= hi, name
+        if "finalized" in feat:
+            assert lo <= feat["finalized"][1] <= hi and feat["finalized_epoch"] is not None, name
+    if not EXTERNAL:
+        assert f == {"group.version": {"supported": (0, 0)},
+                     "transaction.version": {"supported": (0, 0)}}
 
 
 @covers(KafkaAdminClient, "list_partition_offsets", "delete_records")
@@ -544,9 +552,18 @@ def test_admin_acls_security_disabled(admin, topic_name):
 
 @covers(KafkaAdminClient, "describe_user_scram_credentials", "alter_user_scram_credentials")
 def test_admin_scram_credentials(admin):
-    """Waits for: Describe/AlterUserScramCredentials (branch apis): Kafka stores the salted
-    credential and describes its mechanism and iterations."""
+    """Waits for: SCRAM (SASL authentication). Branch apis leaves Describe/AlterUserScram-
+    Credentials unadvertised on purpose (nothing here would enforce a credential), so both are
+    refused at once from ApiVersions. Kafka stores the salted credential and describes its
+    mechanism and iterations."""
     user = "u-" + uuid.uuid4().hex[:6]
+    if not EXTERNAL:
+        _refused_promptly(admin.describe_user_scram_credentials, "SCRAM",
+                          errors=(Errors.IncompatibleBrokerVersion,))
+        _refused_promptly(lambda: admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(user, ScramMechanism.SCRAM_SHA_256, b"pw")]), "SCRAM",
+            errors=(Errors.IncompatibleBrokerVersion,))
+        return
     assert user not in admin.describe_user_scram_credentials()
     out = admin.alter_user_scram_credentials(
         [UserScramCredentialUpsertion(user, ScramMechanism.SCRAM_SHA_256, b"pw", iterations=8192)])
