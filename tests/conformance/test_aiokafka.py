@@ -33,7 +33,9 @@ EXTERNAL = os.environ.get("CONFORMANCE_BOOTSTRAP")
 SERVES_TRANSACTIONS = bool(EXTERNAL)
 cov = Coverage()
 covers = cov.covers
-TS = 1_700_000_000_000
+# An hour ago: records much older than retention.ms (7 days) would roll their segment (segment.ms)
+# and be deleted by retention, as Kafka does, moving the log start under the test.
+TS = int(time.time() * 1000) - 3_600_000
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5          # DescribeConfigs config_source codes
 
 LOCAL_ONLY = {
