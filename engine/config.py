@@ -74,7 +74,9 @@ def _choice(*options: str) -> Callable[[str, Any], str]:
 
 
 def _cleanup_policy(key: str, value: Any) -> str:
-    parts = sorted({p.strip() for p in str(value).split(",") if p.strip()})
+    # the order given is kept, as Kafka does (APPEND of compact to delete describes as
+    # "delete,compact"); the log only asks whether a policy is in the list
+    parts = list(dict.fromkeys(p.strip() for p in str(value).split(",") if p.strip()))
     if not parts or any(p not in ("delete", "compact") for p in parts):
         raise InvalidConfigError(f"{key}: {value!r} must be delete, compact or both")
     return ",".join(parts)

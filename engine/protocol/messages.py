@@ -142,7 +142,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 9),
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
-    ApiKey.METADATA: (0, 9),
+    ApiKey.METADATA: (0, 13),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 5),

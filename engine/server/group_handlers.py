@@ -12,7 +12,7 @@ connection answers nothing else meanwhile (responses stay in order), other
 connections are not affected, and nothing here times it out.  A read-only
 Engine has no coordinator: every group request gets COORDINATOR_NOT_AVAILABLE.
 Transactions are not served yet: FindCoordinator with key type 1 answers
-COORDINATOR_NOT_AVAILABLE.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying so (see ``find_coordinator``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,14 @@ __all__ = ["GroupHandlers"]
 log = logging.getLogger("engine.server")
 
 _COORDINATOR_NOT_AVAILABLE = 15
+# Transactions are not served yet.  Kafka has no "transactions unsupported" code, and the ones
+# that would read so (COORDINATOR_NOT_AVAILABLE, UNSUPPORTED_VERSION, INVALID_REQUEST) are all
+# retried by librdkafka until init_transactions() times out.  TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+# is what a Kafka broker answers a client that may not use transactions: librdkafka (and Java's
+# client) turn it into a prompt fatal error that carries our error_message (FindCoordinator v1+).
+# Also answered by InitProducerId for a transactional id (handlers.py).  Real transactions: later.
+TXN_UNSUPPORTED = 53
+TXN_UNSUPPORTED_MESSAGE = "transactions are not supported by this broker yet (unset transactional.id)"
 
 
 def _ms(td) -> int:
@@ -99,8 +107,11 @@ class GroupHandlers:
         host, port = conn.advertised_address()
         answers = []
         for key in keys:
-            res = await self._call("find_coordinator", key, key_type)
-            code, message = res if res is not None else (_COORDINATOR_NOT_AVAILABLE, "no group coordinator")
+            if key_type == 1:
+                code, message = TXN_UNSUPPORTED, TXN_UNSUPPORTED_MESSAGE
+            else:
+                res = await self._call("find_coordinator", key, key_type)
+                code, message = res if res is not None else (_COORDINATOR_NOT_AVAILABLE, "no group coordinator")
             ok = code == 0
             answers.append({"key": key, "node_id": self._node_id() if ok else -1,
                             "host": host if ok else "", "port": port if ok else -1,

@@ -39,6 +39,7 @@ from ..errors import (
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
+from .group_handlers import TXN_UNSUPPORTED
 
 __all__ = ["Handlers"]
 
@@ -128,11 +129,22 @@ class Handlers:
         req = m.decode(m.ApiKey.METADATA, v, body.buf[body.pos:])
         eng = self.engine
         auto = eng.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
+        topics = []
         if req.topics is None or (v == 0 and not req.topics):
             names = eng.list_topics()
-        else:
-            names = [t.name for t in req.topics]
-        topics = []
+        else:   # v10+ may name a topic by id only (name null)
+            names, by_id = [], None
+            for t in req.topics:
+                if t.name is not None:
+                    names.append(t.name)
+                    continue
+                if by_id is None:
+                    by_id = {_topic_uuid(eng.topic_metadata(n).topic_id): n for n in eng.list_topics()}
+                if t.topic_id in by_id:
+                    names.append(by_id[t.topic_id])
+                else:
+                    topics.append({"error_code": 100, "name": None, "topic_id": t.topic_id,  # UNKNOWN_TOPIC_ID
+                                   "is_internal": False, "partitions": []})
         for name in names:
             try:
                 internal = name == OFFSETS_TOPIC    # made by the group coordinator, never auto-created
@@ -159,7 +171,7 @@ class Handlers:
         return [m.encode(m.ApiKey.METADATA, v, {
             "throttle_time": 0,
             "brokers": [{"node_id": NODE_ID, "host": host, "port": port, "rack": None}],
-            "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": topics,
+            "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": topics, "error_code": 0,
         })]
 
     # -- Produce (0) -----------------------------------------------------------------
@@ -366,12 +378,14 @@ class Handlers:
     # -- InitProducerId (22) -------------------------------------------------------------
     async def init_producer_id(self, header, body, conn):
         """Idempotent producers get a fresh id (epoch 0); v3+ callers that send their
-        current id and epoch get the epoch bumped (KIP-360).  Transactions come later."""
+        current id and epoch get the epoch bumped (KIP-360).  Transactions come later: a
+        transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code librdkafka and
+        Java's client treat as fatal at once (see group_handlers.TXN_UNSUPPORTED)."""
         v = header.api_version
         req = m.decode(m.ApiKey.INIT_PRODUCER_ID, v, body.buf[body.pos:])
         res = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
         if req.transactional_id is not None:
-            res["error_code"] = 42   # INVALID_REQUEST: no transaction coordinator yet
+            res["error_code"] = TXN_UNSUPPORTED   # not INVALID_REQUEST: librdkafka retries that forever
         else:
             pid = getattr(req, "producer_id", -1)
             epoch = getattr(req, "producer_epoch", -1)

@@ -63,7 +63,7 @@ def test_describe_and_incrementally_alter_topic_configs_confluent(broker):
                                            incremental_operation=AlterConfigOpType.APPEND))
     wait(a.incremental_alter_configs([res]))
     cfg = broker.call(lambda: broker.engine.topic_config("t"))
-    assert cfg["retention.ms"] == 3600000 and cfg["cleanup.policy"] == "compact,delete"
+    assert cfg["retention.ms"] == 3600000 and cfg["cleanup.policy"] == "delete,compact"
     described = wait(a.describe_configs([ConfigResource(ResourceType.TOPIC, "t")]))
     entry = next(iter(described.values()))["retention.ms"]
     assert entry.value == "3600000" and not entry.is_default

@@ -106,7 +106,7 @@ def test_truncated_frame_then_eof(broker):
 
 
 # -- B6: unknown keys and versions ----------------------------------------------------
-@pytest.mark.parametrize("key,version", [(9999, 0), (-1, 0), (1, 99), (1, 3), (0, 10), (3, 10)])
+@pytest.mark.parametrize("key,version", [(9999, 0), (-1, 0), (1, 99), (1, 3), (0, 10), (3, 14)])
 def test_unknown_key_or_version_closes(broker, key, version):
     with connect(broker.port) as s:
         s.sendall(request_frame(key, version, 1, b"\x00" * 16))

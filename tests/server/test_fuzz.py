@@ -13,6 +13,7 @@ import os
 import random
 import socket
 import struct
+import uuid
 
 import pytest
 
@@ -32,7 +33,7 @@ _BASE = {
                                                    "partition_max_bytes": 1 << 20}]}]},
     2: {"replica_id": -1, "isolation_level": 0,
         "topics": [{"name": "f", "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
-    3: {"topics": [{"name": "f"}], "allow_auto_topic_creation": True,
+    3: {"topics": [{"name": "f", "topic_id": uuid.UUID(int=0)}], "allow_auto_topic_creation": True,
         "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False},
     18: {"client_software_name": "fuzz", "client_software_version": "1"},
     19: {"topics": [{"name": "g", "num_partitions": 1, "replication_factor": 1, "assignments": [],

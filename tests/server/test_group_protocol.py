@@ -177,7 +177,7 @@ def test_find_coordinator_every_version(pbroker, raw):
             assert [(c.key, c.error_code, c.node_id, c.port) for c in r.coordinators] == \
                 [("a", 0, 0, pbroker.port), ("b", 0, 0, pbroker.port)]
             r = raw.call(10, v, {"key_type": 1, "coordinator_keys": ["txn"]})
-            assert r.coordinators[0].error_code == 15       # no transaction coordinator yet
+            assert r.coordinators[0].error_code == 53       # transactions not served yet: fatal for clients
         else:
             r = raw.call(10, v, {"key": "a", "key_type": 0})
             assert (r.error_code, r.node_id, r.port) == (0, 0, pbroker.port)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import struct
+import uuid
 
 import pytest
 
@@ -64,7 +65,9 @@ def test_api_versions(vbroker, version):
 
 @pytest.mark.parametrize("version", versions(3))
 def test_metadata(vbroker, version):
-    resp = call(vbroker.port, 3, version, {"topics": [{"name": "v"}, {"name": "bad name!"}],
+    zero = uuid.UUID(int=0)
+    resp = call(vbroker.port, 3, version, {"topics": [{"name": "v", "topic_id": zero},
+                                                      {"name": "bad name!", "topic_id": zero}],
                                           "allow_auto_topic_creation": True,
                                           "include_cluster_authorized_operations": False,
                                           "include_topic_authorized_operations": False})
@@ -76,6 +79,17 @@ def test_metadata(vbroker, version):
     assert int(topics["bad name!"].error_code) == 17      # INVALID_TOPIC_EXCEPTION
     if version >= 2:
         assert resp.cluster_id
+    if version >= 10:   # topic ids (librdkafka's describe_topics shows them)
+        tid = topics["v"].topic_id
+        assert tid != zero
+    if version >= 12:   # a topic named by id only
+        other = uuid.UUID(int=12345)
+        by_id = call(vbroker.port, 3, version, {"topics": [{"name": None, "topic_id": tid},
+                                                           {"name": None, "topic_id": other}],
+                                                "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False})
+        assert [(t.name, t.topic_id, int(t.error_code)) for t in by_id.topics] == \
+            [(None, other, 100), ("v", tid, 0)]        # UNKNOWN_TOPIC_ID for the unknown one
 
 
 @pytest.mark.parametrize("version", versions(0))
@@ -240,4 +254,4 @@ def test_init_producer_id(vbroker, version):
         bumped = call(vbroker.port, 22, version, data)
         assert (bumped.producer_id, bumped.producer_epoch) == (first.producer_id, 1)
     txn = call(vbroker.port, 22, version, {**data, "transactional_id": "txn-1"})
-    assert int(txn.error_code) == 42  # no transaction coordinator yet
+    assert int(txn.error_code) == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: transactions not served yet
