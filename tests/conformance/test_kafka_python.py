@@ -183,8 +183,10 @@ def test_producer_transactions(boot, admin, topic_name):
                       request_timeout_ms=10000)
     try:
         if not SERVES_TRANSACTIONS:
-            # not served yet: Kafka's typed error, promptly; never a timeout
-            _refused_promptly(p.init_transactions, "transactions", errors=(Errors.KafkaError,))
+            # not served yet: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (FindCoordinator key type 1 /
+            # InitProducerId), the code clients treat as fatal at once; never a timeout
+            _refused_promptly(p.init_transactions, "transactions",
+                              errors=(Errors.TransactionalIdAuthorizationFailedError,))
             return
         p.init_transactions()
         p.begin_transaction()
@@ -591,8 +593,8 @@ def test_admin_transactions_listing(admin, node):
     assert admin.find_hanging_transactions() == []
     if SERVES_TRANSACTIONS:
         errors = (Errors.CoordinatorNotAvailableError, Errors.TransactionalIdNotFoundError)
-    else:
-        errors = (Errors.KafkaError,)
+    else:       # FindCoordinator key type 1: TRANSACTIONAL_ID_AUTHORIZATION_FAILED until served
+        errors = (Errors.TransactionalIdAuthorizationFailedError,)
     _refused_promptly(lambda: admin.describe_transactions(["tx-" + uuid.uuid4().hex[:6]]),
                       "transactions", errors=errors)
 
