@@ -39,6 +39,7 @@ from ..errors import (
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
+from . import authz
 from .group_handlers import TXN_UNSUPPORTED
 
 __all__ = ["Handlers"]
@@ -130,6 +131,8 @@ class Handlers:
         eng = self.engine
         auto = eng.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
         topics = []
+        topic_ops = authz.authorized(getattr(req, "include_topic_authorized_operations", False),
+                                     authz.TOPIC_OPERATIONS)
         if req.topics is None or (v == 0 and not req.topics):
             names = eng.list_topics()
         else:   # v10+ may name a topic by id only (name null)
@@ -160,7 +163,8 @@ class Handlers:
                         parts.append({"error_code": _code(e), "partition_index": p, "leader_id": -1,
                                       "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
-                               "is_internal": internal, "partitions": parts})
+                               "is_internal": internal, "partitions": parts,
+                               "topic_authorized_operations": topic_ops})
             except Exception as e:  # unknown topic, invalid name, storage error
                 if not isinstance(e, KafkaApiError):
                     log.exception("metadata for %r failed", name)
@@ -172,6 +176,8 @@ class Handlers:
             "throttle_time": 0,
             "brokers": [{"node_id": NODE_ID, "host": host, "port": port, "rack": None}],
             "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": topics, "error_code": 0,
+            "cluster_authorized_operations": authz.authorized(
+                getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
 
     # -- Produce (0) -----------------------------------------------------------------
@@ -524,7 +530,8 @@ class Handlers:
             "endpoint_type": endpoint_type, "cluster_id": self.engine.cluster_id or "",
             "controller_id": NODE_ID,
             "brokers": [{"broker_id": NODE_ID, "host": host, "port": port, "rack": None}] if not error else [],
-            "cluster_authorized_operations": _AUTHORIZED_OPERATIONS_OMITTED,
+            "cluster_authorized_operations": authz.authorized(
+                getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
 
 
@@ -537,7 +544,6 @@ _SOURCE_STATIC_BROKER = 4
 _SOURCE_DEFAULT = 5
 _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
 _UNSUPPORTED_ENDPOINT_TYPE = 119
-_AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 def _config_string(value) -> str:
