@@ -227,24 +227,31 @@ class EngineConfig:
     """Engine-wide settings: Kafka's broker keys, including the ``log.*`` topic defaults."""
 
     values: dict[str, Any]
+    # the broker keys the configuration set (server.properties, --config), after the hour/minute
+    # aliases: DescribeConfigs reports them as STATIC_BROKER_CONFIG, the others as defaults
+    explicit: frozenset = frozenset()
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any] | None = None) -> "EngineConfig":
         values: dict[str, Any] = {k: v[0] for k, v in _ENGINE_KEYS.items()}
         for tkey, (default, _conv, bkey) in _TOPIC_KEYS.items():
             values[bkey] = default
+        explicit = set()
         for key, raw in (settings or {}).items():
             if key in _TIME_ALIASES:
                 target, mult = _TIME_ALIASES[key]
                 values[target] = _int(0)(key, raw) * mult
+                explicit.add(target)
             elif key in _ENGINE_KEYS:
                 values[key] = _ENGINE_KEYS[key][1](key, raw)
+                explicit.add(key)
             elif key in _BROKER_TO_TOPIC:
                 tkey = _BROKER_TO_TOPIC[key]
                 values[key] = _TOPIC_KEYS[tkey][1](key, raw)
+                explicit.add(key)
             else:
                 raise InvalidConfigError(f"unknown configuration key {key!r}")
-        return cls(values)
+        return cls(values, frozenset(explicit))
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -252,6 +259,12 @@ class EngineConfig:
     def topic_defaults(self) -> dict[str, Any]:
         """The broker-level defaults, keyed by topic key name."""
         return {tkey: self.values[bkey] for tkey, (_d, _c, bkey) in _TOPIC_KEYS.items()}
+
+    @staticmethod
+    def broker_key(topic_key: str) -> str:
+        """The broker-level key that sets a topic key's default (``segment.bytes`` ->
+        ``log.segment.bytes``)."""
+        return _TOPIC_KEYS[topic_key][2]
 
     def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(overrides, self.topic_defaults())

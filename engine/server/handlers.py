@@ -39,7 +39,7 @@ from ..errors import (
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
-from . import authz
+from . import authz, config_describe
 from .group_handlers import TXN_UNSUPPORTED
 
 __all__ = ["Handlers"]
@@ -434,29 +434,25 @@ class Handlers:
             try:
                 if r.resource_type == _RESOURCE_TOPIC:
                     cfg = eng.topic_config(r.resource_name)
-                    values, overrides = dict(cfg), cfg.overrides
-                    dynamic_source = _SOURCE_DYNAMIC_TOPIC
+                    values = dict(cfg)
+
+                    def entry(name):
+                        return config_describe.topic_entry(name, values, cfg.overrides, eng.config,
+                                                           req.include_synonyms)
                 elif r.resource_type == _RESOURCE_BROKER:
                     if r.resource_name not in ("", str(NODE_ID)):
                         raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({NODE_ID})")
-                    values, overrides = dict(eng.config.values), {}
-                    dynamic_source = _SOURCE_STATIC_BROKER
+                    values = dict(eng.config.values)
+
+                    def entry(name):
+                        return config_describe.broker_entry(name, eng.config, req.include_synonyms)
                 else:
                     raise InvalidRequestError(f"resource type {r.resource_type} is not supported")
                 # null or empty both mean every key (Kafka's ConfigHelper; kafka-python sends [])
                 wanted = set(r.configuration_keys) if r.configuration_keys else None
                 for name in sorted(values):
-                    if wanted is not None and name not in wanted:
-                        continue
-                    value = _config_string(values[name])
-                    source = dynamic_source if name in overrides else _SOURCE_DEFAULT
-                    res["configs"].append({
-                        "name": name, "value": value, "read_only": r.resource_type != _RESOURCE_TOPIC,
-                        "config_source": source, "is_sensitive": False,
-                        "synonyms": [{"name": name, "value": value, "source": source}]
-                        if req.include_synonyms else [],
-                        "config_type": _config_type(values[name]), "documentation": None,
-                    })
+                    if wanted is None or name in wanted:
+                        res["configs"].append(entry(name))
             except Exception as e:
                 _record_error(res, e, "describe configs of %r failed", r.resource_name)
             results.append(res)
@@ -539,27 +535,8 @@ class Handlers:
 # DescribeConfigsResponse.ConfigSource and ConfigEntry.ConfigType).
 _RESOURCE_TOPIC = 2
 _RESOURCE_BROKER = 4
-_SOURCE_DYNAMIC_TOPIC = 1
-_SOURCE_STATIC_BROKER = 4
-_SOURCE_DEFAULT = 5
 _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
 _UNSUPPORTED_ENDPOINT_TYPE = 119
-
-
-def _config_string(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _config_type(value) -> int:
-    if isinstance(value, bool):
-        return 1      # BOOLEAN
-    if isinstance(value, int):
-        return 5      # LONG
-    if isinstance(value, float):
-        return 6      # DOUBLE
-    return 2          # STRING
 
 
 def _apply_config_ops(effective, overrides: dict, ops) -> tuple[dict, list]:

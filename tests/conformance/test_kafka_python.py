@@ -347,8 +347,18 @@ def test_admin_configs(admin, node, topic_name):
     assert list(got) == ["retention.ms"]
     assert (got["retention.ms"]["value"], got["retention.ms"]["config_source"]) \
         == ("3600000", "DYNAMIC_TOPIC_CONFIG")
-    every = admin.describe_configs([res], config_filter="all")["topic"][topic_name]
-    assert every["segment.bytes"]["config_source"] in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG")
+    every = admin.describe_configs([res], config_filter="all", include_synonyms=True)
+    every = every["topic"][topic_name]
+    # Kafka's types (LogConfig's ConfigDef) and synonyms: the override, then the broker key's
+    # default where it has one (log.retention.ms has none: null by default)
+    assert [(every[k]["config_type"], every[k]["config_source"]) for k in
+            ("segment.bytes", "cleanup.policy", "retention.ms", "preallocate")] \
+        == [("INT", "DEFAULT_CONFIG"), ("LIST", "DEFAULT_CONFIG"), ("LONG", "DYNAMIC_TOPIC_CONFIG"),
+            ("BOOLEAN", "DEFAULT_CONFIG")]
+    assert [(s["name"], s["value"], s["source"]) for s in every["segment.bytes"]["synonyms"]] \
+        == [("log.segment.bytes", "1073741824", "DEFAULT_CONFIG")]
+    assert [(s["name"], s["value"], s["source"]) for s in every["retention.ms"]["synonyms"]] \
+        == [("retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG")]
     assert every["cleanup.policy"]["value"] == "delete"
     # alter_configs: incremental (IncrementalAlterConfigs) where the broker offers it
     out = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic_name,
