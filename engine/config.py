@@ -247,7 +247,9 @@ class EngineConfig:
     """Engine-wide settings: Kafka's broker keys, including the ``log.*`` topic defaults."""
 
     values: dict[str, Any]
-    explicit: dict[str, Any] = field(default_factory=dict)   # keys given, with their typed values
+    # keys the configuration set (server.properties, --config) under their effective names (an
+    # hour/minute alias under the ms key), typed: DescribeConfigs reports them as STATIC_BROKER_CONFIG
+    explicit: dict[str, Any] = field(default_factory=dict)
     ignored: dict[str, Any] = field(default_factory=dict)    # given, accepted, without effect here
 
     @classmethod
@@ -282,6 +284,12 @@ class EngineConfig:
     def topic_defaults(self) -> dict[str, Any]:
         """The broker-level defaults, keyed by topic key name."""
         return {tkey: self.values[bkey] for tkey, (_d, _c, bkey) in _TOPIC_KEYS.items()}
+
+    @staticmethod
+    def broker_key(topic_key: str) -> str:
+        """The broker-level key that sets a topic key's default (``segment.bytes`` ->
+        ``log.segment.bytes``)."""
+        return _TOPIC_KEYS[topic_key][2]
 
     def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(overrides, self.topic_defaults())

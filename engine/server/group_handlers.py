@@ -22,6 +22,7 @@ import logging
 
 from ..coordinator.group import OffsetAndMetadata
 from ..protocol import messages as m
+from . import authz
 
 __all__ = ["GroupHandlers"]
 
@@ -268,6 +269,8 @@ class GroupHandlers:
         v = header.api_version
         req = self._decode(m.ApiKey.DESCRIBE_GROUPS, header, body)
         res = await self._call("describe_groups", list(req.groups))
+        ops = authz.authorized(getattr(req, "include_authorized_operations", False),
+                               authz.GROUP_OPERATIONS)
         groups = []
         if res is None:
             groups = [{"error_code": _COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "",
@@ -281,7 +284,7 @@ class GroupHandlers:
                                  "client_id": x.client_id, "client_host": x.client_host,
                                  "member_metadata": x.metadata, "member_assignment": x.assignment}
                                 for x in d.members],
-                    "authorized_operations": -2147483648})
+                    "authorized_operations": ops if d.error_code == 0 else authz.OMITTED})
         return [m.encode(m.ApiKey.DESCRIBE_GROUPS, v, {"throttle_time": 0, "groups": groups})]
 
     # -- ListGroups (16) ------------------------------------------------------------------

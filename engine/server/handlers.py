@@ -39,6 +39,7 @@ from ..errors import (
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
+from . import authz, config_describe
 from .group_handlers import TXN_UNSUPPORTED
 
 __all__ = ["Handlers"]
@@ -130,6 +131,8 @@ class Handlers:
         eng = self.engine
         auto = eng.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
         topics = []
+        topic_ops = authz.authorized(getattr(req, "include_topic_authorized_operations", False),
+                                     authz.TOPIC_OPERATIONS)
         if req.topics is None or (v == 0 and not req.topics):
             names = eng.list_topics()
         else:   # v10+ may name a topic by id: a non-zero id wins over the name, as in Kafka
@@ -162,7 +165,8 @@ class Handlers:
                         parts.append({"error_code": _code(e), "partition_index": p, "leader_id": -1,
                                       "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
-                               "is_internal": internal, "partitions": parts})
+                               "is_internal": internal, "partitions": parts,
+                               "topic_authorized_operations": topic_ops})
             except Exception as e:  # unknown topic, invalid name, storage error
                 if not isinstance(e, KafkaApiError):
                     log.exception("metadata for %r failed", name)
@@ -174,6 +178,8 @@ class Handlers:
             "throttle_time": 0,
             "brokers": [{"node_id": NODE_ID, "host": host, "port": port, "rack": None}],
             "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": topics, "error_code": 0,
+            "cluster_authorized_operations": authz.authorized(
+                getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
 
     # -- Produce (0) -----------------------------------------------------------------
@@ -430,29 +436,25 @@ class Handlers:
             try:
                 if r.resource_type == _RESOURCE_TOPIC:
                     cfg = eng.topic_config(r.resource_name)
-                    values, overrides = dict(cfg), cfg.overrides
-                    dynamic_source = _SOURCE_DYNAMIC_TOPIC
+                    values = dict(cfg)
+
+                    def entry(name):
+                        return config_describe.topic_entry(name, values, cfg.overrides, eng.config,
+                                                           req.include_synonyms)
                 elif r.resource_type == _RESOURCE_BROKER:
                     if r.resource_name not in ("", str(NODE_ID)):
                         raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({NODE_ID})")
-                    values, overrides = dict(eng.config.values), {}
-                    dynamic_source = _SOURCE_STATIC_BROKER
+                    values = dict(eng.config.values)
+
+                    def entry(name):
+                        return config_describe.broker_entry(name, eng.config, req.include_synonyms)
                 else:
                     raise InvalidRequestError(f"resource type {r.resource_type} is not supported")
                 # null or empty both mean every key (Kafka's ConfigHelper; kafka-python sends [])
                 wanted = set(r.configuration_keys) if r.configuration_keys else None
                 for name in sorted(values):
-                    if wanted is not None and name not in wanted:
-                        continue
-                    value = _config_string(values[name])
-                    source = dynamic_source if name in overrides else _SOURCE_DEFAULT
-                    res["configs"].append({
-                        "name": name, "value": value, "read_only": r.resource_type != _RESOURCE_TOPIC,
-                        "config_source": source, "is_sensitive": False,
-                        "synonyms": [{"name": name, "value": value, "source": source}]
-                        if req.include_synonyms else [],
-                        "config_type": _config_type(values[name]), "documentation": None,
-                    })
+                    if wanted is None or name in wanted:
+                        res["configs"].append(entry(name))
             except Exception as e:
                 _record_error(res, e, "describe configs of %r failed", r.resource_name)
             results.append(res)
@@ -526,7 +528,8 @@ class Handlers:
             "endpoint_type": endpoint_type, "cluster_id": self.engine.cluster_id or "",
             "controller_id": NODE_ID,
             "brokers": [{"broker_id": NODE_ID, "host": host, "port": port, "rack": None}] if not error else [],
-            "cluster_authorized_operations": _AUTHORIZED_OPERATIONS_OMITTED,
+            "cluster_authorized_operations": authz.authorized(
+                getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
 
 
@@ -534,28 +537,8 @@ class Handlers:
 # DescribeConfigsResponse.ConfigSource and ConfigEntry.ConfigType).
 _RESOURCE_TOPIC = 2
 _RESOURCE_BROKER = 4
-_SOURCE_DYNAMIC_TOPIC = 1
-_SOURCE_STATIC_BROKER = 4
-_SOURCE_DEFAULT = 5
 _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
 _UNSUPPORTED_ENDPOINT_TYPE = 119
-_AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-
-
-def _config_string(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _config_type(value) -> int:
-    if isinstance(value, bool):
-        return 1      # BOOLEAN
-    if isinstance(value, int):
-        return 5      # LONG
-    if isinstance(value, float):
-        return 6      # DOUBLE
-    return 2          # STRING
 
 
 def _apply_config_ops(effective, overrides: dict, ops) -> tuple[dict, list]:

@@ -149,3 +149,32 @@ def test_offset_for_leader_epoch_raw(broker):
     nparts = struct.unpack_from(">i", data, pos)[0]
     err, part, epoch, end = struct.unpack_from(">hiiq", data, pos + 4)
     assert (nparts, err, part, epoch, end) == (1, 0, 0, 0, 25)
+
+
+def test_describe_configs_static_broker_source_and_synonyms(make_broker):
+    """A topic default set in the broker's configuration is STATIC_BROKER_CONFIG, with the
+    synonyms Kafka lists (override, static broker key, broker default); broker keys the
+    configuration set are STATIC_BROKER_CONFIG, the others DEFAULT_CONFIG."""
+    from kafka.admin import ConfigResource as KpConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    b = make_broker({"log.segment.bytes": 2_000_000, "log.retention.hours": 24})
+    b.call(lambda: b.engine.create_topic("t", 1, {"segment.bytes": 100_000}))
+    a = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=10000)
+    try:
+        got = a.describe_configs([KpConfigResource(ConfigResourceType.TOPIC, "t")],
+                                 include_synonyms=True, config_filter="all")["topic"]["t"]
+        syn = {k: [(s["name"], s["value"], s["source"]) for s in got[k]["synonyms"]] for k in got}
+        assert syn["segment.bytes"] == [("segment.bytes", "100000", "DYNAMIC_TOPIC_CONFIG"),
+                                        ("log.segment.bytes", "2000000", "STATIC_BROKER_CONFIG"),
+                                        ("log.segment.bytes", "1073741824", "DEFAULT_CONFIG")]
+        assert (got["retention.ms"]["value"], got["retention.ms"]["config_source"]) \
+            == ("86400000", "STATIC_BROKER_CONFIG")
+        assert syn["segment.ms"] == []                       # log.roll.ms: null default in Kafka
+        assert got["segment.index.bytes"]["config_source"] == "DEFAULT_CONFIG"
+        broker = a.describe_configs([KpConfigResource(ConfigResourceType.BROKER, "0")],
+                                    config_filter="all")["broker"]["0"]
+        assert broker["log.segment.bytes"]["config_source"] == "STATIC_BROKER_CONFIG"
+        assert broker["log.index.size.max.bytes"]["config_source"] == "DEFAULT_CONFIG"
+    finally:
+        a.close()

@@ -1,0 +1,84 @@
+"""DescribeConfigs entries as Kafka 4.0 builds them.
+
+* ``config_type``: the ConfigDef type of each topic key in Kafka's LogConfig (``segment.bytes``
+  is an INT, ``cleanup.policy`` a LIST, ...), not one guessed from the Python value.
+* ``config_source``: a topic override is DYNAMIC_TOPIC_CONFIG; otherwise a topic key whose broker
+  key the server's configuration set is STATIC_BROKER_CONFIG, else DEFAULT_CONFIG. For the
+  broker resource: STATIC_BROKER_CONFIG for keys the configuration set, DEFAULT_CONFIG otherwise.
+* ``synonyms`` (when asked): most specific first — the topic override, the broker key as the
+  configuration set it, and the broker key's default where Kafka has one (``log.roll.ms``,
+  ``log.roll.jitter.ms``, ``log.retention.ms`` and ``log.flush.interval.ms`` default to null in
+  Kafka, so ``segment.ms``, ``segment.jitter.ms``, ``retention.ms`` and ``flush.ms`` list none).
+"""
+
+from __future__ import annotations
+
+from ..config import TOPIC_CONFIG_DEFAULTS, EngineConfig
+
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+TOPIC_CONFIG_TYPES = {
+    "segment.bytes": INT, "segment.ms": LONG, "segment.jitter.ms": LONG,
+    "segment.index.bytes": INT, "index.interval.bytes": INT, "retention.bytes": LONG,
+    "retention.ms": LONG, "max.message.bytes": INT, "flush.messages": LONG, "flush.ms": LONG,
+    "cleanup.policy": LIST, "compression.type": STRING, "message.timestamp.type": STRING,
+    "message.timestamp.before.max.ms": LONG, "message.timestamp.after.max.ms": LONG,
+    "min.insync.replicas": INT, "preallocate": BOOLEAN, "file.delete.delay.ms": LONG,
+    "delete.retention.ms": LONG, "min.compaction.lag.ms": LONG, "max.compaction.lag.ms": LONG,
+    "min.cleanable.dirty.ratio": DOUBLE, "unclean.leader.election.enable": BOOLEAN,
+}
+_NULL_BROKER_DEFAULT = {"segment.ms", "segment.jitter.ms", "retention.ms", "flush.ms"}
+
+
+def config_string(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def value_type(value) -> int:
+    if isinstance(value, bool):
+        return BOOLEAN
+    if isinstance(value, int):
+        return LONG
+    if isinstance(value, float):
+        return DOUBLE
+    return STRING
+
+
+def topic_entry(name: str, values, overrides, broker: EngineConfig, synonyms: bool) -> dict:
+    """One DescribeConfigs entry of a topic resource."""
+    value = config_string(values[name])
+    bkey = broker.broker_key(name)
+    syn = []
+    if name in overrides:
+        syn.append({"name": name, "value": value, "source": SOURCE_DYNAMIC_TOPIC})
+    if bkey in broker.explicit:
+        syn.append({"name": bkey, "value": config_string(broker[bkey]),
+                    "source": SOURCE_STATIC_BROKER})
+    if name not in _NULL_BROKER_DEFAULT:
+        syn.append({"name": bkey, "value": config_string(TOPIC_CONFIG_DEFAULTS[name]),
+                    "source": SOURCE_DEFAULT})
+    if name in overrides:
+        source = SOURCE_DYNAMIC_TOPIC
+    elif bkey in broker.explicit:
+        source = SOURCE_STATIC_BROKER
+    else:
+        source = SOURCE_DEFAULT
+    return {"name": name, "value": value, "read_only": False, "config_source": source,
+            "is_sensitive": False, "synonyms": syn if synonyms else [],
+            "config_type": TOPIC_CONFIG_TYPES.get(name, value_type(values[name])),
+            "documentation": None}
+
+
+def broker_entry(name: str, broker: EngineConfig, synonyms: bool) -> dict:
+    """One DescribeConfigs entry of the broker resource (every key static here)."""
+    value = config_string(broker[name])
+    source = SOURCE_STATIC_BROKER if name in broker.explicit else SOURCE_DEFAULT
+    return {"name": name, "value": value, "read_only": True, "config_source": source,
+            "is_sensitive": False,
+            "synonyms": [{"name": name, "value": value, "source": source}] if synonyms else [],
+            "config_type": value_type(broker[name]), "documentation": None}
