@@ -262,8 +262,7 @@ class EngineConfig:
         for key, raw in (settings or {}).items():
             if key in _TIME_ALIASES:
                 target, mult = _TIME_ALIASES[key]
-                explicit[key] = _int(0)(key, raw)
-                values[target] = explicit[key] * mult
+                values[target] = explicit[target] = _int(0)(key, raw) * mult
             elif key in _ENGINE_KEYS:
                 values[key] = explicit[key] = _ENGINE_KEYS[key][1](key, raw)
             elif key in _BROKER_TO_TOPIC:
