@@ -105,6 +105,10 @@ class LogManager:
         self.recovery_report: list[RecoveryEvent] = []
         self.had_clean_shutdown = False
         self._last_producer_expiry_ms = int(time.time() * 1000)
+        # the first periodic round runs retention and writes checkpoints; later ones every
+        # log.retention.check.interval.ms / log.flush.offset.checkpoint.interval.ms (Kafka's)
+        self._last_retention_ms = 0
+        self._last_checkpoint_ms = 0
         if read_only:
             if not os.path.isdir(self.data_dir):
                 raise FileNotFoundError(self.data_dir)
@@ -300,17 +304,27 @@ class LogManager:
             checkpoint.write_offset_checkpoint(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT), hw)
 
     def run_periodic_tasks(self, now_ms: int | None = None) -> None:
-        """Retention, flush.ms flushes, delayed deletes, checkpoints (one round)."""
+        """flush.ms flushes and delayed deletes (every round); retention every
+        ``log.retention.check.interval.ms``; checkpoints every
+        ``log.flush.offset.checkpoint.interval.ms``; producer expiry (see below)."""
         if self.read_only or self._closed:
             return
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        cfg = self.engine_config
+        retention = now - self._last_retention_ms >= cfg["log.retention.check.interval.ms"]
+        if retention:
+            self._last_retention_ms = now
         for log in self.logs().values():
             if log.closed:
                 continue
-            log.maybe_apply_retention(now_ms)
+            if retention:
+                log.maybe_apply_retention(now_ms)
             log.maybe_flush(now_ms)
             log.maybe_delete_pending(now_ms)
         self.maybe_expire_producers(now_ms)
-        self.checkpoint_all()
+        if now - self._last_checkpoint_ms >= cfg["log.flush.offset.checkpoint.interval.ms"]:
+            self._last_checkpoint_ms = now
+            self.checkpoint_all()
 
     def maybe_expire_producers(self, now_ms: int | None = None) -> int:
         """Every producer.id.expiration.check.interval.ms, forget producers idle for
