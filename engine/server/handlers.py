@@ -148,6 +148,12 @@ class Handlers:
             except Exception as e:  # unknown topic, invalid name, storage error
                 if not isinstance(e, KafkaApiError):
                     log.exception("metadata for %r failed", name)
+                elif _code(e) == 3:          # as Kafka: a bad name is INVALID_TOPIC even unasked to create
+                    from .._engine import validate_topic_name
+                    try:
+                        validate_topic_name(name)
+                    except InvalidTopicError as bad:
+                        e = bad
                 topics.append({"error_code": _code(e), "name": name, "topic_id": _ZERO_UUID,
                                "is_internal": False, "partitions": []})
         host, port = conn.advertised_address()
