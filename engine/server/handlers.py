@@ -30,6 +30,8 @@ import uuid
 from ..coordinator.records import OFFSETS_TOPIC
 from ..errors import (
     FencedLeaderEpochError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaApiError,
@@ -253,14 +255,8 @@ class Handlers:
                 except Exception as e:
                     if not isinstance(e, KafkaApiError):
                         log.exception("fetch from %s-%d failed", t.topic, p.partition)
-                    pd.error_code = _code(e)
+                    pd.error_code = _code(e)     # offsets stay -1, as Kafka's error answer
                     errors = True
-                    try:
-                        plog = eng.log(t.topic, p.partition)
-                        pd.high_watermark = pd.last_stable_offset = plog.high_watermark
-                        pd.log_start_offset = plog.log_start_offset
-                    except Exception:
-                        pass
                 parts.append(pd)
             topics.append((t.topic, parts))
         return topics, total, errors
@@ -269,13 +265,23 @@ class Handlers:
     async def list_offsets(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.LIST_OFFSETS, v, body.buf[body.pos:])
-        topics = []
+        # As Kafka: a partition asked more than once is answered once, with INVALID_REQUEST, and
+        # a topic listed twice is answered as one.
+        asked = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        dups = {k for k in asked if asked.count(k) > 1} if len(set(asked)) < len(asked) else set()
+        by_topic: dict[str, list] = {}
         for t in req.topics:
-            parts = []
+            parts = by_topic.setdefault(t.name, [])
             for p in t.partitions:
                 res = {"partition_index": p.partition_index, "error_code": 0,
                        "timestamp": -1, "offset": -1, "leader_epoch": -1,
                        "old_style_offsets": []}
+                if (t.name, p.partition_index) in dups:
+                    if any(r["partition_index"] == p.partition_index for r in parts):
+                        continue
+                    res["error_code"] = InvalidRequestError.code
+                    parts.append(res)
+                    continue
                 try:
                     plog = self.engine.log(t.name, p.partition_index)
                     if v >= 4:
@@ -291,7 +297,7 @@ class Handlers:
                 except Exception as e:
                     _record_error(res, e, "list offsets for %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
-            topics.append({"name": t.name, "partitions": parts})
+        topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
         return [m.encode(m.ApiKey.LIST_OFFSETS, v, {"throttle_time": 0, "topics": topics})]
 
     # -- CreateTopics (19) ---------------------------------------------------------------
@@ -303,7 +309,7 @@ class Handlers:
         seen: set[str] = set()
         for t in req.topics:
             res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
-                   "num_partitions": -1, "replication_factor": -1, "configs": None}
+                   "num_partitions": -1, "replication_factor": -1, "configs": []}
             try:
                 if t.name in seen:
                     raise InvalidRequestError(f"topic {t.name!r} appears twice in the request")
@@ -317,9 +323,15 @@ class Handlers:
                 if req.validate_only:
                     from .._engine import validate_topic_name
                     validate_topic_name(t.name)
+                    if n is not None and n < 1:
+                        raise InvalidPartitionsError(f"partitions must be positive, got {n}")
+                    if rf != 1:
+                        raise InvalidReplicationFactorError(
+                            f"replication factor {rf} is larger than the 1 available broker")
                     eng.config.log_config(config)
                     if t.name in eng.list_topics():
                         raise TopicAlreadyExistsError(f"topic {t.name!r} already exists")
+                    res["topic_id"] = uuid.uuid4()      # Kafka answers a fresh id here too
                 else:
                     await asyncio.get_running_loop().run_in_executor(
                         None, lambda: eng.create_topic(t.name, n, config, replication_factor=rf))

@@ -12,6 +12,8 @@ ALLOWED (kept short; each is a property of the deployment, not of behaviour):
 * ``throttle_time_ms``      quota throttling: Kafka may report a nonzero value, we never throttle.
 * ``topic_id``              random per topic; only "zero UUID or not" is compared (normalized).
 * ``error_message``         free text; only "null or not" is compared (normalized).
+* ``aborted_transactions``  Fetch: Kafka writes an empty array for an unknown partition and null
+  elsewhere; both mean "no aborted transactions" to every client (normalized: [] -> null).
 * node ids (``node_id``, ``leader_id``, ``controller_id``, ``replica_nodes``, ``isr_nodes``,
   ``coordinator``/``node_id`` inside FindCoordinator) are compared after mapping each broker's own
   id to "self" (run-kafka.sh uses node.id=1, we are node 0), so -1 vs a real id still counts.
@@ -39,6 +41,8 @@ _seq = itertools.count()
 
 
 def _normalize(value, self_id: int, field: str = ""):
+    if field == "aborted_transactions" and value == []:
+        return None          # Kafka writes [] on an unknown partition, null elsewhere: both "none"
     if isinstance(value, dict):
         return {k: _normalize(v, self_id, k) for k, v in value.items()}
     if isinstance(value, list):
@@ -85,7 +89,7 @@ class Pair:
         if sort:
             a, b = sort(a), sort(b)
         d = diff(a, b, ALLOWED | set(ignore))
-        assert not d, "ours != Kafka:\n" + "\n".join(d)
+        assert not d, f"ours != Kafka for {data}:\n" + "\n".join(d)
         return a
 
     def close(self):
@@ -130,10 +134,23 @@ def settle(pair, names, timeout=10.0):
 
 
 def produce(pair, topic, batches, partition=0):
+    """The same batches to both; Kafka's new partition may still answer NOT_LEADER (6) for a
+    moment after its metadata shows the leader, so a retriable error is retried (as clients do)."""
     for batch in batches:
-        pair.same(0, {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
-                      "topic_data": [{"name": topic, "partition_data": [
-                          {"index": partition, "records": batch}]}]})
+        req = {"transactional_id": None, "acks": -1, "timeout": 30000,
+               "topic_data": [{"name": topic, "partition_data": [
+                   {"index": partition, "records": batch}]}]}
+        answers = []
+        for broker in ("ours", "kafka"):
+            for _ in range(100):
+                resp = plain(pair.conns[broker].call(0, pair.version[0], req))
+                if resp["responses"][0]["partition_responses"][0]["error_code"] not in (3, 6):
+                    break
+                time.sleep(0.05)
+            answers.append(_normalize(resp, pair.self_id[broker]))
+        d = diff(*answers, ALLOWED)
+        assert not d, "Produce: ours != Kafka:\n" + "\n".join(d)
+        assert answers[0]["responses"][0]["partition_responses"][0]["error_code"] == 0
 
 
 def by_name(key):
@@ -193,3 +210,139 @@ def test_metadata_all_topics(pair):
     for version in (1, pair.version[3]):
         resp = pair.same(3, dict(MD, topics=None), version, sort=by_name("topics"))
         assert resp["topics"]
+
+
+# -- ListOffsets ------------------------------------------------------------------------------
+
+def _timestamps_topic(pair) -> str:
+    """Three batches: timestamps 1000 2000 2000 | 1500 3000 | 3000 2500 (offsets 0-7)."""
+    name = fresh("lo")
+    create(pair, name, 2)
+    produce(pair, name, [
+        build_batch([(b"a", None, [], 1000), (b"b", None, [], 2000), (b"c", None, [], 2000)]),
+        build_batch([(b"d", b"k", [], 1500), (b"e", None, [], 3000)]),
+        build_batch([(b"f", None, [("h", b"v")], 3000), (b"g", None, [], 2500)]),
+    ])
+    return name
+
+
+@pytest.mark.parametrize("version", [1, 4, None])
+def test_list_offsets(pair, version):
+    name = _timestamps_topic(pair)
+    v = pair.version[2] if version is None else version
+    times = [-1, -2, 0, 999, 1000, 1001, 1500, 2000, 2500, 2999, 3000, 3001]
+    if v >= 7:
+        times.append(-3)                     # KIP-734 MAX_TIMESTAMP
+    for ts in times:
+        resp = pair.same(2, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "timestamp": ts,
+                                           "current_leader_epoch": -1, "max_num_offsets": 1}]}]},
+            version)
+        assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+    # an empty partition, an unknown partition, an unknown topic, a stale leader epoch
+    for parts in ([{"partition_index": 1, "timestamp": -2, "current_leader_epoch": -1}],
+                  [{"partition_index": 1, "timestamp": 5000, "current_leader_epoch": -1}],
+                  [{"partition_index": 7, "timestamp": -1, "current_leader_epoch": -1}],
+                  [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": 5}]):
+        pair.same(2, {"replica_id": -1, "isolation_level": 0,
+                      "topics": [{"name": name, "partitions": parts}]}, version)
+    # a partition asked twice: answered once with INVALID_REQUEST; a topic listed twice: merged
+    dup = [{"partition_index": i, "timestamp": t} for i, t in ((1, -1), (0, -2), (1, 5000))]
+    pair.same(2, {"replica_id": -1, "isolation_level": 0,
+                  "topics": [{"name": name, "partitions": dup}]}, version, sort=by_name("topics"))
+    pair.same(2, {"replica_id": -1, "isolation_level": 0,
+                  "topics": [{"name": name, "partitions": dup[:1]},
+                             {"name": name, "partitions": dup[1:2]}]}, version,
+              sort=by_name("topics"))
+    pair.same(2, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": fresh("nosuch"), "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
+        version)
+    # read_committed answers the last stable offset (the high watermark: no transactions)
+    pair.same(2, {"replica_id": -1, "isolation_level": 1, "topics": [
+        {"name": name, "partitions": [{"partition_index": 0, "timestamp": -1}]}]}, version)
+
+
+# -- Fetch ------------------------------------------------------------------------------------
+
+def _fetch(topic, parts, max_bytes=1 << 20, min_bytes=1, max_wait=0, isolation=0):
+    return {"replica_id": -1, "max_wait": max_wait, "min_bytes": min_bytes,
+            "max_bytes": max_bytes, "isolation_level": isolation, "session_id": 0,
+            "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [
+                dict({"current_leader_epoch": -1, "log_start_offset": -1,
+                      "partition_max_bytes": 1 << 20}, **p) for p in parts]}]}
+
+
+@pytest.mark.parametrize("version", [4, None])
+def test_fetch_edges(pair, version):
+    name = fresh("fe")
+    create(pair, name, 1)
+    produce(pair, name, [build_batch([(b"x" * 200, b"k%d" % i, [], 1000 + i) for i in range(5)]),
+                         build_batch([(b"y" * 10, None, [], 2000)])])
+    cases = [
+        [{"partition": 0, "fetch_offset": 0}],                        # everything: two batches
+        [{"partition": 0, "fetch_offset": 3}],                        # inside the first batch
+        [{"partition": 0, "fetch_offset": 6}],                        # offset = high watermark
+        [{"partition": 0, "fetch_offset": 7}],                        # above: OFFSET_OUT_OF_RANGE
+        [{"partition": 0, "fetch_offset": -1}],                       # negative
+        [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 10}],  # smaller than a batch
+        [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1200}],  # one batch fits
+        [{"partition": 4, "fetch_offset": 0}],                        # unknown partition
+        [{"partition": 0, "fetch_offset": 0, "current_leader_epoch": 9}],   # epoch from the future
+    ]
+    for parts in cases:
+        pair.same(1, _fetch(name, parts), version)
+    pair.same(1, _fetch(name, [{"partition": 0, "fetch_offset": 0}], max_bytes=10), version)
+    pair.same(1, _fetch(fresh("nosuch"), [{"partition": 0, "fetch_offset": 0}]), version)
+    # below the log start offset after DeleteRecords: OFFSET_OUT_OF_RANGE, log_start_offset 5
+    pair.same(21, {"topics": [{"name": name, "partitions": [{"partition_index": 0, "offset": 5}]}],
+                   "timeout": 5000})
+    pair.same(1, _fetch(name, [{"partition": 0, "fetch_offset": 2}]), version)
+    pair.same(1, _fetch(name, [{"partition": 0, "fetch_offset": 5}]), version)
+
+
+def test_fetch_waits_max_wait_when_nothing_to_read(pair):
+    name = fresh("fw")
+    create(pair, name, 1)
+    spent = {}
+    for broker in ("ours", "kafka"):
+        t0 = time.monotonic()
+        resp = plain(pair.conns[broker].call(1, pair.version[1], _fetch(
+            name, [{"partition": 0, "fetch_offset": 0}], min_bytes=1, max_wait=400)))
+        spent[broker] = time.monotonic() - t0
+        part = resp["responses"][0]["partitions"][0]
+        assert (part["error_code"], part["high_watermark"], part["records"]) in \
+            ((0, 0, None), (0, 0, b""))
+    assert 0.35 < spent["ours"] < 2.0 and 0.35 < spent["kafka"] < 2.0, spent
+    pair.same(1, _fetch(name, [{"partition": 0, "fetch_offset": 0}], min_bytes=1, max_wait=200))
+
+
+# -- CreateTopics -----------------------------------------------------------------------------
+
+def _ct(name, partitions=1, rf=1, configs=(), validate_only=False, assignments=()):
+    return {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf,
+                        "assignments": list(assignments),
+                        "configs": [{"name": k, "value": v} for k, v in configs]}],
+            "timeout_ms": 30000, "validate_only": validate_only}
+
+
+@pytest.mark.parametrize("version", [2, 4, None])
+def test_create_topics_errors(pair, version):
+    existing = fresh("ct")
+    create(pair, existing, 1)
+    for req in (_ct(existing), _ct("bad name!"), _ct("a" * 250), _ct(".."),
+                _ct(fresh("ct"), configs=[("no.such.key", "1")]),
+                _ct(fresh("ct"), configs=[("retention.ms", "soon")]),
+                _ct(fresh("ct"), configs=[("cleanup.policy", "sometimes")]),
+                _ct(fresh("ct"), partitions=0), _ct(fresh("ct"), partitions=-2),
+                _ct(fresh("ct"), rf=3), _ct(fresh("ct"), rf=0),
+                _ct(fresh("ct"), validate_only=True, rf=3),
+                _ct(fresh("ct"), validate_only=True, partitions=0),
+                _ct(fresh("ct"), validate_only=True, configs=[("segment.bytes", "x")])):
+        resp = pair.same(19, req, version)
+        assert resp["topics"][0]["error_code"] != 0, req
+    # validate_only of a good topic: success, and nothing is created
+    name = fresh("ct")
+    resp = pair.same(19, _ct(name, 3, validate_only=True), version, ignore={"configs"})
+    assert resp["topics"][0]["error_code"] == 0
+    pair.same(3, dict(MD, topics=[{"name": name}]))
