@@ -120,7 +120,7 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "log.flush.scheduler.interval.ms": (LONG_MAX, _int(1)),
     "log.flush.offset.checkpoint.interval.ms": (60000, _int(0)),
     "log.flush.start.offset.checkpoint.interval.ms": (60000, _int(0)),
-    "num.recovery.threads.per.data.dir": (1, _int(1)),
+    "num.recovery.threads.per.data.dir": (2, _int(1)),       # Kafka 4.0's default (KIP-1030)
     "log.cleaner.enable": (True, _bool),
     "log.cleaner.backoff.ms": (15000, _int(0)),
     "log.cleaner.dedupe.buffer.size": (134217728, _int(1024)),

@@ -72,7 +72,7 @@ class KafkaProcess:
         env = dict(os.environ, KAFKA_HEAP_OPTS="-Xmx512m -Xms512m")
         self.proc = subprocess.Popen(
             [_run_kafka_script(), os.path.join(directory, "kafka"), str(self.port), str(cport),
-             "auto.create.topics.enable=true", "log.flush.interval.messages=9223372036854775807"],
+             ],
             stdout=self.out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + 90
         while not _accepts(self.port):

@@ -346,3 +346,94 @@ def test_create_topics_errors(pair, version):
     resp = pair.same(19, _ct(name, 3, validate_only=True), version, ignore={"configs"})
     assert resp["topics"][0]["error_code"] == 0
     pair.same(3, dict(MD, topics=[{"name": name}]))
+
+
+# -- DescribeConfigs --------------------------------------------------------------------------
+
+def _configs(resp) -> dict:
+    (res,) = resp["results"]
+    return {c["name"]: c for c in res["configs"]}
+
+
+def _describe(pair, rtype, name, keys=None, synonyms=True, documentation=False):
+    return pair.both(32, {"resources": [{"resource_type": rtype, "resource_name": name,
+                                         "configuration_keys": keys}],
+                          "include_synonyms": synonyms, "include_documentation": documentation})
+
+
+# Topic keys Kafka 4.0 describes that we do not: every other key of Kafka's must be ours, with
+# the same value, source, flags, type and synonyms.
+TOPIC_KEYS_NOT_OURS = {
+    # tiered storage (KIP-405): no remote log here
+    "remote.storage.enable", "remote.log.copy.disable", "remote.log.delete.on.disable",
+    "local.retention.ms", "local.retention.bytes",
+    # replication throttles: a single node replicates nothing
+    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
+    # KIP-390 compression levels: not implemented by our producer-side codecs (not accepted either)
+    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+}
+
+
+def _sorted_configs(resp):
+    resp = dict(resp)
+    resp["results"] = [dict(r, configs=sorted(r["configs"], key=lambda c: c["name"]))
+                       for r in resp["results"]]
+    return resp
+
+
+def test_describe_topic_configs(pair):
+    name = fresh("dc")
+    create(pair, name, 1, configs=[("retention.ms", "123456"), ("cleanup.policy", "compact")])
+    ours, theirs = _describe(pair, 2, name)
+    problems = diff({k: v for k, v in ours["results"][0].items() if k != "configs"},
+                    {k: v for k, v in theirs["results"][0].items() if k != "configs"}, ALLOWED)
+    mine, kafka = _configs(ours), _configs(theirs)
+    if set(kafka) - set(mine) - TOPIC_KEYS_NOT_OURS:
+        problems.append(f"keys only Kafka has: {sorted(set(kafka) - set(mine))}")
+    if set(mine) - set(kafka):
+        problems.append(f"keys only we have: {sorted(set(mine) - set(kafka))}")
+    for key in sorted(set(mine) & set(kafka)):
+        problems += diff(mine[key], kafka[key], ALLOWED | {"documentation"}, key)
+    assert not problems, "\n".join(problems)
+    # only some keys, an unknown key, an unknown topic
+    for keys in (["retention.ms", "segment.bytes"], ["no.such.key"]):
+        ours, theirs = _describe(pair, 2, name, keys)
+        assert diff(_sorted_configs(ours), _sorted_configs(theirs), ALLOWED) == []
+    ours, theirs = _describe(pair, 2, fresh("nosuch"))
+    assert diff(ours, theirs, ALLOWED) == []
+
+
+# Broker keys whose values are this deployment's (addresses, paths, ids, run-kafka.sh's settings).
+BROKER_VALUE_DIFFERS = {"num.partitions", "listeners", "advertised.listeners", "log.dirs", "broker.id", "node.id",
+                        "controller.quorum.voters", "controller.listener.names", "process.roles",
+                        "listener.security.protocol.map", "inter.broker.listener.name",
+                        "offsets.topic.replication.factor", "group.initial.rebalance.delay.ms"}
+
+
+def test_describe_broker_configs(pair):
+    answers = {}
+    for broker in ("ours", "kafka"):
+        resp = plain(pair.conns[broker].call(32, pair.version[32], {"resources": [
+            {"resource_type": 4, "resource_name": str(pair.self_id[broker]),
+             "configuration_keys": None}], "include_synonyms": True,
+            "include_documentation": False}))
+        (res,) = resp["results"]
+        assert res["error_code"] == 0, res
+        answers[broker] = {c["name"]: c for c in res["configs"]}
+    mine, kafka = answers["ours"], answers["kafka"]
+    assert set(mine) <= set(kafka), f"keys Kafka does not have: {sorted(set(mine) - set(kafka))}"
+    problems = []
+    for key in sorted(mine):
+        a, b = dict(mine[key]), dict(kafka[key])
+        if key in BROKER_VALUE_DIFFERS:
+            # set in one deployment's config and not the other's: compare type and flags only
+            for x in (a, b):
+                x.pop("value"), x.pop("synonyms"), x.pop("config_source")
+        problems += diff(a, b, ALLOWED | {"documentation", "read_only"}, key)
+        # Every broker key is read-only here (no dynamic broker configs: IncrementalAlterConfigs
+        # on a BROKER resource is refused), where Kafka marks its dynamically updatable keys False.
+        assert a["read_only"] is True, key
+    assert not problems, "\n".join(problems)
+    # what our broker was started with (--config) is STATIC_BROKER_CONFIG
+    for key in ("group.initial.rebalance.delay.ms",):
+        assert mine[key]["config_source"] == 4 and mine[key]["synonyms"][0]["source"] == 4, mine[key]
