@@ -53,7 +53,7 @@ def _normalize(value, self_id: int, field: str = ""):
         return "zero" if value in ("00000000-0000-0000-0000-000000000000", None) else "id"
     if field == "error_message":
         return None if value is None else "<text>"
-    if field == "member_id" and isinstance(value, str) and len(value) > 37:
+    if field in ("member_id", "leader") and isinstance(value, str) and len(value) > 37:
         return value[:-36] + "<uuid>"
     return value
 
@@ -437,3 +437,139 @@ def test_describe_broker_configs(pair):
     # what our broker was started with (--config) is STATIC_BROKER_CONFIG
     for key in ("group.initial.rebalance.delay.ms",):
         assert mine[key]["config_source"] == 4 and mine[key]["synonyms"][0]["source"] == 4, mine[key]
+
+
+# -- Consumer group APIs ----------------------------------------------------------------------
+
+def scenario(pair, steps):
+    """Run ``steps(call)`` against each broker (requests may use earlier answers, e.g. the member
+    id a broker handed out) and compare the whole list of answers."""
+    runs = {}
+    for broker in ("ours", "kafka"):
+        answers = []
+
+        def call(key, data, version=None, record=True, _b=broker, _a=answers):
+            resp = plain(pair.conns[_b].call(key, pair.version[key] if version is None else version,
+                                             data))
+            if record:
+                _a.append((key, _normalize(resp, pair.self_id[_b])))
+            return resp
+        steps(call)
+        runs[broker] = answers
+    problems = []
+    for i, ((key, a), (_, b)) in enumerate(zip(runs["ours"], runs["kafka"])):
+        problems += diff(a, b, ALLOWED | {"client_host"}, f"step {i} ({key})")
+    assert not problems, "\n".join(problems)
+    assert len(runs["ours"]) == len(runs["kafka"])
+    return runs["ours"]
+
+
+def find_coordinator(call, group):
+    """FindCoordinator until the coordinator is ready (Kafka creates __consumer_offsets on the
+    first lookup and answers COORDINATOR_NOT_AVAILABLE meanwhile); the last answer is kept."""
+    for _ in range(200):
+        resp = call(10, {"key_type": 0, "coordinator_keys": [group], "key": group}, record=False)
+        if resp["coordinators"][0]["error_code"] == 0:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(resp)
+    for _ in range(200):          # and until the coordinator has loaded the group's partition
+        fetch = call(9, {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                                     "topics": None}], "require_stable": False}, record=False)
+        if fetch["groups"][0]["error_code"] not in (14, 15, 16):
+            break
+        time.sleep(0.05)
+    return call(10, {"key_type": 0, "coordinator_keys": [group], "key": group})
+
+
+def _join(group, member_id="", session=10000, protocols=(("range", b"\x00\x01"),),
+          protocol_type="consumer", instance=None):
+    return {"group_id": group, "session_timeout": session, "rebalance_timeout": 10000,
+            "member_id": member_id, "group_instance_id": instance, "protocol_type": protocol_type,
+            "protocols": [{"name": n, "metadata": md} for n, md in protocols], "reason": None}
+
+
+def test_group_lifecycle_and_errors(pair, monkeypatch):
+    topic = fresh("gt")
+    create(pair, topic, 2)
+
+    def steps(call):
+        g = "grp-" + topic
+        # coordinator lookup, then retry what Kafka answered while loading
+        find_coordinator(call, g)
+        pair_answers = []
+        call(15, {"groups": [g], "include_authorized_operations": False})     # unknown group
+        call(9, {"group_id": g, "topics": [{"name": topic, "partition_indexes": [0, 1]}],
+                 "groups": [{"group_id": g, "member_id": None, "member_epoch": -1, "topics": [
+                     {"name": topic, "partition_indexes": [0, 1]}]}],
+                 "require_stable": True})                                      # nothing committed
+        call(42, {"groups_names": [g]})                                        # unknown: not found
+        call(11, _join(g, session=1))                                          # session too short
+        call(11, _join(g, member_id="nobody"))                                 # unknown member
+        call(11, _join(g, protocols=()))                                       # no protocols
+        first = call(11, _join(g))                                             # MEMBER_ID_REQUIRED
+        member = first["member_id"]
+        joined = call(11, _join(g, member))                                    # leader of gen 1
+        gen = joined["generation_id"]
+        call(11, _join(g, member, protocol_type="connect"))                    # wrong protocol type
+        sync = {"group_id": g, "generation_id": gen, "member_id": member, "group_instance_id": None,
+                "protocol_type": "consumer", "protocol_name": "range",
+                "assignments": [{"member_id": member, "assignment": b"\x00\x01assign"}]}
+        call(14, dict(sync, generation_id=gen + 5))                            # ILLEGAL_GENERATION
+        call(14, dict(sync, member_id="nobody"))                               # UNKNOWN_MEMBER_ID
+        call(14, dict(sync, protocol_name="roundrobin"))                       # INCONSISTENT_GROUP_PROTOCOL
+        call(14, sync)
+        call(12, {"group_id": g, "generation_id": gen, "member_id": member,
+                  "group_instance_id": None})
+        call(12, {"group_id": g, "generation_id": gen + 1, "member_id": member,
+                  "group_instance_id": None})
+        commit = {"group_id": g, "generation_id_or_member_epoch": gen, "member_id": member,
+                  "group_instance_id": None, "retention_time_ms": -1, "topics": [
+                      {"name": topic, "partitions": [
+                          {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+                           "committed_metadata": "m"},
+                          {"partition_index": 1, "committed_offset": 7, "committed_leader_epoch": 3,
+                           "committed_metadata": None}]}]}
+        call(8, commit)
+        call(8, dict(commit, generation_id_or_member_epoch=gen + 1))           # ILLEGAL_GENERATION
+        call(8, dict(commit, member_id="nobody"))                              # UNKNOWN_MEMBER_ID
+        call(8, dict(commit, topics=[{"name": topic, "partitions": [
+            {"partition_index": 0, "committed_offset": 6, "committed_leader_epoch": -1,
+             "committed_metadata": "x" * 5000}]}]))                           # metadata too large
+        call(9, {"group_id": g, "topics": None, "require_stable": False,
+                 "groups": [{"group_id": g, "member_id": None, "member_epoch": -1,
+                             "topics": None}]})                                # all committed
+        call(9, {"group_id": g, "topics": None, "require_stable": False, "groups": [
+            {"group_id": g, "member_id": None, "member_epoch": -1,
+             "topics": [{"name": topic, "partition_indexes": [1, 0, 9]}]}]})
+        call(15, {"groups": [g], "include_authorized_operations": False})      # Stable, 1 member
+        call(16, {"states_filter": ["Stable"], "types_filter": []})
+        call(42, {"groups_names": [g]})                                        # NON_EMPTY_GROUP
+        call(13, {"group_id": g, "member_id": member,
+                  "members": [{"member_id": member, "group_instance_id": None, "reason": None}]})
+        call(13, {"group_id": g, "member_id": member,
+                  "members": [{"member_id": member, "group_instance_id": None, "reason": None}]})
+        call(15, {"groups": [g], "include_authorized_operations": False})      # Empty
+        call(16, {"states_filter": ["Empty"], "types_filter": []})
+        call(42, {"groups_names": [g]})                                        # deleted
+        call(15, {"groups": [g], "include_authorized_operations": False})      # Dead
+        call(9, {"group_id": g, "topics": None, "require_stable": False,
+                 "groups": [{"group_id": g, "member_id": None, "member_epoch": -1,
+                             "topics": None}]})
+    answers = scenario(pair, steps)
+    # both brokers agreed; and the steps reached the paths they are about
+    assert [_codes(a) for _, a in answers] == [
+        [0], [0], [0, 0, 0], [69], [26], [25], [23], [79], [0], [23], [22], [25], [23], [0], [0],
+        [22], [0, 0], [22, 22], [25, 25], [12], [0, 0, 0], [0, 0, 0, 0], [0], [0], [68], [0, 0],
+        [0, 25], [0], [0], [0], [0], [0]]
+
+
+def _codes(answer):
+    """Every error_code in an answer, depth first (what a step was about)."""
+    if isinstance(answer, dict):
+        own = [answer["error_code"]] if "error_code" in answer else []
+        return own + [c for k, v in answer.items() if k != "error_code" for c in _codes(v)]
+    if isinstance(answer, list):
+        return [c for v in answer for c in _codes(v)]
+    return []
