@@ -24,8 +24,9 @@ from tests.serving import ROOT, ServeProcess, free_port
 def find_kafka() -> tuple[str | None, str]:
     """(KAFKA_HOME, '') or (None, why not)."""
     candidates = []
-    if os.environ.get("KAFKA_HOME"):
-        candidates.append(os.environ["KAFKA_HOME"])
+    if os.environ.get("KAFKA_HOME"):       # the distribution, or the folder holding it
+        candidates += [os.environ["KAFKA_HOME"],
+                       os.path.join(os.environ["KAFKA_HOME"], "kafka_2.13-4.0.0")]
     candidates.append(os.path.join(ROOT, "..", "shared", "kafka", "kafka_2.13-4.0.0"))
     for home in candidates:
         if os.path.isfile(os.path.join(home, "bin", "kafka-server-start.sh")):
@@ -96,6 +97,9 @@ class KafkaProcess:
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory):
+    if not os.path.isfile(_run_kafka_script()):
+        pytest.skip(f"no run-kafka.sh next to {KAFKA_HOME} (shared/kafka/run-kafka.sh starts "
+                    "the reference broker)")
     k = KafkaProcess(str(tmp_path_factory.mktemp("kafka-ref")))
     yield k
     k.stop()
