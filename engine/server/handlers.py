@@ -39,6 +39,11 @@ from ..errors import (
     UnknownLeaderEpochError,
 )
 from ..protocol import messages as m
+from .config_entries import SOURCE_DEFAULT as _SOURCE_DEFAULT
+from .config_entries import broker_entry as _broker_entry
+from .config_entries import config_string as _config_string
+from .config_entries import config_type as _config_type
+from .config_entries import topic_synonyms as _topic_synonyms
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
 
@@ -429,12 +434,10 @@ class Handlers:
                 if r.resource_type == _RESOURCE_TOPIC:
                     cfg = eng.topic_config(r.resource_name)
                     values, overrides = dict(cfg), cfg.overrides
-                    dynamic_source = _SOURCE_DYNAMIC_TOPIC
                 elif r.resource_type == _RESOURCE_BROKER:
                     if r.resource_name not in ("", str(NODE_ID)):
                         raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({NODE_ID})")
                     values, overrides = dict(eng.config.values), {}
-                    dynamic_source = _SOURCE_STATIC_BROKER
                 else:
                     raise InvalidRequestError(f"resource type {r.resource_type} is not supported")
                 # null or empty both mean every key (Kafka's ConfigHelper; kafka-python sends [])
@@ -529,93 +532,9 @@ class Handlers:
 # DescribeConfigsResponse.ConfigSource and ConfigEntry.ConfigType).
 _RESOURCE_TOPIC = 2
 _RESOURCE_BROKER = 4
-_SOURCE_DYNAMIC_TOPIC = 1
-_SOURCE_STATIC_BROKER = 4
-_SOURCE_DEFAULT = 5
 _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
 _UNSUPPORTED_ENDPOINT_TYPE = 119
 _AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-
-
-def _config_string(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-# Kafka's ConfigDef types where the Python value's type does not tell (INT vs LONG, LIST).
-_KAFKA_TYPES = {"segment.bytes": 3, "segment.index.bytes": 3, "index.interval.bytes": 3,
-                "max.message.bytes": 3, "min.insync.replicas": 3, "cleanup.policy": 7,
-                "log.segment.bytes": 3, "log.index.size.max.bytes": 3, "log.index.interval.bytes": 3,
-                "message.max.bytes": 3, "log.cleanup.policy": 7, "num.partitions": 3,
-                "default.replication.factor": 3, "broker.id": 3, "node.id": 3,
-                "socket.request.max.bytes": 3, "queued.max.requests": 3,
-                "num.recovery.threads.per.data.dir": 3, "group.initial.rebalance.delay.ms": 3,
-                "log.flush.offset.checkpoint.interval.ms": 3,
-                "log.flush.start.offset.checkpoint.interval.ms": 3,
-                "group.min.session.timeout.ms": 3, "group.max.session.timeout.ms": 3,
-                "group.max.size": 3, "offsets.topic.num.partitions": 3, "offset.metadata.max.bytes": 3,
-                "offsets.topic.replication.factor": 4, "offsets.retention.minutes": 3,
-                "log.cleaner.dedupe.buffer.size": 5, "log.dirs": 2,
-                "listeners": 2, "advertised.listeners": 2, "process.roles": 7,
-                "controller.quorum.voters": 7, "controller.listener.names": 2,
-                "listener.security.protocol.map": 2, "inter.broker.listener.name": 2}
-# Broker keys whose Kafka default is null (the value comes from an hours/minutes form): Kafka
-# lists no DEFAULT synonym for them.
-_NULL_DEFAULT_BROKER_KEYS = {"log.roll.ms", "log.roll.jitter.ms", "log.retention.ms",
-                             "log.flush.interval.ms"}
-
-
-def _topic_synonyms(config, name: str, overrides) -> list[dict]:
-    """A topic key's synonyms as Kafka lists them, most precedent first: the topic override
-    (DYNAMIC_TOPIC_CONFIG), the broker key set in the broker's config (STATIC_BROKER_CONFIG),
-    the broker key's default (DEFAULT_CONFIG)."""
-    from ..config import _TOPIC_KEYS
-    default, _conv, broker_key = _TOPIC_KEYS[name]
-    out = []
-    if name in overrides:
-        out.append({"name": name, "value": _config_string(overrides[name]),
-                    "source": _SOURCE_DYNAMIC_TOPIC})
-    static = config.values.get(broker_key, default)
-    if static != default:       # set in the broker's configuration
-        out.append({"name": broker_key, "value": _config_string(static),
-                    "source": _SOURCE_STATIC_BROKER})
-    if broker_key not in _NULL_DEFAULT_BROKER_KEYS:
-        out.append({"name": broker_key, "value": _config_string(default), "source": _SOURCE_DEFAULT})
-    return out
-
-
-def _broker_entry(config, name: str) -> tuple[str | None, int, list[dict]]:
-    """(value, source, synonyms) of a broker key as Kafka describes it: a key set in the broker's
-    configuration (here: a value other than the default) is STATIC_BROKER_CONFIG with the default
-    as its next synonym; a key whose Kafka default is null shows null when unset."""
-    from ..config import _BROKER_TO_TOPIC, _ENGINE_KEYS, _TOPIC_KEYS
-    default = _ENGINE_KEYS[name][0] if name in _ENGINE_KEYS else \
-        _TOPIC_KEYS[_BROKER_TO_TOPIC[name]][0]
-    value = config.values[name]
-    null_default = name in _NULL_DEFAULT_BROKER_KEYS
-    if value == default:
-        if null_default:
-            return None, _SOURCE_DEFAULT, []
-        v = _config_string(value)
-        return v, _SOURCE_DEFAULT, [{"name": name, "value": v, "source": _SOURCE_DEFAULT}]
-    v = _config_string(value)
-    synonyms = [{"name": name, "value": v, "source": _SOURCE_STATIC_BROKER}]
-    if not null_default:
-        synonyms.append({"name": name, "value": _config_string(default), "source": _SOURCE_DEFAULT})
-    return v, _SOURCE_STATIC_BROKER, synonyms
-
-
-def _config_type(value, name: str = "") -> int:
-    if name in _KAFKA_TYPES:
-        return _KAFKA_TYPES[name]
-    if isinstance(value, bool):
-        return 1      # BOOLEAN
-    if isinstance(value, int):
-        return 5      # LONG
-    if isinstance(value, float):
-        return 6      # DOUBLE
-    return 2          # STRING
 
 
 def _apply_config_ops(effective, overrides: dict, ops) -> tuple[dict, list]:
