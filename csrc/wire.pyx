@@ -162,8 +162,7 @@ def parse_produce(buf, Py_ssize_t pos, Py_ssize_t end, int version):
         topics.append((name, parts))
     if flex:
         skip_tags(&c)
-    if c.pos != end:
-        raise _bad_request("%d unexpected bytes after the request body" % (end - c.pos), c.pos)
+    # bytes after the body are the caller's to ignore (as Kafka does), not an error
     return txn, acks, timeout, topics, c.pos
 
 

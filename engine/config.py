@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from ._kafka_configs import KAFKA_BROKER_KEYS
 from .errors import InvalidConfigError
 
-__all__ = ["TOPIC_CONFIG_DEFAULTS", "EngineConfig", "LogConfig", "parse_properties"]
+__all__ = ["INTERNAL_BROKER_KEYS", "TOPIC_CONFIG_DEFAULTS", "EngineConfig", "LogConfig", "parse_properties"]
 
 LONG_MAX = 9223372036854775807
 _COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
@@ -133,7 +133,7 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "log.flush.scheduler.interval.ms": (LONG_MAX, _int(1)),
     "log.flush.offset.checkpoint.interval.ms": (60000, _int(0)),
     "log.flush.start.offset.checkpoint.interval.ms": (60000, _int(0)),
-    "num.recovery.threads.per.data.dir": (1, _int(1)),
+    "num.recovery.threads.per.data.dir": (2, _int(1)),       # Kafka 4.0's default (KIP-1030)
     "log.cleaner.enable": (True, _bool),
     "log.cleaner.backoff.ms": (15000, _int(0)),
     "log.cleaner.dedupe.buffer.size": (134217728, _int(1024)),
@@ -173,6 +173,8 @@ _NO_EFFECT_KEYS = frozenset({
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
     "min.insync.replicas", "unclean.leader.election.enable",
 })
+# Kafka's internal broker keys (defined, undocumented, not listed by DescribeConfigs).
+INTERNAL_BROKER_KEYS = frozenset({"producer.id.expiration.check.interval.ms"})
 _BROKER_TO_TOPIC = {v[2]: k for k, v in _TOPIC_KEYS.items()}
 # Kafka also accepts the hour/minute forms of a few broker keys.
 _TIME_ALIASES = {
@@ -289,6 +291,13 @@ class EngineConfig:
         """The broker-level key that sets a topic key's default (``segment.bytes`` ->
         ``log.segment.bytes``)."""
         return _TOPIC_KEYS[topic_key][2]
+
+    @staticmethod
+    def default(key: str) -> Any:
+        """Kafka's default of an engine or broker-level topic key."""
+        if key in _ENGINE_KEYS:
+            return _ENGINE_KEYS[key][0]
+        return _TOPIC_KEYS[_BROKER_TO_TOPIC[key]][0]
 
     def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(overrides, self.topic_defaults())

@@ -288,6 +288,7 @@ def parse_produce_request(r: Reader, version: int) -> ProduceRequest:
     """
     txn, acks, timeout, topics, end = _native.parse_produce(r.buf, r.pos, r.end, version)
     r.pos = end
+    ignore_trailing(r, ApiKey.PRODUCE, version)
     return ProduceRequest(txn, acks, timeout,
                           [(name, [ProducePartition(i, rec) for i, rec in parts]) for name, parts in topics])
 

@@ -74,11 +74,36 @@ def topic_entry(name: str, values, overrides, broker: EngineConfig, synonyms: bo
             "documentation": None}
 
 
+_KAFKA_TYPE_CODES = {"boolean": BOOLEAN, "string": STRING, "int": INT, "short": 4, "long": LONG,
+                     "double": DOUBLE, "list": LIST, "class": 8, "password": 9}
+# Broker keys whose Kafka default is null (the value comes from an hours/minutes form or from
+# another key): unset, Kafka shows null and lists no DEFAULT synonym.
+_NULL_DEFAULT_BROKER_KEYS = {"log.roll.ms", "log.roll.jitter.ms", "log.retention.ms",
+                             "log.flush.interval.ms"}
+
+
 def broker_entry(name: str, broker: EngineConfig, synonyms: bool) -> dict:
-    """One DescribeConfigs entry of the broker resource (every key static here)."""
+    """One DescribeConfigs entry of the broker resource (every key static here): Kafka's ConfigDef
+    type; a key the configuration set is STATIC_BROKER_CONFIG with the default as its next
+    synonym; an unset key whose Kafka default is null shows null."""
+    from .._kafka_configs import KAFKA_BROKER_KEYS
     value = config_string(broker[name])
-    source = SOURCE_STATIC_BROKER if name in broker.explicit else SOURCE_DEFAULT
+    null_default = name in _NULL_DEFAULT_BROKER_KEYS
+    default = broker.default(name)
+    syn = []
+    if name in broker.explicit:
+        source = SOURCE_STATIC_BROKER
+        syn.append({"name": name, "value": value, "source": SOURCE_STATIC_BROKER})
+        if not null_default:
+            syn.append({"name": name, "value": config_string(default), "source": SOURCE_DEFAULT})
+    else:
+        source = SOURCE_DEFAULT
+        if null_default:
+            value = None
+        else:
+            syn.append({"name": name, "value": value, "source": SOURCE_DEFAULT})
+    kafka_type = KAFKA_BROKER_KEYS.get(name)
     return {"name": name, "value": value, "read_only": True, "config_source": source,
-            "is_sensitive": False,
-            "synonyms": [{"name": name, "value": value, "source": source}] if synonyms else [],
-            "config_type": value_type(broker[name]), "documentation": None}
+            "is_sensitive": False, "synonyms": syn if synonyms else [],
+            "config_type": _KAFKA_TYPE_CODES.get(kafka_type, value_type(broker[name])),
+            "documentation": None}

@@ -30,12 +30,15 @@ import uuid
 from ..coordinator.records import OFFSETS_TOPIC
 from ..errors import (
     FencedLeaderEpochError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaApiError,
     TopicAlreadyExistsError,
     UnknownLeaderEpochError,
 )
+from ..config import INTERNAL_BROKER_KEYS
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
@@ -170,6 +173,12 @@ class Handlers:
             except Exception as e:  # unknown topic, invalid name, storage error
                 if not isinstance(e, KafkaApiError):
                     log.exception("metadata for %r failed", name)
+                elif _code(e) == 3:          # as Kafka: a bad name is INVALID_TOPIC even unasked to create
+                    from .._engine import validate_topic_name
+                    try:
+                        validate_topic_name(name)
+                    except InvalidTopicError as bad:
+                        e = bad
                 topics.append({"error_code": _code(e), "name": name, "topic_id": _ZERO_UUID,
                                "is_internal": False, "partitions": []})
         host, port = conn.advertised_address()
@@ -271,14 +280,8 @@ class Handlers:
                 except Exception as e:
                     if not isinstance(e, KafkaApiError):
                         log.exception("fetch from %s-%d failed", t.topic, p.partition)
-                    pd.error_code = _code(e)
+                    pd.error_code = _code(e)     # offsets stay -1, as Kafka's error answer
                     errors = True
-                    try:
-                        plog = eng.log(t.topic, p.partition)
-                        pd.high_watermark = pd.last_stable_offset = plog.high_watermark
-                        pd.log_start_offset = plog.log_start_offset
-                    except Exception:
-                        pass
                 parts.append(pd)
             topics.append((t.topic, parts))
         return topics, total, errors
@@ -287,13 +290,23 @@ class Handlers:
     async def list_offsets(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.LIST_OFFSETS, v, body.buf[body.pos:])
-        topics = []
+        # As Kafka: a partition asked more than once is answered once, with INVALID_REQUEST, and
+        # a topic listed twice is answered as one.
+        asked = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        dups = {k for k in asked if asked.count(k) > 1} if len(set(asked)) < len(asked) else set()
+        by_topic: dict[str, list] = {}
         for t in req.topics:
-            parts = []
+            parts = by_topic.setdefault(t.name, [])
             for p in t.partitions:
                 res = {"partition_index": p.partition_index, "error_code": 0,
                        "timestamp": -1, "offset": -1, "leader_epoch": -1,
                        "old_style_offsets": []}
+                if (t.name, p.partition_index) in dups:
+                    if any(r["partition_index"] == p.partition_index for r in parts):
+                        continue
+                    res["error_code"] = InvalidRequestError.code
+                    parts.append(res)
+                    continue
                 try:
                     plog = self.engine.log(t.name, p.partition_index)
                     if v >= 4:
@@ -309,7 +322,7 @@ class Handlers:
                 except Exception as e:
                     _record_error(res, e, "list offsets for %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
-            topics.append({"name": t.name, "partitions": parts})
+        topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
         return [m.encode(m.ApiKey.LIST_OFFSETS, v, {"throttle_time": 0, "topics": topics})]
 
     # -- CreateTopics (19) ---------------------------------------------------------------
@@ -321,7 +334,7 @@ class Handlers:
         seen: set[str] = set()
         for t in req.topics:
             res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
-                   "num_partitions": -1, "replication_factor": -1, "configs": None}
+                   "num_partitions": -1, "replication_factor": -1, "configs": []}
             try:
                 if t.name in seen:
                     raise InvalidRequestError(f"topic {t.name!r} appears twice in the request")
@@ -335,9 +348,15 @@ class Handlers:
                 if req.validate_only:
                     from .._engine import validate_topic_name
                     validate_topic_name(t.name)
+                    if n is not None and n < 1:
+                        raise InvalidPartitionsError(f"partitions must be positive, got {n}")
+                    if rf != 1:
+                        raise InvalidReplicationFactorError(
+                            f"replication factor {rf} is larger than the 1 available broker")
                     eng.config.log_config(config)
                     if t.name in eng.list_topics():
                         raise TopicAlreadyExistsError(f"topic {t.name!r} already exists")
+                    res["topic_id"] = uuid.uuid4()      # Kafka answers a fresh id here too
                 else:
                     await asyncio.get_running_loop().run_in_executor(
                         None, lambda: eng.create_topic(t.name, n, config, replication_factor=rf))
@@ -431,8 +450,8 @@ class Handlers:
         eng = self.engine
         results = []
         for r in req.resources:
-            res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
-                   "resource_name": r.resource_name, "configs": []}
+            res = {"error_code": 0, "error_message": "", "resource_type": r.resource_type,
+                   "resource_name": r.resource_name, "configs": []}     # Kafka: "" when no error
             try:
                 if r.resource_type == _RESOURCE_TOPIC:
                     cfg = eng.topic_config(r.resource_name)
@@ -444,7 +463,7 @@ class Handlers:
                 elif r.resource_type == _RESOURCE_BROKER:
                     if r.resource_name not in ("", str(NODE_ID)):
                         raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({NODE_ID})")
-                    values = dict(eng.config.values)
+                    values = {k: v for k, v in eng.config.values.items() if k not in INTERNAL_BROKER_KEYS}
 
                     def entry(name):
                         return config_describe.broker_entry(name, eng.config, req.include_synonyms)
