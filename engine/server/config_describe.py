@@ -1,4 +1,4 @@
-"""DescribeConfigs entries as Kafka 4.0 builds them.
+"""DescribeConfigs entries as Kafka 4.0 builds them, and IncrementalAlterConfigs operations.
 
 * ``config_type``: the ConfigDef type of each topic key in Kafka's LogConfig (``segment.bytes``
   is an INT, ``cleanup.policy`` a LIST, ...), not one guessed from the Python value.
@@ -107,3 +107,37 @@ def broker_entry(name: str, broker: EngineConfig, synonyms: bool) -> dict:
             "is_sensitive": False, "synonyms": syn if synonyms else [],
             "config_type": _KAFKA_TYPE_CODES.get(kafka_type, value_type(broker[name])),
             "documentation": None}
+
+
+# IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType)
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def apply_config_ops(effective, overrides: dict, ops) -> tuple[dict, list]:
+    """IncrementalAlterConfigs operations -> (keys to set, keys to delete).
+
+    APPEND / SUBTRACT work on list-valued keys (``cleanup.policy``), starting
+    from the effective value; on any other key they are INVALID_CONFIG.
+    """
+    from ..errors import InvalidConfigError, InvalidRequestError
+
+    sets: dict = {}
+    deletes: list = []
+    for op in ops:
+        if op.config_operation == OP_SET:
+            sets[op.name] = op.value
+        elif op.config_operation == OP_DELETE:
+            deletes.append(op.name)
+        elif op.config_operation in (OP_APPEND, OP_SUBTRACT):
+            if op.name != "cleanup.policy":
+                raise InvalidConfigError(f"{op.name} is not a list; APPEND/SUBTRACT need a list config")
+            items = [x for x in str(sets.get(op.name, effective[op.name])).split(",") if x]
+            for x in (op.value or "").split(","):
+                if op.config_operation == OP_APPEND and x and x not in items:
+                    items.append(x)
+                elif op.config_operation == OP_SUBTRACT and x in items:
+                    items.remove(x)
+            sets[op.name] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"unknown config operation {op.config_operation}")
+    return sets, deletes

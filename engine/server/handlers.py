@@ -517,13 +517,13 @@ class Handlers:
                 if r.resource_type == _RESOURCE_BROKER:
                     from .admin_handlers import broker_config_change
                     res["error_code"], res["error_message"] = broker_config_change(
-                        r.resource_name, [op.name for op in r.configs if op.config_operation != _OP_DELETE])
+                        r.resource_name, [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE])
                     responses.append(res)
                     continue
                 if r.resource_type != _RESOURCE_TOPIC:
                     raise InvalidRequestError(f"Unknown resource type {r.resource_type}")
                 current = dict(eng.topic_metadata(r.resource_name).config)
-                sets, deletes = _apply_config_ops(eng.topic_config(r.resource_name), current, r.configs)
+                sets, deletes = config_describe.apply_config_ops(eng.topic_config(r.resource_name), current, r.configs)
                 if req.validate_only:
                     merged = {k: x for k, x in {**current, **sets}.items() if k not in deletes}
                     eng.config.log_config(merged)
@@ -556,38 +556,7 @@ class Handlers:
 # DescribeConfigsResponse.ConfigSource and ConfigEntry.ConfigType).
 _RESOURCE_TOPIC = 2
 _RESOURCE_BROKER = 4
-_OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
 _UNSUPPORTED_ENDPOINT_TYPE = 119
-
-
-def _apply_config_ops(effective, overrides: dict, ops) -> tuple[dict, list]:
-    """IncrementalAlterConfigs operations -> (keys to set, keys to delete).
-
-    APPEND / SUBTRACT work on list-valued keys (``cleanup.policy``), starting
-    from the effective value; on any other key they are INVALID_CONFIG.
-    """
-    from ..errors import InvalidConfigError
-
-    sets: dict = {}
-    deletes: list = []
-    for op in ops:
-        if op.config_operation == _OP_SET:
-            sets[op.name] = op.value
-        elif op.config_operation == _OP_DELETE:
-            deletes.append(op.name)
-        elif op.config_operation in (_OP_APPEND, _OP_SUBTRACT):
-            if op.name != "cleanup.policy":
-                raise InvalidConfigError(f"{op.name} is not a list; APPEND/SUBTRACT need a list config")
-            items = [x for x in str(sets.get(op.name, effective[op.name])).split(",") if x]
-            for x in (op.value or "").split(","):
-                if op.config_operation == _OP_APPEND and x and x not in items:
-                    items.append(x)
-                elif op.config_operation == _OP_SUBTRACT and x in items:
-                    items.remove(x)
-            sets[op.name] = ",".join(items)
-        else:
-            raise InvalidRequestError(f"unknown config operation {op.config_operation}")
-    return sets, deletes
 
 
 def _max_timestamp(plog):
