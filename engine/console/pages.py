@@ -115,7 +115,10 @@ def _show(b: bytes | None, fmt: str) -> str:
 def render(b: bytes, fmt: str) -> str:
     if fmt == "hex":
         return b.hex(" ")
-    text = b.decode("utf-8", "replace")
+    try:
+        text = b.decode("utf-8")
+    except UnicodeDecodeError:          # binary: text or JSON would only show replacement marks
+        return "(not UTF-8) " + b.hex(" ")
     if fmt == "json":
         try:
             return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
@@ -171,6 +174,8 @@ def _chart(name: str, points: list) -> str:
     if not points:
         return ""
     vs = [v for _t, v in points]
+    if len(vs) == 1:
+        vs = vs * 2                      # one sample: a flat line, not an invisible point
     lo, hi = min(vs), max(vs)
     span = (hi - lo) or 1.0
     n = max(len(points) - 1, 1)
