@@ -211,10 +211,11 @@ class WireSource:
 
     def sample(self) -> dict[str, float]:
         """Totals over the wire: records in all logs (end offsets) and the groups' lag."""
-        total = 0
-        for t in self.topics():
-            if not t["name"].startswith("__"):
-                total += sum(p["log_end_offset"] for p in t["partitions"])
+        with self._lock:                  # one Metadata and one ListOffsets, not a page's worth
+            meta = self.client.metadata()
+            ends = self.client.list_offsets({(t, p.partition): -1 for t, ps in meta.items()
+                                             if not t.startswith("__") for p in ps})
+        total = sum(off for off, _ts in ends.values())
         lag = 0
         for gid, _ptype, _state in self.groups():
             lag += sum(o["lag"] or 0 for o in self.group(gid)["offsets"])

@@ -42,7 +42,7 @@ import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
@@ -66,6 +66,9 @@ class BrokerMetrics:
     :class:`EngineCollector`.  A registry per broker, so brokers in one process don't mix."""
 
     def __init__(self, broker):
+        # no `*_created` series next to each counter: the JMX exporter's Kafka metrics have none
+        # (process-wide in prometheus_client; the broker process is ours)
+        disable_created_metrics()
         self.broker = broker
         self.registry = reg = CollectorRegistry(auto_describe=False)
         self._requests = Counter("kafka_network_requestmetrics_requests",

@@ -97,6 +97,7 @@ def test_counters_and_gauges_after_produce_and_consume(broker):
     assert sum(lags.values()) == 5, lags
     assert value(after, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") >= 1
     assert ("engine_recovery_segments_scanned", ()) in after
+    assert not [k for k in after if k[0].endswith("_created")]     # as the JMX exporter: none
 
 
 def test_wrong_path_is_404_and_post_is_405(broker):
