@@ -215,6 +215,18 @@ def test_read_only_and_bounded(broker):
         page = json.load(r)
     assert len(page["records"]) == 100 and page["high_watermark"] == 150
     assert [x["value"] for x in page["records"][:2]] == ["r0", "r1"]
+    # by timestamp: the first record at or after it; one past the newest: an empty page at the end
+    with urllib.request.urlopen(base + f"/api/records?topic={TOPIC}&timestamp=0&limit=1", timeout=10) as r:
+        first = json.load(r)
+    assert first["offset"] == 0 and [x["key"] for x in first["records"]] == ["user-1"]
+    ts = first["records"][0]["timestamp"]
+    with urllib.request.urlopen(base + f"/api/records?topic={TOPIC}&timestamp={ts}&format=hex", timeout=10) as r:
+        same = json.load(r)
+    assert same["offset"] == 0 and same["records"][0]["key"] == b"user-1".hex(" ")
+    far = 4102444800000           # 2100-01-01
+    with urllib.request.urlopen(base + f"/api/records?topic={TOPIC}&timestamp={far}", timeout=10) as r:
+        late = json.load(r)
+    assert late["records"] == [] and late["offset"] == late["high_watermark"]
 
 
 def test_standalone_console_over_the_wire(browser, broker, tmp_path):
