@@ -23,7 +23,12 @@ and alerts written for Kafka work unchanged where a Kafka metric exists:
 ``engine_recovery_segments_scanned`` ...              the embedded engine's own counters
 ====================================================  =========================================
 
-``UnderReplicatedPartitions`` is not exported: there is no replication yet.
+``UnderReplicatedPartitions`` is not exported: there is no replication yet.  What differs from
+Kafka: a *failed* request here is one that closed its connection (unparseable, unsupported
+version, internal error) — an error code inside a Produce or Fetch response is not counted, the
+responses are not parsed again for it; ``bytesin``/``bytesout`` are whole Produce requests and
+Fetch responses, broker-wide (Kafka counts record bytes, also per topic); ``messagesin`` per topic
+is the growth of the log end offsets since the broker started, read at scrape time.
 
 Cost on the request path: :meth:`BrokerMetrics.request` is one counter increment and one
 histogram observe per request (children resolved once per API key), two more increments for a
