@@ -260,3 +260,13 @@ def _status_or_none(url: str):
         return _status(url)
     except OSError:
         return None
+
+
+def test_standalone_console_names_an_unreachable_broker():
+    port = free_port()
+    r = subprocess.run([sys.executable, "-m", "engine", "console", "--bootstrap-server",
+                        f"127.0.0.1:{port}", "--listen", "127.0.0.1:0"], cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        f"error: no bootstrap broker answered: cannot connect to 127.0.0.1:{port}: [Errno 111] Connection refused"]
