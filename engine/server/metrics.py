@@ -172,10 +172,7 @@ class EngineCollector:
             self._baseline = {key: lg.log_end_offset for key, lg in self._logs()}
 
     def _logs(self):
-        logs = self.engine.logs
-        with logs._lock:
-            items = list(logs._logs.items())
-        return sorted(items)
+        return sorted(self.engine.logs.logs().items())
 
     def describe(self):
         return []
