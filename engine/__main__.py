@@ -399,16 +399,76 @@ def cmd_serve(args: argparse.Namespace) -> int:
                             max_request_bytes=cfg["socket.request.max.bytes"],
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0)
             await broker.start()
-            print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            await stop.wait()
-            await broker.stop()
+            http = []
+            try:
+                http = _start_operator_endpoints(broker, args, cfg)
+                # last: "serving" means every endpoint asked for is up (tests wait for it)
+                print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.add_signal_handler(sig, stop.set)
+                await stop.wait()
+            finally:
+                for server in http:
+                    server.stop()
+                await broker.stop()
         print("stopped cleanly", file=sys.stderr, flush=True)
 
     asyncio.run(run())
+    return 0
+
+
+def _endpoint(listen: str | None, cfg, prefix: str) -> tuple[str, int] | None:
+    """HOST:PORT from the command line, else `<prefix>.host`/`<prefix>.port`; None when off."""
+    if listen:
+        h, p = _listener_address(listen)
+        return h or "127.0.0.1", p
+    if cfg[f"{prefix}.port"] < 0:
+        return None
+    return cfg[f"{prefix}.host"], cfg[f"{prefix}.port"]
+
+
+def _start_operator_endpoints(broker, args, cfg) -> list:
+    """The Prometheus endpoint and the web console, when asked for (both off by default)."""
+    started = []
+    metrics_at = _endpoint(args.metrics_listen, cfg, "metrics")
+    console_at = _endpoint(args.console_listen, cfg, "console")
+    if metrics_at:
+        from .server.metrics import MetricsServer
+        srv = MetricsServer(broker.enable_metrics(), *metrics_at).start()
+        started.append(srv)
+        print(f"metrics on http://{srv.host}:{srv.port}/metrics", file=sys.stderr, flush=True)
+    if console_at:
+        from .console import ConsoleServer, EngineSource
+        broker.enable_metrics()
+        srv = ConsoleServer(EngineSource(broker.engine, broker.metrics), *console_at).start()
+        started.append(srv)
+        print(f"console on http://{srv.host}:{srv.port}/", file=sys.stderr, flush=True)
+    return started
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    """A web console for a running broker, reached over the Kafka protocol."""
+    import logging
+    import signal
+    import threading
+
+    from .console import ConsoleServer, WireSource
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    host, port = _listener_address(args.listen)
+    source = WireSource(args.bootstrap_server)
+    srv = ConsoleServer(source, host or "127.0.0.1", port).start()
+    print(f"console for {args.bootstrap_server} on http://{srv.host}:{srv.port}/",
+          file=sys.stderr, flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    srv.stop()
+    source.close()
     return 0
 
 
@@ -529,7 +589,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address given to clients in Metadata (default: the connection's local address)")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="broker log level (default info)")
+    s.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics (default: metrics.port, off)")
+    s.add_argument("--console-listen", default=None, metavar="HOST:PORT",
+                   help="serve the web console at http://HOST:PORT/ (default: console.port, off)")
     s.set_defaults(func=cmd_serve)
+
+    co = sub.add_parser("console", help="a web console (topics, groups, messages) for a running broker")
+    co.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker")
+    co.add_argument("--listen", default="127.0.0.1:8080",
+                    help="HOST:PORT of the console (default 127.0.0.1:8080; port 0: any)")
+    co.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                    help="log level (default info)")
+    co.set_defaults(func=cmd_console)
     return p
 
 

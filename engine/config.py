@@ -150,6 +150,11 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "controller.listener.names": ("", lambda k, v: str(v)),
     "listener.security.protocol.map": ("", lambda k, v: str(v)),
     "inter.broker.listener.name": ("", lambda k, v: str(v)),
+    # operator endpoints of `serve` (not Kafka keys): -1 = off (the default), 0 = any free port
+    "metrics.port": (-1, _int(-1, 65535)),          # Prometheus GET /metrics (engine/server/metrics.py)
+    "metrics.host": ("127.0.0.1", lambda k, v: str(v)),
+    "console.port": (-1, _int(-1, 65535)),          # web console (engine/console)
+    "console.host": ("127.0.0.1", lambda k, v: str(v)),
     # group coordinator (engine.coordinator)
     "group.initial.rebalance.delay.ms": (3000, _int(0)),
     "group.min.session.timeout.ms": (6000, _int(0)),

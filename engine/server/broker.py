@@ -63,6 +63,17 @@ class Broker:
         self._connections: set[Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._own_coordinator = None
+        # request and engine metrics (engine/server/metrics.py): made by enable_metrics(),
+        # for the Prometheus endpoint and the console; None keeps the request path bare
+        self.metrics = None
+
+    def enable_metrics(self):
+        """Count requests and expose the engine's state as Prometheus metrics (idempotent)."""
+        if self.metrics is None:
+            from .metrics import BrokerMetrics
+            self.metrics = BrokerMetrics(self)
+            self.metrics.collector.start()
+        return self.metrics
 
     # -- lifecycle -----------------------------------------------------------
     def _appended_elsewhere(self) -> None:

@@ -210,10 +210,14 @@ class Connection:
     async def _process_loop(self) -> None:
         handlers = self.broker.handlers
         pool = self.broker.buffers
+        metrics = self.broker.metrics          # None unless metrics or the console are on
+        clock = self.loop.time
         while True:
             frame = await self.queue.get()
             if frame is _EOF:
                 return
+            t0 = clock()
+            key = -1
             self.queued_bytes -= len(frame)
             self._drained.set()
             self.busy = True
@@ -237,16 +241,25 @@ class Connection:
                     parts = await handlers.handle(header, reader, self)
                 except (InvalidRequestError, UnsupportedVersionError) as e:
                     log.info("connection %s: %s: closing", self.peer, e)
+                    if metrics is not None:
+                        metrics.failed(key, type(e).__name__)
                     return
                 except (ConnectionError, asyncio.CancelledError):
                     raise
-                except Exception:
+                except Exception as e:
                     log.exception("connection %s: request failed: closing", self.peer)
+                    if metrics is not None:
+                        metrics.failed(key, type(e).__name__)
                     return
                 self.requests += 1
+                out = 0
                 if parts is not None:
                     resp_flexible = flexible and key != m.ApiKey.API_VERSIONS
+                    if metrics is not None and key == m.ApiKey.FETCH:
+                        out = sum(len(p) for p in parts)
                     await self._send(response_header(corr, resp_flexible), parts)
+                if metrics is not None:
+                    metrics.request(key, clock() - t0, len(frame), out)
             finally:
                 self.busy = False
                 # back to the pool unless a handler kept a view of it (BufferPool.give checks)
