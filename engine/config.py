@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from ._kafka_configs import KAFKA_BROKER_KEYS
 from .errors import InvalidConfigError
 
-__all__ = ["INTERNAL_BROKER_KEYS", "TOPIC_CONFIG_DEFAULTS", "EngineConfig", "LogConfig", "parse_properties"]
+__all__ = ["INTERNAL_BROKER_KEYS", "OWN_BROKER_KEYS", "TOPIC_CONFIG_DEFAULTS", "EngineConfig", "LogConfig", "parse_properties"]
 
 LONG_MAX = 9223372036854775807
 _COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
@@ -181,6 +181,9 @@ _NO_EFFECT_KEYS = frozenset({
 # Kafka's internal broker keys (defined, undocumented, not listed by DescribeConfigs).
 INTERNAL_BROKER_KEYS = frozenset({"producer.id.expiration.check.interval.ms"})
 _BROKER_TO_TOPIC = {v[2]: k for k, v in _TOPIC_KEYS.items()}
+# This project's own broker keys (Kafka has none of these names): listed by DescribeConfigs too.
+OWN_BROKER_KEYS = frozenset(k for k in [*_ENGINE_KEYS, *_BROKER_TO_TOPIC]
+                            if k not in KAFKA_BROKER_KEYS and k not in INTERNAL_BROKER_KEYS)
 # Kafka also accepts the hour/minute forms of a few broker keys.
 _TIME_ALIASES = {
     "log.roll.hours": ("log.roll.ms", 3600000),

@@ -114,8 +114,10 @@ class GroupHandlers:
                 res = await self._call("find_coordinator", key, key_type)
                 code, message = res if res is not None else (_COORDINATOR_NOT_AVAILABLE, "no group coordinator")
             ok = code == 0
-            # Kafka 4.0's texts: "" in every v4 entry; before v4, "NONE" on success
-            message = "" if v >= 4 else ("NONE" if ok else message)
+            # Kafka 4.0's texts: "" in every v4 entry; before v4, "NONE" on success (our own
+            # "not supported" text stays: it is what tells the user why)
+            if code != TXN_UNSUPPORTED:
+                message = "" if v >= 4 else ("NONE" if ok else message)
             answers.append({"key": key, "node_id": self._node_id() if ok else -1,
                             "host": host if ok else "", "port": port if ok else -1,
                             "error_code": code, "error_message": message})
