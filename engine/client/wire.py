@@ -138,12 +138,15 @@ class _Connection:
             self.close()
             raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
         r = Reader(frame)
-        corr = r.int32()
-        if corr != self.corr:
+        try:
+            corr = r.int32()
+            if corr != self.corr:
+                raise InvalidRequestError(f"response to request {corr}, expected {self.corr}")
+            if flex and api_key != ApiKey.API_VERSIONS:  # ApiVersions responses keep header v0
+                r.tagged_fields()
+        except InvalidRequestError as e:
             self.close()
-            raise KafkaConnectionError(f"{self.address}: response to request {corr}, expected {self.corr}")
-        if flex and api_key != ApiKey.API_VERSIONS:  # ApiVersions responses keep header v0
-            r.tagged_fields()
+            raise KafkaConnectionError(f"{self.address}: unparseable response header: {e}") from None
         return r
 
     def _send_all(self, parts: list) -> None:
