@@ -108,39 +108,45 @@ def _emitter(args: argparse.Namespace):
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
+    """kafka-topics.sh: through a broker (``WireAdmin``) or in-process (``Engine``); both have
+    create_topic / list_topics / delete_topic / create_partitions / alter_topic_config."""
     remote = _remote(args) if args.action != "clean" else None
     if remote:
-        from . import cli_remote
-        return cli_remote.topics(args, remote, _parse_kv)
-    if args.replication_factor not in (None, 1):
-        from .errors import InvalidReplicationFactorError
-        raise InvalidReplicationFactorError(
-            f"replication factor {args.replication_factor} is larger than the 1 available broker")
-    with _open(args, read_only=args.action in ("list", "describe")) as eng:
+        from .client.admin import WireAdmin
+        backend = WireAdmin(remote)
+    else:
+        backend = _open(args, read_only=args.action in ("list", "describe"))
+    with backend as b:
         if args.action == "create":
-            eng.create_topic(args.topic, args.partitions, _parse_kv(args.topic_config))
+            rf = {} if args.replication_factor is None else {"replication_factor": args.replication_factor}
+            b.create_topic(args.topic, args.partitions, _parse_kv(args.topic_config), **rf)
             print(f"Created topic {args.topic}.")
         elif args.action == "list":
-            for name in eng.list_topics():
+            for name in b.list_topics():
                 print(name)
         elif args.action == "delete":
-            eng.delete_topic(args.topic)
+            b.delete_topic(args.topic)
             print(f"Deleted topic {args.topic}.")
         elif args.action == "alter":
-            eng.alter_topic_config(args.topic, _parse_kv(args.topic_config), args.delete_config or ())
+            if args.partitions is not None:
+                b.create_partitions(args.topic, args.partitions)
+            if args.topic_config or args.delete_config:
+                b.alter_topic_config(args.topic, _parse_kv(args.topic_config), args.delete_config or ())
             print(f"Altered topic {args.topic}.")
         elif args.action == "clean":  # log compaction now, below the active segment
-            for name in [args.topic] if args.topic else eng.list_topics():
-                for part in range(eng.partitions_for(name)):
-                    st = eng.log(name, part).clean()
+            for name in [args.topic] if args.topic else b.list_topics():
+                for part in range(b.partitions_for(name)):
+                    st = b.log(name, part).clean()
                     what = (f"{st.records_read} records indexed, {st.records_kept} kept, "
                             f"{st.records_removed} removed, {st.segments_written} segments written "
                             f"({st.bytes_written} bytes)" if st.cleaned else st.reason)
                     print(f"{name}-{part}: {what}")
+        elif remote:
+            from .cli_remote import describe_topics
+            describe_topics(b, [args.topic] if args.topic else b.list_topics())
         else:
-            names = [args.topic] if args.topic else eng.list_topics()
-            for name in names:
-                d = eng.describe_topic(name)
+            for name in [args.topic] if args.topic else b.list_topics():
+                d = b.describe_topic(name)
                 overrides = ",".join(f"{k}={v}" for k, v in sorted(d.overrides.items()))
                 print(f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}"
                       f"\tConfigs: {overrides}")

@@ -17,7 +17,7 @@ import time
 
 from . import _native
 
-__all__ = ["consume", "format_record", "produce", "topics"]
+__all__ = ["configs", "consume", "describe_topics", "format_record", "produce"]
 
 
 def format_record(fmt: str, topic: str, partition: int, offset: int, timestamp: int,
@@ -64,40 +64,17 @@ def format_record(fmt: str, topic: str, partition: int, offset: int, timestamp: 
 
 
 # -- topics ---------------------------------------------------------------------------------
-def topics(args: argparse.Namespace, bootstrap: str, parse_kv) -> int:
-    from .client.admin import WireAdmin
-
-    with WireAdmin(bootstrap) as admin:
-        if args.action == "create":
-            admin.create_topic(args.topic, args.partitions, parse_kv(args.topic_config),
-                               getattr(args, "replication_factor", None))
-            print(f"Created topic {args.topic}.")
-        elif args.action == "list":
-            for name in admin.list_topics():
-                print(name)
-        elif args.action == "delete":
-            admin.delete_topic(args.topic)
-            print(f"Deleted topic {args.topic}.")
-        elif args.action == "alter":
-            if args.partitions is not None:
-                admin.create_partitions(args.topic, args.partitions)
-            if args.topic_config or args.delete_config:
-                admin.alter_configs("topic", args.topic, set=parse_kv(args.topic_config),
-                                    delete=args.delete_config or ())
-            print(f"Altered topic {args.topic}.")
-        elif args.action == "clean":
-            raise SystemExit("error: topics clean runs in-process (the broker's cleaner compacts on its own)")
-        else:
-            for name in [args.topic] if args.topic else admin.list_topics():
-                d = admin.describe_topic(name)
-                overrides = ",".join(f"{k}={v}" for k, v in sorted(d.overrides.items()))
-                print(f"Topic: {d.name}\tTopicId: {d.topic_id or '-'}\tPartitionCount: {len(d.partitions)}"
-                      f"\tReplicationFactor: {d.replication_factor}\tConfigs: {overrides}")
-                for p in d.partitions:
-                    print(f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {p.leader}"
-                          f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
-                          f"\tLogStartOffset: {p.log_start_offset}\tHighWatermark: {p.high_watermark}")
-    return 0
+def describe_topics(admin, names: list[str]) -> None:
+    """kafka-topics.sh --describe: partitions with leader, replicas, ISR, and their offsets."""
+    for name in names:
+        d = admin.describe_topic(name)
+        overrides = ",".join(f"{k}={v}" for k, v in sorted(d.overrides.items()))
+        print(f"Topic: {d.name}\tTopicId: {d.topic_id or '-'}\tPartitionCount: {len(d.partitions)}"
+              f"\tReplicationFactor: {d.replication_factor}\tConfigs: {overrides}")
+        for p in d.partitions:
+            print(f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {p.leader}"
+                  f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+                  f"\tLogStartOffset: {p.log_start_offset}\tHighWatermark: {p.high_watermark}")
 
 
 # -- configs ----------------------------------------------------------------------------------

@@ -158,6 +158,9 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "offsets.retention.minutes": (10080, _int(1)),
     "offsets.retention.check.interval.ms": (600000, _int(1)),
     "offset.metadata.max.bytes": (4096, _int(0)),
+    # idempotent producers (engine.storage.producer_state)
+    "producer.id.expiration.ms": (86400000, _int(1)),
+    "producer.id.expiration.check.interval.ms": (600000, _int(1)),
 }
 # Keys above that are accepted and shown but change nothing on a single node (yet).
 _NO_EFFECT_KEYS = frozenset({

@@ -138,6 +138,10 @@ class WireAdmin:
         return TopicInfo(name, str(tid) if tid is not None else "", bool(t.get("is_internal")), infos,
                          overrides)
 
+    def alter_topic_config(self, name: str, set: dict | None = None, delete=()) -> None:
+        """The embedded Engine's name for IncrementalAlterConfigs of a topic."""
+        self.alter_configs("topic", name, set=set, delete=delete)
+
     # -- configs ------------------------------------------------------------------------
     def describe_configs(self, resource: str, name: str, keys: list[str] | None = None) -> list[ConfigEntry]:
         rtype = RESOURCE_TYPES[resource]

@@ -26,7 +26,10 @@ Layouts of the hand-written messages (names from ``*Request.json``)::
     ApiVersionsRequest v3+   client_software_name COMPACT_STRING,
                              client_software_version COMPACT_STRING, TAG_BUFFER
     ApiVersionsResponse      error_code i16, api_keys [api_key i16, min i16, max i16 (+TAGS v3+)],
-                             throttle_time_ms i32 (v1+), TAG_BUFFER (v3+)
+                             throttle_time_ms i32 (v1+), TAG_BUFFER (v3+; tags 0 supported_features
+                             [name, min i16, max i16], 1 finalized_features_epoch i64,
+                             2 finalized_features [name, max_level i16, min_level i16],
+                             3 zk_migration_ready bool)
     ProduceRequest           transactional_id NULLABLE_STRING (v3+), acks i16, timeout_ms i32,
                              topic_data [name, partition_data [index i32, records RECORDS]]
     ProduceResponse          responses [name, partition_responses [index i32, error_code i16,
@@ -67,6 +70,7 @@ __all__ = [
     "ProducePartition",
     "ProduceRequest",
     "SUPPORTED",
+    "SUPPORTED_FEATURES",
     "decode",
     "encode",
     "encode_api_versions_response",
@@ -94,6 +98,7 @@ class ApiKey:
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -105,16 +110,32 @@ class ApiKey:
     LIST_GROUPS = 16
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    # admin APIs (engine/server/admin_handlers.py)
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
              19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
              23: "OffsetForLeaderEpoch",
              32: "DescribeConfigs", 37: "CreatePartitions", 44: "IncrementalAlterConfigs",
-             60: "DescribeCluster",
+             60: "DescribeCluster", 61: "DescribeProducers",
              8: "OffsetCommit", 9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
              13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups", 42: "DeleteGroups",
-             47: "OffsetDelete"}
+             47: "OffsetDelete",
+             29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 33: "AlterConfigs",
+             35: "DescribeLogDirs", 43: "ElectLeaders", 45: "AlterPartitionReassignments",
+             46: "ListPartitionReassignments", 65: "DescribeTransactions", 66: "ListTransactions",
+             75: "DescribeTopicPartitions"}
 
 # api_key -> (min, max) we serve
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -122,7 +143,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.METADATA: (0, 9),
-    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 5),
     ApiKey.DELETE_RECORDS: (0, 2),
@@ -132,6 +153,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),   # engine/server/producer_handlers.py
     # consumer groups (engine/server/group_handlers.py)
     ApiKey.OFFSET_COMMIT: (2, 9),
     ApiKey.OFFSET_FETCH: (1, 9),
@@ -144,11 +166,24 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # admin APIs (engine/server/admin_handlers.py), Kafka 4.0's ranges
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 
 # api_key -> first flexible version (Kafka 4.x, unchanged)
 FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 37: 2, 44: 1,
-                 60: 0, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2, 47: 1 << 15}
+                 60: 0, 61: 0, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2, 47: 1 << 15,
+                 29: 2, 30: 2, 31: 2, 33: 2, 35: 2, 43: 2, 45: 0, 46: 0, 65: 0, 66: 0, 75: 0}
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -176,9 +211,27 @@ def ignore_trailing(r: Reader, api_key: int, version: int) -> None:
                   API_NAMES.get(api_key, api_key), version, extra)
 
 
+# Feature levels (KIP-584) this broker reports in ApiVersions v3+, name -> (min, max) supported.
+# Only levels that are true here.  Kafka 4.0 reports group.version 0-1, transaction.version 0-2,
+# kraft.version 0-1, metadata.version 7-25 and eligible.leader.replicas.version 0-1, and finalizes
+# group.version 1, transaction.version 2, kraft.version 1 and its metadata.version.  This broker:
+# * group.version 0 only: the classic group protocol; KIP-848 (level 1) is not served;
+# * transaction.version 0 only: no KIP-890 transactions (none are served at all yet);
+# * no kraft.version / metadata.version: there is no KRaft quorum and no metadata log whose
+#   record format such a level would name; no eligible.leader.replicas.version: no replication.
+# Every level in force is 0, and Kafka leaves level-0 features out of the finalized list, so
+# nothing is finalized and its epoch is -1 ("unknown", Kafka's value without finalized features).
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"group.version": (0, 0), "transaction.version": (0, 0)}
+FINALIZED_FEATURES: dict[str, int] = {}
+FINALIZED_FEATURES_EPOCH = -1
+
+
 def encode_api_versions_response(version: int, error_code: int,
-                                 ranges: dict[int, tuple[int, int]]) -> bytearray:
-    """The body (no header) of an ApiVersionsResponse at `version`."""
+                                 ranges: dict[int, tuple[int, int]],
+                                 features: dict[str, tuple[int, int]] | None = None) -> bytearray:
+    """The body (no header) of an ApiVersionsResponse at `version`.  `features` (v3+ tagged
+    fields) are this broker's supported feature ranges; v3 leaves out those whose minimum is 0,
+    as Kafka 4.0 does (KAFKA-17011: v3 readers refuse a 0 minimum; v4 lifted that)."""
     flex = version >= 3
     w = Writer()
     w.int16(error_code)
@@ -191,7 +244,25 @@ def encode_api_versions_response(version: int, error_code: int,
     if version >= 1:
         w.int32(0)  # throttle_time_ms
     if flex:
-        w.tagged_fields()
+        tags = {}
+        supported = [(name, lo, hi) for name, (lo, hi) in sorted((features or {}).items())
+                     if version >= 4 or lo > 0]
+        if supported:                                   # tag 0: supported_features
+            t = Writer()
+            t.array_length(len(supported), True)
+            for name, lo, hi in supported:
+                t.string(name, True).int16(lo).int16(hi).tagged_fields()
+            tags[0] = bytes(t.buf)
+        if features is not None and FINALIZED_FEATURES_EPOCH != -1:   # tag 1 (default -1)
+            tags[1] = bytes(Writer().int64(FINALIZED_FEATURES_EPOCH).buf)
+        if features is not None and FINALIZED_FEATURES:  # tag 2: finalized_features
+            t = Writer()
+            t.array_length(len(FINALIZED_FEATURES), True)
+            for name, level in sorted(FINALIZED_FEATURES.items()):
+                t.string(name, True).int16(level).int16(level).tagged_fields()
+            tags[2] = bytes(t.buf)
+        # tag 3, zk_migration_ready: false (the default, so not written)
+        w.tagged_fields(tags)
     return w.buf
 
 

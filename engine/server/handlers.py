@@ -109,6 +109,10 @@ class Handlers:
         }
         from .group_handlers import GroupHandlers
         self._table.update(GroupHandlers(self).table())
+        from .admin_handlers import AdminHandlers
+        self._table.update(AdminHandlers(self).table())
+        from .producer_handlers import ProducerHandlers
+        self._table.update(ProducerHandlers(self).table())
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)
@@ -116,7 +120,7 @@ class Handlers:
     # -- ApiVersions (18) -----------------------------------------------------
     async def api_versions(self, header, body, conn):
         m.parse_api_versions_request(body, header.api_version)
-        return [m.encode_api_versions_response(header.api_version, 0, m.SUPPORTED)]
+        return [m.encode_api_versions_response(header.api_version, 0, m.SUPPORTED, m.SUPPORTED_FEATURES)]
 
     # -- Metadata (3) ---------------------------------------------------------------
     async def metadata(self, header, body, conn):
@@ -473,8 +477,14 @@ class Handlers:
             res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
             try:
+                if r.resource_type == _RESOURCE_BROKER:
+                    from .admin_handlers import broker_config_change
+                    res["error_code"], res["error_message"] = broker_config_change(
+                        r.resource_name, [op.name for op in r.configs if op.config_operation != _OP_DELETE])
+                    responses.append(res)
+                    continue
                 if r.resource_type != _RESOURCE_TOPIC:
-                    raise InvalidRequestError("only topic configs can be altered (broker configs are static)")
+                    raise InvalidRequestError(f"Unknown resource type {r.resource_type}")
                 current = dict(eng.topic_metadata(r.resource_name).config)
                 sets, deletes = _apply_config_ops(eng.topic_config(r.resource_name), current, r.configs)
                 if req.validate_only:

@@ -2,7 +2,8 @@
 
 Files handled (kafka-storage-format.md §5, §8): ``<base>.log/.index/.timeindex``,
 leftovers ``*.deleted`` / ``*.cleaned`` / ``*.swap``, orphan index files,
-``leader-epoch-checkpoint``.
+``leader-epoch-checkpoint``, producer snapshots ``<offset>.snapshot``
+(``load_producer_state``, after the segments are loaded).
 
 Rules (Kafka's LogLoader):
 * Always: delete ``.deleted`` and ``.cleaned`` files; complete a ``.log.swap``
@@ -35,11 +36,11 @@ from dataclasses import dataclass
 
 from .. import _native
 from ..errors import CorruptIndexError, CorruptRecordError
-from . import checkpoint, files
+from . import checkpoint, files, producer_state
 from .log import LeaderEpochCache, RecoveryEvent, RecoveryStats
 from .segment import LogSegment
 
-__all__ = ["LoadedLog", "discover_new_segments", "load_partition"]
+__all__ = ["LoadedLog", "discover_new_segments", "load_partition", "load_producer_state"]
 
 
 @dataclass
@@ -290,3 +291,58 @@ def discover_new_segments(log) -> None:
             seg = _open_read_only(log.dir, base, log.config, log.recovery_stats)
             log._segments.append(seg)
             log._bases.append(base)
+
+
+def load_producer_state(log, upto: int, stats: RecoveryStats, report_stale: bool = True) -> None:
+    """Rebuild ``log.producer_state``: the latest valid snapshot at or below `upto`, then the log above it.
+
+    Snapshots above the log end offset are stale (a truncation or a lost tail) and
+    deleted; an unreadable one (version, CRC, size) is reported, deleted and the
+    state is rebuilt from an older snapshot or from the log start.  Only batch
+    headers are read (``_native.list_batches``), from the snapshot's offset on;
+    after a clean shutdown the snapshot at the log end leaves nothing to replay.
+    Called with the log's lock held (or before the log is shared).
+    """
+    d, state = log.dir, log.producer_state
+    state.clear()
+    leo = log.log_end_offset
+    first = log._segments[0].base_offset
+    for off in producer_state.delete_snapshots(d, lambda o: o > leo):
+        if report_stale:
+            _event(stats, producer_state.snapshot_path(d, off), None, 0,
+                   f"deleted producer snapshot above the log end offset {leo}")
+    start = first
+    for off in reversed(producer_state.list_snapshots(d)):
+        if off > upto:
+            continue
+        if off < first:
+            break  # the log below it is gone: replay cannot start there
+        path = producer_state.snapshot_path(d, off)
+        try:
+            entries = producer_state.read_snapshot(path)
+        except (producer_state.SnapshotError, OSError) as e:
+            size = os.path.getsize(path) if os.path.exists(path) else 0
+            os.unlink(path)
+            _event(stats, path, None, size,
+                   f"distrusted producer snapshot: {getattr(e, 'reason', e)}; rebuilt from the log")
+            continue
+        state.load(entries)
+        start = off
+        break
+    for seg in log._segments:
+        if seg.size == 0 or seg.next_offset <= start:
+            continue
+        pos = 0
+        if seg.base_offset < start:
+            found = seg.translate_offset(start)
+            if found is None:
+                continue
+            pos = found[0]
+        try:
+            headers, _ = _native.list_batches(seg._data(), pos, seg.size, False, seg.log_path, 0)
+        except CorruptRecordError as e:
+            # Not expected below a recovered log end; the state keeps what was read before it.
+            _event(stats, seg.log_path, getattr(e, "position", None), 0,
+                   f"producer state not replayed past a bad batch: {e}")
+            break
+        state.replay(headers, start)

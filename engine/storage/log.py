@@ -1,7 +1,10 @@
 """PartitionLog: one partition's log (Kafka's UnifiedLog + LocalLog analogue).
 
 On disk (``<topic>-<partition>/``): segments ``<base>.log/.index/.timeindex``
-(segment.py), ``leader-epoch-checkpoint`` (checkpoint.py) and our
+(segment.py), ``leader-epoch-checkpoint`` (checkpoint.py), producer snapshots
+``<offset>.snapshot`` (producer_state.py: written at each roll and by
+``write_producer_snapshot`` at clean shutdown, the latest two kept, those above
+a truncation point deleted; loaded by loader.load_producer_state) and our
 ``.highwatermark`` publication file::
 
     .highwatermark   64 bytes, little-endian int64 fields, each 8-byte aligned
@@ -41,6 +44,7 @@ while acquiring ``_lock``.
 from __future__ import annotations
 
 import bisect
+import logging
 import mmap
 import os
 import struct
@@ -57,11 +61,14 @@ from ..errors import (
     ReadOnlyError,
 )
 from . import checkpoint, files
+from . import producer_state as pstate
 from .producer_state import ProducerStateManager
 from .segment import FileSlice, LogSegment
 
 __all__ = ["AppendInfo", "FetchInfo", "LeaderEpochCache", "PartitionLog", "HighWatermarkFile",
            "RecoveryEvent"]
+
+_log = logging.getLogger(__name__)
 
 HWM_MAGIC = 0x4B48574D31
 HWM_SIZE = 64
@@ -289,6 +296,10 @@ class PartitionLog:
                                              if self._segments else 0), self.log_end_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset) if not read_only else 0
         self._synced_offset = self.recovery_point
+        if not read_only:
+            from .loader import load_producer_state
+            load_producer_state(self, self.log_end_offset if had_clean_shutdown else self.recovery_point,
+                                self.recovery_stats)
         self._hw_file = HighWatermarkFile(os.path.join(directory, files.HIGH_WATERMARK_FILE), not read_only)
         if read_only:
             self.high_watermark = self._read_published_hw(high_watermark)
@@ -403,7 +414,8 @@ class PartitionLog:
                 for h in idempotent:
                     if h.producer_id >= 0:
                         self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                                   h.last_offset_delta, off, off + h.last_offset_delta)
+                                                   h.last_offset_delta, off, off + h.last_offset_delta,
+                                                   h.max_timestamp if lat < 0 else lat)
                     off += h.last_offset_delta + 1
             self.log_end_offset = last + 1
             durable = cfg["flush.messages"] <= self.log_end_offset - self.recovery_point
@@ -465,7 +477,44 @@ class PartitionLog:
         self._bases.append(new_base)
         # Kafka flushes the rolled segment in the background; maybe_flush() does it here.
         self._roll_flush_pending = max(self._roll_flush_pending, new_base)
+        self._snapshot_locked(new_base)
         return seg
+
+    # -- producer state snapshots -------------------------------------------
+    def _snapshot_locked(self, offset: int) -> None:
+        """Write ``<offset>.snapshot`` (state below `offset`), prune old ones (caller holds _lock).
+
+        A snapshot that cannot be written is only logged: the state is rebuilt from the log.
+        """
+        try:
+            pstate.write_snapshot(self.dir, offset, self.producer_state.snapshot_entries())
+            self._prune_snapshots_locked()
+        except OSError as e:
+            _log.warning("could not write the producer snapshot of %s at %d: %s", self.dir, offset, e)
+
+    def _prune_snapshots_locked(self) -> None:
+        """Keep the latest KEEP_SNAPSHOTS snapshots; drop those below the first segment (log start)."""
+        offs = pstate.list_snapshots(self.dir)
+        keep = set(offs[-pstate.KEEP_SNAPSHOTS:])
+        first = self._segments[0].base_offset
+        pstate.delete_snapshots(self.dir, lambda o: o not in keep or o < first)
+
+    def write_producer_snapshot(self) -> None:
+        """Snapshot the producer state at the log end offset (clean shutdown)."""
+        self._check_writable()
+        with self._lock:
+            pstate.write_snapshot(self.dir, self.log_end_offset, self.producer_state.snapshot_entries())
+            self._prune_snapshots_locked()
+
+    def active_producers(self) -> list:
+        """The producers this partition knows (producer_state.SnapshotEntry each), for DescribeProducers."""
+        with self._lock:
+            return self.producer_state.active_producers()
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """producer.id.expiration.ms: forget producers idle that long; returns their ids."""
+        with self._lock:
+            return self.producer_state.remove_expired(now_ms, expiration_ms)
 
     # -- durability ------------------------------------------------------
     def _await_sync(self, target: int) -> None:
@@ -756,7 +805,9 @@ class PartitionLog:
                 self._synced_offset = min(self._synced_offset, self.log_end_offset)
             if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
                 self._flush_epoch_cache()
-            self.producer_state.truncate_from(self.log_end_offset)
+            # Kafka's truncateAndReload: snapshots above the new end go, the state is rebuilt.
+            from .loader import load_producer_state
+            load_producer_state(self, self.log_end_offset, self.recovery_stats, report_stale=False)
             self._hw_file.publish(self.high_watermark, self.log_start_offset)
             self._check_offsets()
             if self.gaps_allowed:
@@ -835,6 +886,7 @@ class PartitionLog:
                     self._flush_epoch_cache()
             self.high_watermark = max(self.high_watermark, self.log_start_offset)
             self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            self._prune_snapshots_locked()  # snapshots below the new first segment are useless
             if self.config["file.delete.delay.ms"] == 0:
                 self._delete_pending_locked(None)
         return n

@@ -104,6 +104,7 @@ class LogManager:
         self.cleaner: LogCleaner | None = None
         self.recovery_report: list[RecoveryEvent] = []
         self.had_clean_shutdown = False
+        self._last_producer_expiry_ms = int(time.time() * 1000)
         if read_only:
             if not os.path.isdir(self.data_dir):
                 raise FileNotFoundError(self.data_dir)
@@ -308,7 +309,22 @@ class LogManager:
             log.maybe_apply_retention(now_ms)
             log.maybe_flush(now_ms)
             log.maybe_delete_pending(now_ms)
+        self.maybe_expire_producers(now_ms)
         self.checkpoint_all()
+
+    def maybe_expire_producers(self, now_ms: int | None = None) -> int:
+        """Every producer.id.expiration.check.interval.ms, forget producers idle for
+        producer.id.expiration.ms (Kafka's removeExpiredProducers); returns how many."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        cfg = self.engine_config
+        if now - self._last_producer_expiry_ms < cfg["producer.id.expiration.check.interval.ms"]:
+            return 0
+        self._last_producer_expiry_ms = now
+        n = 0
+        for log in self.logs().values():
+            if not log.closed:
+                n += len(log.remove_expired_producers(now, cfg["producer.id.expiration.ms"]))
+        return n
 
     def start_background(self, interval_s: float = 1.0) -> None:
         if self.read_only:
@@ -352,6 +368,7 @@ class LogManager:
                 for log in self.logs().values():
                     try:
                         log.flush()
+                        log.write_producer_snapshot()  # at the log end: a clean open replays nothing
                     except OSError:
                         clean = False
                 self.checkpoint_all()

@@ -132,7 +132,7 @@ def test_api_versions_too_new_gets_v0_error(broker):
     b"\x00\x00",                                  # Metadata v9: compact array 0 = null topics, then truncated
     b"\x02\x00",                                  # one topic whose compact name is null (0)
     b"\x02\x80\x80\x80\x80\x04",                  # name length varint 1<<30
-    b"\x02\x02a\x00\x01\x00\x00\x00\x02\x05\x01x\x05\x01y",   # duplicate tags
+    b"\x02\x02a\x00\x01\x00\x00\x02\x05\x01x\x05\x01y",   # duplicate tags in the body's tag buffer
     b"\x01\x01\x01\x00\x01\x7f",                  # tag size past the end
 ])
 def test_malformed_metadata_closes(broker, body):

@@ -337,7 +337,10 @@ def test_directory_has_kafkas_file_names(tmp_path):
                                      "replication-offset-checkpoint"]
     names = os.listdir(os.path.join(d, "my.topic-x-3"))
     seg = [n for n in names if re.fullmatch(r"\d{20}\.(log|index|timeindex)", n)]
-    assert sorted(set(names) - set(seg)) == [".highwatermark", "leader-epoch-checkpoint"]
+    snaps = sorted(n for n in names if re.fullmatch(r"\d{20}\.snapshot", n))
+    assert sorted(set(names) - set(seg) - set(snaps)) == [".highwatermark", "leader-epoch-checkpoint"]
+    # producer snapshots as Kafka names them: the latest two, the newest at the log end (clean close)
+    assert len(snaps) == 2 and snaps[-1] == f"{log.log_end_offset:020d}.snapshot"
     bases = sorted({n.split(".")[0] for n in seg})
     assert len(bases) > 1 and all(f"{b}.{s}" in names for b in bases for s in ("log", "index", "timeindex"))
     # every sealed segment's indexes are trimmed to whole entries

@@ -1,0 +1,389 @@
+"""Admin APIs a single node answers truthfully, as Apache Kafka 4.0 answers them.
+
+Served (see messages.SUPPORTED, Kafka 4.0's version ranges):
+
+* DescribeLogDirs 1-4: the one data directory, each partition's size on disk, offset_lag 0
+  (no replica follows anything), is_future false (no directory moves), and from v4 the
+  file system's total and usable bytes (statvfs).  Topics or partitions that do not exist are
+  left out, as Kafka leaves them out.
+* AlterConfigs 0-2 (the legacy, non-incremental one): a topic's override set is *replaced* by
+  the request's (keys not named go back to their defaults).  Every broker config of this broker
+  is static (read at start), so a broker resource with any key gets Kafka's answer for static
+  configs: INVALID_REQUEST "Cannot update these configs dynamically".
+* DescribeAcls / CreateAcls / DeleteAcls 1-3: SECURITY_DISABLED with Kafka's messages -- what a
+  Kafka broker without ``authorizer.class.name`` answers.
+* DescribeTopicPartitions 0: Metadata's partition data, paginated as Kafka (names sorted, a cursor,
+  ``response_partition_limit`` capped at 2000 and at least 1).
+* ElectLeaders 0-2: this node is every partition's only replica and leader, so every existing
+  partition is ELECTION_NOT_NEEDED; an all-partitions request lists each topic with no results
+  (Kafka drops the not-needed ones from that answer).
+* ListPartitionReassignments 0 (none is ever in progress) and AlterPartitionReassignments 0
+  (a target of [0] is the current assignment and completes at once; other broker ids are
+  INVALID_REPLICA_ASSIGNMENT; a cancel finds NO_REASSIGNMENT_IN_PROGRESS).
+* ListTransactions 0-1 / DescribeTransactions 0: no transactional id was ever seen here (the
+  broker serves no transactions yet), so the list is empty and every id is
+  TRANSACTIONAL_ID_NOT_FOUND -- Kafka 4.0's answers for ids it never saw.
+
+Not advertised, deliberately: DescribeClientQuotas / AlterClientQuotas and
+DescribeUserScramCredentials / AlterUserScramCredentials.  Kafka stores those in its cluster
+metadata, but nothing here would enforce a quota or authenticate with a SCRAM credential (no
+SASL, no quota manager): storing them would let ``kafka-configs.sh --alter --add-config
+producer_byte_rate=...`` or a new SCRAM user look like it took effect while it does nothing.
+Left out of ApiVersions, clients fail at once with UNSUPPORTED_VERSION instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+
+from ..errors import InvalidTopicError, KafkaApiError
+from ..protocol import messages as m
+from .handlers import (
+    NODE_ID,
+    _RESOURCE_BROKER,
+    _RESOURCE_TOPIC,
+    _ZERO_UUID,
+    _code,
+    _topic_uuid,
+    leader_epoch,
+)
+
+__all__ = ["AdminHandlers"]
+
+log = logging.getLogger("engine.server")
+
+# Kafka error codes used here
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_INVALID_TOPIC = 17
+_INVALID_REPLICA_ASSIGNMENT = 39
+_INVALID_CONFIG = 40
+_INVALID_REQUEST = 42
+_SECURITY_DISABLED = 54
+_ELECTION_NOT_NEEDED = 84
+_NO_REASSIGNMENT_IN_PROGRESS = 85
+_TRANSACTIONAL_ID_NOT_FOUND = 105
+
+_NO_AUTHORIZER = "No Authorizer is configured."
+_MAX_PARTITIONS_PER_PAGE = 2000        # Kafka's max.request.partition.size.limit default
+# Kafka's answer for topic_authorized_operations without an authorizer: every topic operation
+# (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) is allowed.
+_ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+
+
+class AdminHandlers:
+    """The admin API handlers above; ``table()`` maps API keys to them (merged into Handlers)."""
+
+    def __init__(self, handlers):
+        self.handlers = handlers
+        self.engine = handlers.engine
+
+    def table(self) -> dict:
+        return {
+            m.ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
+            m.ApiKey.ALTER_CONFIGS: self.alter_configs,
+            m.ApiKey.DESCRIBE_ACLS: self.describe_acls,
+            m.ApiKey.CREATE_ACLS: self.create_acls,
+            m.ApiKey.DELETE_ACLS: self.delete_acls,
+            m.ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.describe_topic_partitions,
+            m.ApiKey.ELECT_LEADERS: self.elect_leaders,
+            m.ApiKey.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
+            m.ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
+            m.ApiKey.LIST_TRANSACTIONS: self.list_transactions,
+            m.ApiKey.DESCRIBE_TRANSACTIONS: self.describe_transactions,
+        }
+
+    def _partitions(self, name: str) -> int | None:
+        """The partition count of an existing topic, None when it does not exist."""
+        try:
+            return self.engine.topic_metadata(name).partitions
+        except KafkaApiError:
+            return None
+
+    # -- DescribeLogDirs (35) ---------------------------------------------------------
+    async def describe_log_dirs(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.DESCRIBE_LOG_DIRS, v, body.buf[body.pos:])
+        eng = self.engine
+        if req.topics is None:
+            wanted = [(name, None) for name in eng.list_topics()]
+        else:
+            wanted = [(t.topic, t.partitions) for t in req.topics]
+        topics = []
+        for name, indexes in wanted:
+            count = self._partitions(name)
+            if count is None:
+                continue                            # Kafka leaves unknown topics out
+            parts = []
+            for p in (range(count) if indexes is None else indexes):
+                if not 0 <= p < count:
+                    continue
+                try:
+                    size = eng.log(name, p).size
+                except KafkaApiError:
+                    continue
+                parts.append({"partition_index": p, "partition_size": size, "offset_lag": 0,
+                              "is_future_key": False})
+            if parts:
+                topics.append({"name": name, "partitions": parts})
+        result = {"error_code": 0, "log_dir": os.path.abspath(eng.path), "topics": topics,
+                  "total_bytes": -1, "usable_bytes": -1}
+        try:
+            st = os.statvfs(eng.path)
+            result["total_bytes"] = st.f_blocks * st.f_frsize
+            result["usable_bytes"] = st.f_bavail * st.f_frsize
+        except OSError as e:
+            log.warning("statvfs of %s failed: %s", eng.path, e)
+        return [m.encode(m.ApiKey.DESCRIBE_LOG_DIRS, v, {"throttle_time": 0, "error_code": 0,
+                                                         "results": [result]})]
+
+    # -- AlterConfigs (33) -----------------------------------------------------------
+    async def alter_configs(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.ALTER_CONFIGS, v, body.buf[body.pos:])
+        responses = []
+        for r in req.resources:
+            res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+                   "resource_name": r.resource_name}
+            try:
+                code, msg = await self._alter_one(r, req.validate_only)
+            except Exception as e:
+                if not isinstance(e, KafkaApiError):
+                    log.exception("alter configs of %r failed", r.resource_name)
+                code, msg = _code(e), str(e)[:300]
+            res["error_code"], res["error_message"] = code, msg
+            responses.append(res)
+        return [m.encode(m.ApiKey.ALTER_CONFIGS, v, {"throttle_time": 0, "responses": responses})]
+
+    async def _alter_one(self, r, validate_only: bool) -> tuple[int, str | None]:
+        eng = self.engine
+        if r.resource_type == _RESOURCE_BROKER:
+            return broker_config_change(r.resource_name, [c.name for c in r.configs])
+        if r.resource_type != _RESOURCE_TOPIC:
+            return _INVALID_REQUEST, f"Unknown resource type {r.resource_type}"
+        from .._engine import validate_topic_name
+        try:
+            validate_topic_name(r.resource_name)
+        except InvalidTopicError as e:
+            return _INVALID_TOPIC, str(e)
+        if self._partitions(r.resource_name) is None:
+            return _UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{r.resource_name}' does not exist."
+        new = {}
+        for c in r.configs:
+            if c.value is None:
+                return _INVALID_REQUEST, f"Null value not supported for : {c.name}"
+            new[c.name] = c.value
+        eng.config.log_config(new)                  # InvalidConfigError (40) names the key
+        if validate_only:
+            return 0, None
+
+        def replace():
+            # under the engine's admin lock (re-entrant), so no other config change lands
+            # between reading the current overrides and dropping those the request leaves out
+            with eng._admin:
+                current = eng.topic_metadata(r.resource_name).config
+                eng.alter_topic_config(r.resource_name, new, [k for k in current if k not in new])
+        await asyncio.get_running_loop().run_in_executor(None, replace)
+        return 0, None
+
+    # -- ACLs (29, 30, 31): no authorizer --------------------------------------------
+    async def describe_acls(self, header, body, conn):
+        v = header.api_version
+        m.decode(m.ApiKey.DESCRIBE_ACLS, v, body.buf[body.pos:])
+        return [m.encode(m.ApiKey.DESCRIBE_ACLS, v, {
+            "throttle_time": 0, "error_code": _SECURITY_DISABLED,
+            "error_message": "No Authorizer is configured on the broker", "resources": []})]
+
+    async def create_acls(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.CREATE_ACLS, v, body.buf[body.pos:])
+        return [m.encode(m.ApiKey.CREATE_ACLS, v, {"throttle_time": 0, "results": [
+            {"error_code": _SECURITY_DISABLED, "error_message": _NO_AUTHORIZER} for _ in req.creations]})]
+
+    async def delete_acls(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.DELETE_ACLS, v, body.buf[body.pos:])
+        return [m.encode(m.ApiKey.DELETE_ACLS, v, {"throttle_time": 0, "filter_results": [
+            {"error_code": _SECURITY_DISABLED, "error_message": _NO_AUTHORIZER, "matching_acls": []}
+            for _ in req.filters]})]
+
+    # -- DescribeTopicPartitions (75) ------------------------------------------------
+    async def describe_topic_partitions(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.DESCRIBE_TOPIC_PARTITIONS, v, body.buf[body.pos:])
+        eng = self.engine
+        names = sorted({t.name for t in req.topics}) if req.topics else eng.list_topics()
+        cursor = req.cursor
+        if cursor is not None and (cursor.partition_index < 0 or
+                                   (req.topics and cursor.topic_name not in names)):
+            # Kafka: an invalid cursor fails every requested topic, in request order
+            return [m.encode(m.ApiKey.DESCRIBE_TOPIC_PARTITIONS, v, {
+                "throttle_time": 0, "next_cursor": None, "topics": [
+                    {"error_code": _INVALID_REQUEST, "name": t.name, "topic_id": _ZERO_UUID,
+                     "is_internal": False, "partitions": [],
+                     "topic_authorized_operations": -2147483648} for t in req.topics]})]
+        if cursor is not None:
+            names = [n for n in names if n >= cursor.topic_name]
+        remaining = max(1, min(req.response_partition_limit, _MAX_PARTITIONS_PER_PAGE))
+        topics = []
+        next_cursor = None
+        for i, name in enumerate(names):
+            if remaining <= 0:
+                next_cursor = {"topic_name": name, "partition_index": 0}
+                break
+            start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+            entry = {"error_code": 0, "name": name, "topic_id": _ZERO_UUID, "is_internal": False,
+                     "partitions": [], "topic_authorized_operations": _ALL_TOPIC_OPERATIONS}
+            topics.append(entry)
+            try:
+                from .._engine import validate_topic_name
+                validate_topic_name(name)
+                meta = eng.topic_metadata(name)
+            except Exception as e:
+                if not isinstance(e, KafkaApiError):
+                    log.exception("describe topic partitions of %r failed", name)
+                entry["error_code"] = _code(e)
+                continue
+            from ..coordinator.records import OFFSETS_TOPIC
+            entry["topic_id"] = _topic_uuid(meta.topic_id)
+            entry["is_internal"] = name == OFFSETS_TOPIC
+            end = min(meta.partitions, start + remaining)
+            for p in range(start, end):
+                entry["partitions"].append(self._partition(name, p))
+            remaining -= max(0, end - start)
+            if end < meta.partitions:
+                next_cursor = {"topic_name": name, "partition_index": end}
+                break
+        return [m.encode(m.ApiKey.DESCRIBE_TOPIC_PARTITIONS, v, {
+            "throttle_time": 0, "topics": topics, "next_cursor": next_cursor})]
+
+    def _partition(self, name: str, p: int) -> dict:
+        try:
+            epoch = leader_epoch(self.engine.log(name, p))
+        except KafkaApiError as e:
+            return {"error_code": _code(e), "partition_index": p, "leader_id": -1, "leader_epoch": -1,
+                    "replica_nodes": [], "isr_nodes": [], "eligible_leader_replicas": [],
+                    "last_known_elr": [], "offline_replicas": []}
+        return {"error_code": 0, "partition_index": p, "leader_id": NODE_ID, "leader_epoch": epoch,
+                "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID], "eligible_leader_replicas": [],
+                "last_known_elr": [], "offline_replicas": []}
+
+    # -- ElectLeaders (43) --------------------------------------------------------------
+    async def elect_leaders(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.ELECT_LEADERS, v, body.buf[body.pos:])
+        election_type = getattr(req, "election_type", 0)     # v0: preferred
+        top = 0
+        results = []
+        if req.topic_partitions is None:
+            # all partitions: Kafka answers only the elections it made (none here) per topic
+            if election_type in (0, 1):
+                results = [{"topic": name, "partition_result": []} for name in self.engine.list_topics()]
+            else:
+                top = _INVALID_REQUEST
+        else:
+            if election_type not in (0, 1):
+                top = _INVALID_REQUEST
+            for t in req.topic_partitions:
+                count = self._partitions(t.topic)
+                parts = []
+                for p in t.partitions:
+                    if top:
+                        code, msg = _INVALID_REQUEST, f"Unknown election type {election_type}"
+                    elif count is None:
+                        code, msg = _UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {t.topic}"
+                    elif not 0 <= p < count:
+                        code, msg = _UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {t.topic}-{p}"
+                    else:   # the only replica already leads: the preferred leader, and no unclean case
+                        code, msg = _ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+                    parts.append({"partition_id": p, "error_code": code, "error_message": msg})
+                results.append({"topic": t.topic, "partition_result": parts})
+        return [m.encode(m.ApiKey.ELECT_LEADERS, v, {
+            "throttle_time": 0, "error_code": top, "replica_election_results": results})]
+
+    # -- Partition reassignments (45, 46) -------------------------------------------
+    async def list_partition_reassignments(self, header, body, conn):
+        v = header.api_version
+        m.decode(m.ApiKey.LIST_PARTITION_REASSIGNMENTS, v, body.buf[body.pos:])
+        # one replica per partition on the only broker: nothing is ever being reassigned
+        return [m.encode(m.ApiKey.LIST_PARTITION_REASSIGNMENTS, v, {
+            "throttle_time": 0, "error_code": 0, "error_message": None, "topics": []})]
+
+    async def alter_partition_reassignments(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, body.buf[body.pos:])
+        responses = []
+        for t in req.topics:
+            count = self._partitions(t.name)
+            parts = []
+            for p in t.partitions:
+                code, msg = _reassignment(t.name, count, p.partition_index, p.replicas)
+                parts.append({"partition_index": p.partition_index, "error_code": code,
+                              "error_message": msg})
+            responses.append({"name": t.name, "partitions": parts})
+        return [m.encode(m.ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, {
+            "throttle_time": 0, "error_code": 0, "error_message": None, "responses": responses})]
+
+    # -- Transactions (65, 66) ------------------------------------------------------
+    async def list_transactions(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.LIST_TRANSACTIONS, v, body.buf[body.pos:])
+        unknown = [s for s in req.state_filters if s not in _TRANSACTION_STATES]
+        return [m.encode(m.ApiKey.LIST_TRANSACTIONS, v, {
+            "throttle_time": 0, "error_code": 0, "unknown_state_filters": unknown,
+            "transaction_states": []})]
+
+    async def describe_transactions(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.DESCRIBE_TRANSACTIONS, v, body.buf[body.pos:])
+        states = []
+        for tid in req.transactional_ids:
+            states.append({"error_code": _TRANSACTIONAL_ID_NOT_FOUND if tid else _INVALID_REQUEST,
+                           "transactional_id": tid, "transaction_state": "", "transaction_timeout": 0,
+                           "transaction_start_time": _EPOCH, "producer_id": 0, "producer_epoch": 0,
+                           "topics": []})
+        return [m.encode(m.ApiKey.DESCRIBE_TRANSACTIONS, v, {"throttle_time": 0,
+                                                              "transaction_states": states})]
+
+
+_EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
+def broker_config_change(resource_name: str, set_names: list[str]) -> tuple[int, str | None]:
+    """(error code, message) of setting `set_names` on broker `resource_name` ("" = any broker).
+
+    Every broker config here is static (read at start), so any key set gets Kafka's answer for a
+    static config; with none set (AlterConfigs' empty set, IncrementalAlterConfigs deletes) there
+    is no dynamic value to remove and the answer is success, as Kafka's."""
+    if resource_name not in ("", str(NODE_ID)):
+        return _INVALID_REQUEST, f"Unexpected broker id, expected {NODE_ID}, but received {resource_name}"
+    if set_names:
+        return _INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(set_names)})"
+    return 0, None
+
+
+# Kafka's TransactionState names (ListTransactions state filters)
+_TRANSACTION_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                                 "CompleteAbort", "Dead", "PrepareEpochFence"})
+
+
+def _reassignment(topic: str, count: int | None, partition: int, replicas) -> tuple[int, str | None]:
+    """One partition's AlterPartitionReassignments answer, with Kafka's checks in Kafka's order."""
+    if count is None:
+        return _UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
+    if not 0 <= partition < count:
+        return _UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}."
+    if replicas is None:
+        return _NO_REASSIGNMENT_IN_PROGRESS, None
+    if not replicas:
+        return _INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+    prev = None
+    for broker in sorted(replicas):
+        if broker != NODE_ID:
+            return _INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes broker "
+                                                 f"{broker}, but no such broker is registered.")
+        if broker == prev:
+            return _INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes the broker "
+                                                 f"{broker} more than once.")
+        prev = broker
+    return 0, None      # [0]: the current assignment, complete at once

@@ -1,0 +1,66 @@
+"""Producer-state API handlers: DescribeProducers (61), as Kafka 4.0 answers it.
+
+For each requested partition, the producers its ProducerStateManager knows
+(engine/storage/producer_state.py): producer id, epoch, last sequence (-1 when
+none of its batches is left), last timestamp (max timestamp of its last
+batch), coordinator epoch and current transaction start offset (-1: no
+transaction; transactions are not served yet).  A partition that does not
+exist gets UNKNOWN_TOPIC_OR_PARTITION (3), as Kafka's ReplicaManager answers
+it; this single node leads every partition it has.
+
+Concurrency: runs on the broker's event loop; the producer table is read under
+the partition log's lock (``PartitionLog.active_producers``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import KafkaApiError, UnknownTopicOrPartitionError
+from ..protocol import messages as m
+
+__all__ = ["ProducerHandlers"]
+
+log = logging.getLogger("engine.server")
+
+
+class ProducerHandlers:
+    """``table()`` maps API keys to the handlers (merged into Handlers)."""
+
+    def __init__(self, handlers):
+        self.handlers = handlers
+        self.engine = handlers.engine
+
+    def table(self) -> dict:
+        return {m.ApiKey.DESCRIBE_PRODUCERS: self.describe_producers}
+
+    # -- DescribeProducers (61) ---------------------------------------------------
+    async def describe_producers(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.DESCRIBE_PRODUCERS, v, body.buf[body.pos:])
+        topics = []
+        for t in req.topics:
+            parts = []
+            for index in t.partition_indexes:
+                res = {"partition_index": index, "error_code": 0, "error_message": None,
+                       "active_producers": []}
+                try:
+                    plog = self.engine.log(t.name, index)
+                    res["active_producers"] = [
+                        {"producer_id": e.producer_id, "producer_epoch": e.epoch,
+                         "last_sequence": e.last_sequence, "last_timestamp": e.timestamp,
+                         "coordinator_epoch": e.coordinator_epoch,
+                         "current_txn_start_offset": e.current_txn_first_offset}
+                        for e in plog.active_producers()]
+                except UnknownTopicOrPartitionError:
+                    res["error_code"] = UnknownTopicOrPartitionError.code
+                except KafkaApiError as e:
+                    res["error_code"] = e.code
+                    res["error_message"] = str(e)[:300]
+                except Exception as e:  # noqa: BLE001 - one partition's failure is its error
+                    log.exception("describe producers of %s-%d failed", t.name, index)
+                    res["error_code"] = -1
+                    res["error_message"] = str(e)[:300]
+                parts.append(res)
+            topics.append({"name": t.name, "partitions": parts})
+        return [m.encode(m.ApiKey.DESCRIBE_PRODUCERS, v, {"throttle_time": 0, "topics": topics})]
