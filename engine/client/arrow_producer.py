@@ -132,9 +132,23 @@ class RemoteProducer:
     def _state(self, topic: str) -> _TopicState:
         st = self._topics.get(topic)
         if st is None:
-            n = self._client.partition_count(topic, auto_create=bool(self._cfg.get("allow.auto.create.topics", True)))
+            n = self._partition_count(topic)
             st = self._topics[topic] = _TopicState(topic, n, self._codec, self._batch_size, self._pid, self._epoch)
         return st
+
+    def _partition_count(self, topic: str) -> int:
+        """Partitions of `topic`, waiting up to max.block.ms for a topic the cluster does not
+        know yet (just created, metadata still spreading), as Kafka's producer does."""
+        deadline = time.monotonic() + self._cfg["max.block.ms"] / 1000.0
+        while True:
+            try:
+                return self._client.partition_count(topic, auto_create=bool(self._cfg["allow.auto.create.topics"]))
+            except UnknownTopicOrPartitionError:
+                if time.monotonic() + self._backoff_s > deadline:
+                    raise UnknownTopicOrPartitionError(
+                        f"topic {topic!r} not present in metadata after max.block.ms "
+                        f"({self._cfg['max.block.ms']} ms)") from None
+                time.sleep(self._backoff_s)
 
     def partitions_for(self, topic: str) -> list[int]:
         with self._lock:

@@ -34,7 +34,7 @@ _COMMON = {
 _PRODUCER = {
     "linger.ms": 5, "batch.size": 16384 * 64, "compression.type": "none", "acks": "all",
     "enable.idempotence": None, "retries": 2147483647, "delivery.timeout.ms": 120000,
-    "max.in.flight.requests.per.connection": 5,
+    "max.in.flight.requests.per.connection": 5, "max.block.ms": 60000,
 }
 _CONSUMER = {
     "group.id": None, "group.instance.id": None, "auto.offset.reset": "latest",
