@@ -191,9 +191,6 @@ class RemoteProducer:
         for name, col in (("keys", keys), ("timestamps", timestamps), ("headers", headers)):
             if col is not None and len(col) != n:
                 raise ValueError(f"{name} and values differ in length ({len(col)} != {n})")
-        if timestamps is None:
-            import pyarrow as pa
-            timestamps = pa.array([int(time.time() * 1000)], pa.int64()).take(pa.array([0] * n)) if n else None
         with self._lock:
             st = self._state(topic)
             groups = _group(st, values, keys, headers, timestamps, partitions)

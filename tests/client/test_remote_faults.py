@@ -156,3 +156,25 @@ def test_delivery_timeout_bounds_a_dead_broker(proxied):
         with pytest.raises(EngineError, match="t-0"):
             p.send_batch("t", values=[b"y"])
         assert time.monotonic() - t0 < 10
+
+
+def test_consumer_rides_out_a_broker_restart_without_gap_or_duplicate(proxied):
+    srv, proxy = proxied
+    _fill(proxy.address, "t", 300)
+    with engine.connect(proxy.address) as eng:
+        c = eng.consumer(**{"auto.offset.reset": "earliest", "request.timeout.ms": 20000})
+        c.assign([("t", 0)])
+        got, deadline = [], time.monotonic() + 30
+        while sum(b.num_rows for b in got) < 300 and time.monotonic() < deadline:
+            got += c.poll_arrow(timeout_ms=300)
+        srv.kill9()
+        assert c.poll_arrow(timeout_ms=500) == []        # no data, no error while it is down
+        srv.start()
+        with eng.producer() as p:
+            p.send_batch("t", values=[b"w%d" % i for i in range(300)], partitions=0)
+        while sum(b.num_rows for b in got) < 600 and time.monotonic() < deadline + 30:
+            got += c.poll_arrow(timeout_ms=300)
+        c.close()
+    table = pa.Table.from_batches(got)
+    assert table.column("offset").to_pylist() == list(range(600))
+    assert table.column("value").to_pylist()[300:] == [b"w%d" % i for i in range(300)]
