@@ -28,6 +28,7 @@ per producer (``max.in.flight.requests.per.connection`` is accepted, not used).
 
 from __future__ import annotations
 
+import bisect
 import struct
 import threading
 import time
@@ -54,14 +55,24 @@ def stamp_batch(batch: bytearray, producer_id: int, epoch: int, sequence: int) -
 
 
 class _BatchFuture:
-    __slots__ = ("event", "base_offset", "error", "topic", "partition")
+    """The records of one drain window of one partition: record batches sent one per
+    Produce request (Kafka takes exactly one batch per partition from v3), each with
+    the index of its first record and the base offset it got."""
+
+    __slots__ = ("event", "starts", "bases", "error", "topic", "partition")
 
     def __init__(self, topic: str, partition: int):
         self.event = threading.Event()
-        self.base_offset = -1
+        self.starts: list[int] = []
+        self.bases: list[int] = []
         self.error: BaseException | None = None
         self.topic = topic
         self.partition = partition
+
+    def offset_of(self, index: int) -> int:
+        i = bisect.bisect_right(self.starts, index) - 1
+        base = self.bases[i] if i >= 0 else -1
+        return -1 if base < 0 else base + index - self.starts[i]
 
 
 class RecordFuture:
@@ -81,8 +92,7 @@ class RecordFuture:
         if self._batch.error is not None:
             raise self._batch.error
         b = self._batch
-        off = -1 if b.base_offset < 0 else b.base_offset + self._index
-        return RecordMetadata(b.topic, b.partition, off, self.timestamp)
+        return RecordMetadata(b.topic, b.partition, b.offset_of(self._index), self.timestamp)
 
     get = result
 
@@ -228,7 +238,13 @@ class RemoteProducer:
         if st.sticky == p and st.nparts > 1:
             st.sticky = (p + 1) % st.nparts
         try:
-            fut.base_offset = self._deliver(st.topic, p, [data], count)
+            headers, _ = _native.list_batches(data)
+            start = 0
+            for h in headers:
+                fut.starts.append(start)
+                fut.bases.append(self._deliver(st.topic, p, [memoryview(data)[h.position:h.position + h.size]],
+                                               h.records_count))
+                start += h.records_count
         except BaseException as e:  # the futures carry it, as Kafka's do
             fut.error = e
         fut.event.set()

@@ -161,3 +161,15 @@ def test_read_committed_is_refused_clearly(ours):
             eng.consumer(**{"isolation.level": "read_committed"})
         with pytest.raises(InvalidConfigError, match="acks=all"):
             eng.producer(acks=1, enable_idempotence=True)
+
+
+def test_a_drain_window_of_many_batches_goes_one_batch_per_request(cluster, topic_name):
+    # batch.size far below what accumulates between two sender wake-ups: one drain holds many
+    # batches, and Kafka takes exactly one batch per partition per Produce request (v3+)
+    with engine.connect(cluster) as eng:
+        eng.create_topic(topic_name, 1)
+        with eng.producer(**{"batch.size": 300, "linger.ms": 200}) as p:
+            fs = [p.send(topic_name, b"r%03d" % i + b"." * 40, partition=0) for i in range(400)]
+        assert [f.result(10).offset for f in fs] == list(range(400))
+        table = eng.read_arrow(topic_name, 0)
+        assert table.column("value").to_pylist() == [b"r%03d" % i + b"." * 40 for i in range(400)]
