@@ -5,6 +5,7 @@ goal: >= 3x confluent-kafka records/s, >= 0.8x Kafka's Java perf tools).
 
     python -m bench.arrow_client [--records 1000000] [--sizes 100,1024] [--brokers ours,kafka]
                                  [--codec none] [--acks all] [--skip-java]
+                                 [--kafkarrow-python /path/to/venv/bin/python]
 
 Per broker and record size, one topic of 3 partitions per producer:
 
@@ -18,9 +19,11 @@ Per broker and record size, one topic of 3 partitions per producer:
 
 Kafka is found through KAFKA_HOME or <repo>/../shared/kafka (run-kafka.sh beside
 it); the Java rows and the Kafka broker are skipped with a note when absent.
-kafkarrow is not measured: it is not installed in the shared environment (its
-wheel could go into a separate venv; not done).  Run on a quiet machine: the
-client and the broker share the cores.
+kafkarrow (a Rust/librdkafka Arrow consumer; it has no producer) is measured on the
+consume rows when ``--kafkarrow-python`` names an interpreter that has it -- keep
+it out of the shared environment, e.g.
+``python3 -m venv --system-site-packages /tmp/kv && /tmp/kv/bin/pip install kafkarrow``.
+Run on a quiet machine: the client and the broker share the cores.
 """
 
 from __future__ import annotations
@@ -189,6 +192,31 @@ def confluent_consume(bootstrap: str, topic: str, n: int) -> float:
     return dt
 
 
+_KAFKARROW = r"""
+import sys, time
+from kafkarrow import ConsumerManager, SourceTopic
+bootstrap, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+m = ConsumerManager(config={"bootstrap.servers": bootstrap, "group.id": "bench-kafkarrow"},
+                    topics=[SourceTopic.from_earliest(topic)])
+got, t0 = 0, time.perf_counter()
+deadline = time.monotonic() + 600
+while got < n and time.monotonic() < deadline:
+    got += m.poll(timeout_ms=1000).num_rows
+print(got, time.perf_counter() - t0)
+"""
+
+
+def kafkarrow_consume(python: str, bootstrap: str, topic: str, n: int) -> float | None:
+    out = subprocess.run([python, "-c", _KAFKARROW, bootstrap, topic, str(n)], capture_output=True,
+                         text=True, timeout=900)
+    try:
+        got, dt = out.stdout.split()[-2:]
+    except ValueError:
+        print(f"  (kafkarrow failed: {out.stderr.strip()[-300:]})")
+        return None
+    return n / float(dt) if int(got) >= n else None
+
+
 def java_consume(home: str, bootstrap: str, topic: str, n: int) -> float | None:
     out = subprocess.run([os.path.join(home, "bin", "kafka-consumer-perf-test.sh"), "--bootstrap-server",
                           bootstrap, "--topic", topic, "--messages", str(n), "--timeout", "120000"],
@@ -222,8 +250,11 @@ def run_broker(name: str, bootstrap: str, args, home: str | None) -> None:
         a = n / arrow_consume(eng, topics["arrow"], n)
         c = n / confluent_consume(bootstrap, topics["arrow"], n)
         j = None if (home is None or args.skip_java) else java_consume(home, bootstrap, topics["arrow"], n)
+        k = kafkarrow_consume(args.kafkarrow_python, bootstrap, topics["arrow"], n) \
+            if args.kafkarrow_python else None
         print(f"  consume  arrow {a:12,.0f} rec/s   confluent {c:12,.0f} ({_ratio(a, c)})   "
-              f"java perf {j or float('nan'):12,.0f} ({_ratio(a, j)})")
+              f"java perf {j or float('nan'):12,.0f} ({_ratio(a, j)})"
+              + (f"   kafkarrow {k or float('nan'):12,.0f} ({_ratio(a, k)})" if args.kafkarrow_python else ""))
     eng.close()
 
 
@@ -235,12 +266,14 @@ def main(argv=None) -> int:
     ap.add_argument("--codec", default="none")
     ap.add_argument("--acks", default="all")
     ap.add_argument("--skip-java", action="store_true")
+    ap.add_argument("--kafkarrow-python", help="an interpreter (venv) with kafkarrow installed")
     args = ap.parse_args(argv)
     home = kafka_home()
     if home is None:
         print("note: Apache Kafka not found (KAFKA_HOME or <repo>/../shared/kafka): "
               "no Kafka broker, no Java perf tools")
-    print("note: kafkarrow not measured (not installed in this environment)")
+    if not args.kafkarrow_python:
+        print("note: kafkarrow not measured (give --kafkarrow-python; see the docstring)")
     for name in args.brokers:
         if name == "kafka" and home is None:
             continue
