@@ -109,6 +109,7 @@ class _TopicState:
         self.counts: dict[int, int] = {}
         self.first_at: dict[int, float] = {}
         self.sticky = 0
+        self.refreshed = time.monotonic()
 
 
 class RemoteProducer:
@@ -124,6 +125,7 @@ class RemoteProducer:
         self._delivery_s = float(cfg["delivery.timeout.ms"]) / 1000.0
         self._backoff_s = float(cfg["retry.backoff.ms"]) / 1000.0
         self._retries = int(cfg["retries"])
+        self._max_age_s = float(cfg["metadata.max.age.ms"]) / 1000.0
         self._pid, self._epoch = -1, -1
         if cfg["enable.idempotence"]:
             self._pid, self._epoch = client.init_producer_id()
@@ -141,6 +143,12 @@ class RemoteProducer:
 
     def _state(self, topic: str) -> _TopicState:
         st = self._topics.get(topic)
+        if st is not None and time.monotonic() - st.refreshed > self._max_age_s:
+            st.refreshed = time.monotonic()          # metadata.max.age.ms: partitions may have grown
+            if self._partition_count(topic) != st.nparts:
+                for p in list(st.futures):
+                    self._send_window(st, p)
+                st = None
         if st is None:
             n = self._partition_count(topic)
             st = self._topics[topic] = _TopicState(topic, n, self._codec, self._batch_size, self._pid, self._epoch)

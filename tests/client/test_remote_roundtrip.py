@@ -173,3 +173,18 @@ def test_a_drain_window_of_many_batches_goes_one_batch_per_request(cluster, topi
         assert [f.result(10).offset for f in fs] == list(range(400))
         table = eng.read_arrow(topic_name, 0)
         assert table.column("value").to_pylist() == [b"r%03d" % i + b"." * 40 for i in range(400)]
+
+
+def test_producer_sees_added_partitions_after_metadata_max_age(cluster, topic_name):
+    with engine.connect(cluster) as eng:
+        eng.create_topic(topic_name, 1)
+        with eng.producer(**{"metadata.max.age.ms": 0}) as p:
+            assert p.partitions_for(topic_name) == [0]
+            p.send_batch(topic_name, values=[b"a"])
+            eng.create_partitions(topic_name, 3)
+            deadline = time.monotonic() + 30
+            while p.partitions_for(topic_name) != [0, 1, 2] and time.monotonic() < deadline:
+                p.send_batch(topic_name, values=[b"wait"], partitions=0)
+                time.sleep(0.2)
+            assert p.send_batch(topic_name, values=[b"z"], partitions=2)[0][:2] == (2, 0)
+        assert eng.read_arrow(topic_name, 2).column("value").to_pylist() == [b"z"]
