@@ -130,18 +130,30 @@ class RemoteEngine:
         hi = c.list_offsets({(topic, partition): LATEST})[(topic, partition)][0]
         start = lo if start is None else max(int(start), lo)
         end = hi if end is None else min(int(end), hi)
+        import time
+
+        from ..errors import EngineError, api_error
         sc = _native.ColumnScanner(check_crc=check_crc)
         pos = start
+        deadline = None
         while pos < end:
             res = c.fetch(topic, partition, pos, max_bytes=self._config.get("max.partition.fetch.bytes", 1048576),
-                          max_wait_ms=0)
+                          max_wait_ms=0 if deadline is None else 100)
             if res.error_code:
-                from ..errors import api_error
                 raise api_error(res.error_code, f"read of {topic}-{partition} at offset {pos}")
             nxt, _ = sc.feed(res.records, 0, -1, pos, end)
-            if nxt <= pos:
-                break      # nothing complete below the high watermark any more (retention moved)
-            pos = nxt
+            if nxt > pos:
+                pos, deadline = nxt, None
+                continue
+            # nothing yet below `end` (the broker's high watermark not there yet): ask again,
+            # within request.timeout.ms -- never a silently short table
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self._config.get("request.timeout.ms", 30000) / 1000.0
+            elif now > deadline:
+                raise EngineError(f"read of {topic}-{partition}: no record at offset {pos} from "
+                                  f"{c.node_address(c.leader(topic, partition))} below end offset {end} "
+                                  "within request.timeout.ms")
         return sc.finish(topic, partition)
 
     def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int]) -> dict:
