@@ -11,6 +11,7 @@ from .arrow import KAFKA_SCHEMA
 from .client._types import ConsumerRecord, OffsetAndTimestamp, RawBatch, RecordMetadata, TopicPartition
 from .client.consumer import Consumer
 from .client.producer import Producer
+from .client.remote import connect
 from .config import EngineConfig, LogConfig
 from .errors import (
     ClosedError,
@@ -58,6 +59,7 @@ __all__ = [
     "TopicPartition",
     "UnknownTopicOrPartitionError",
     "broker_address",
+    "connect",
     "errors",
     "open",
 ]

@@ -81,6 +81,8 @@ CLIENT_VERSIONS = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    # idempotent produce (engine.client.arrow_producer)
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
 }
 
 
@@ -136,12 +138,15 @@ class _Connection:
             self.close()
             raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
         r = Reader(frame)
-        corr = r.int32()
-        if corr != self.corr:
+        try:
+            corr = r.int32()
+            if corr != self.corr:
+                raise InvalidRequestError(f"response to request {corr}, expected {self.corr}")
+            if flex and api_key != ApiKey.API_VERSIONS:  # ApiVersions responses keep header v0
+                r.tagged_fields()
+        except InvalidRequestError as e:
             self.close()
-            raise KafkaConnectionError(f"{self.address}: response to request {corr}, expected {self.corr}")
-        if flex and api_key != ApiKey.API_VERSIONS:  # ApiVersions responses keep header v0
-            r.tagged_fields()
+            raise KafkaConnectionError(f"{self.address}: unparseable response header: {e}") from None
         return r
 
     def _send_all(self, parts: list) -> None:
@@ -380,30 +385,63 @@ class WireClient:
         return self._retrying("fetch", once)
 
     def _fetch(self, node, topic, partition, offset, max_bytes, max_wait_ms, min_bytes) -> FetchResult:
+        out = self.fetch_many(node, {(topic, partition): offset}, max_wait_ms=max_wait_ms,
+                              min_bytes=min_bytes, max_bytes=max_bytes, partition_max_bytes=max_bytes)
+        return out[(topic, partition)]
+
+    def fetch_many(self, node: int, offsets: dict[tuple[str, int], int], *, max_wait_ms: int = 500,
+                   min_bytes: int = 1, max_bytes: int = 52428800,
+                   partition_max_bytes: int = 1048576) -> dict[tuple[str, int], FetchResult]:
+        """One Fetch to broker `node` for several partitions ({(topic, partition): offset});
+        {(topic, partition): FetchResult} (records are views into the one response frame).
+        Partition error codes are in the results; a top-level error, a lost connection
+        or an unparseable answer raise (no retry here: the caller owns the policy)."""
         v = self._version(ApiKey.FETCH)
+        topics: dict[str, list] = {}
+        for (t, p), off in offsets.items():
+            topics.setdefault(t, []).append({
+                "partition": p, "current_leader_epoch": -1, "fetch_offset": off,
+                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": partition_max_bytes})
         body = {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": topic, "partitions": [{
-                    "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
-        r = self._conn_for(node).request(ApiKey.FETCH, v, [_encode_request(ApiKey.FETCH, v, body)])
+        conn = self._conn_for(node)
+        r = conn.request(ApiKey.FETCH, v, [_encode_request(ApiKey.FETCH, v, body)])
         try:
-            return self._parse_fetch(r, v, topic, partition)
+            found = self._parse_fetch(r, v)
         except InvalidRequestError as e:
-            raise KafkaConnectionError(f"unparseable Fetch v{v} response: {e}") from None
+            conn.close()
+            raise KafkaConnectionError(f"{conn.address}: unparseable Fetch v{v} response: {e}") from None
+        missing = [tp for tp in offsets if tp not in found]
+        if missing:
+            t, p = missing[0]
+            raise UnknownTopicOrPartitionError(f"the fetch response from {conn.address} has no data for {t}-{p}")
+        return found
+
+    def node_address(self, node: int | None) -> str:
+        """host:port of broker `node` (the bootstrap connection's for None or an unknown node)."""
+        if node is not None and node in self._brokers:
+            return "%s:%d" % self._brokers[node]
+        return self._boot.address if self._boot is not None else ",".join("%s:%d" % a for a in self.bootstrap)
+
+    def leader(self, topic: str, partition: int, refresh: bool = False) -> int:
+        """The leader's node id of topic-partition (from cached metadata unless `refresh`)."""
+        if refresh:
+            self._leaders.pop((topic, partition), None)
+        return self._retrying("metadata", lambda: self._leader(topic, partition))
 
     @staticmethod
-    def _parse_fetch(r: Reader, v: int, topic: str, partition: int) -> FetchResult:
-        """FetchResponse v4-12 by hand: the records field stays a view of the frame."""
+    def _parse_fetch(r: Reader, v: int) -> dict:
+        """FetchResponse v4-12 by hand: the records fields stay views of the frame."""
         flex = v >= 12
         r.int32()  # throttle_time_ms
         if v >= 7:
             err = r.int16()
             r.int32()  # session_id
             if err:
-                raise api_error(err, f"fetch of {topic}-{partition}")
-        found = None
+                raise api_error(err, "fetch")
+        found = {}
         for _ in range(r.array_length(flex)):
             name = r.string_f(flex)
             for _ in range(r.array_length(flex)):
@@ -423,15 +461,25 @@ class WireClient:
                 records = r.compact_nullable_bytes() if flex else r.nullable_bytes()
                 if flex:
                     r.tagged_fields()
-                if name == topic and index == partition:
-                    found = FetchResult(err, hw, lso, records if records is not None else memoryview(b""))
+                found[(name, index)] = FetchResult(err, hw, lso, records if records is not None else memoryview(b""))
             if flex:
                 r.tagged_fields()
         if flex:
             r.tagged_fields()
-        if found is None:
-            raise UnknownTopicOrPartitionError(f"the fetch response has no data for {topic}-{partition}")
         return found
+
+    # -- InitProducerId -------------------------------------------------------------------
+    def init_producer_id(self, transaction_timeout_ms: int = 60000) -> tuple[int, int]:
+        """A new idempotent producer id and epoch (InitProducerId without a transactional id)."""
+        def once():
+            v = self._version(ApiKey.INIT_PRODUCER_ID)
+            resp = self._call(None, ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout": transaction_timeout_ms,
+                "producer_id": -1, "producer_epoch": -1}, v)
+            if resp["error_code"]:
+                raise api_error(resp["error_code"], "InitProducerId")
+            return resp["producer_id"], resp["producer_epoch"]
+        return self._retrying("init_producer_id", once)
 
     # -- Produce ------------------------------------------------------------------------
     def produce(self, topic: str, partition: int, batches, *, acks: int = -1, timeout_ms: int = 30_000) -> int:

@@ -1,0 +1,407 @@
+"""The remote consumer of :func:`engine.connect`: Kafka Fetch responses decoded
+straight into ``pyarrow.RecordBatch``es (``engine.KAFKA_SCHEMA``) by the native
+``ColumnScanner`` -- no Python object per record.
+
+Partitions come from ``assign`` or from ``subscribe`` in a consumer group
+(``engine.client.group.GroupMember`` over a ``WireTransport``: the classic
+protocol, so a group may mix these consumers with confluent-kafka / Java ones).
+
+Read-ahead: one background fetcher thread with its own ``WireClient`` (one
+connection per broker) sends a Fetch for every assigned partition, grouped by
+leader, and scans the answer into record batches while the caller works on the
+last ones (``fetch.min.bytes``, ``fetch.max.wait.ms``, ``fetch.max.bytes``,
+``max.partition.fetch.bytes``).  Results carry the position they were fetched
+from and a generation number; ``poll_arrow`` only hands out rows that start
+exactly at the consumer's position in the current generation (a ``seek`` or a
+rebalance starts a new one), so a late answer can never produce a wrong row.
+
+Errors: NOT_LEADER_OR_FOLLOWER and other retriable partition errors refresh the
+leader and fetch again; a lost connection, a stall past ``request.timeout.ms``
+or an unparseable answer is retried with backoff, and raised from
+``poll_arrow`` as ``KafkaConnectionError`` (naming the broker and partitions)
+once the broker has failed for longer than ``request.timeout.ms``; a corrupt
+batch (CRC with ``check.crcs``, structure always) raises ``CorruptRecordError``
+naming broker, topic-partition and fetch offset; OFFSET_OUT_OF_RANGE applies
+``auto.offset.reset`` (``none``: ``OffsetOutOfRangeError``).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Iterable, Mapping
+
+from .. import _native
+from ..errors import (
+    ClosedError,
+    CorruptRecordError,
+    InvalidConfigError,
+    KafkaApiError,
+    OffsetOutOfRangeError,
+)
+from ._types import OffsetAndTimestamp, TopicPartition
+from .wire import EARLIEST, LATEST, KafkaConnectionError, WireClient
+
+__all__ = ["RemoteConsumer"]
+
+_READ_AHEAD = 4      # fetch answers scanned ahead of the caller
+
+
+def _tp(item: Any) -> TopicPartition:
+    if isinstance(item, TopicPartition):
+        return item
+    t, p = item
+    return TopicPartition(str(t), int(p))
+
+
+class _Fetcher(threading.Thread):
+    def __init__(self, make_client, cfg: dict):
+        super().__init__(name="remote-consumer-fetcher", daemon=True)
+        self.client: WireClient = make_client()
+        self.cfg = cfg
+        self.out: queue.Queue = queue.Queue()
+        self.cond = threading.Condition()
+        self.gen = 0
+        self.next: dict[TopicPartition, int] = {}     # where the fetcher reads next
+        self.stopped = False
+        self.failing_since: float | None = None
+
+    def restart(self, positions: dict[TopicPartition, int]) -> int:
+        with self.cond:
+            self.gen += 1
+            self.next = dict(positions)
+            while not self.out.empty():
+                try:
+                    self.out.get_nowait()
+                except queue.Empty:
+                    break
+            self.cond.notify_all()
+            return self.gen
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
+    def run(self) -> None:
+        cfg = self.cfg
+        timeout_s = cfg["request.timeout.ms"] / 1000.0
+        backoff = cfg["retry.backoff.ms"] / 1000.0
+        while True:
+            with self.cond:
+                while not self.stopped and (not self.next or self.out.qsize() >= _READ_AHEAD):
+                    self.cond.wait(0.05)
+                if self.stopped:
+                    break
+                gen, want = self.gen, dict(self.next)
+            by_node: dict[int, dict] = {}
+            try:
+                for tp, off in want.items():
+                    by_node.setdefault(self.client.leader(tp.topic, tp.partition), {})[tp] = off
+            except (KafkaApiError, KafkaConnectionError) as e:
+                self._failed(gen, e, list(want), timeout_s, backoff)
+                continue
+            for node, offsets in by_node.items():
+                try:
+                    res = self.client.fetch_many(
+                        node, {(tp.topic, tp.partition): o for tp, o in offsets.items()},
+                        max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
+                        max_bytes=cfg["fetch.max.bytes"], partition_max_bytes=cfg["max.partition.fetch.bytes"])
+                except (KafkaApiError, KafkaConnectionError) as e:
+                    self._failed(gen, e, list(offsets), timeout_s, backoff,
+                                 broker=self.client.node_address(node))
+                    continue
+                self.failing_since = None
+                self._scan(gen, node, offsets, res)
+        self.client.close()
+
+    def _failed(self, gen, e, tps, timeout_s, backoff, broker=None) -> None:
+        now = time.monotonic()
+        if self.failing_since is None:
+            self.failing_since = now
+        for tp in tps:
+            self.client._leaders.pop((tp.topic, tp.partition), None)
+        if now - self.failing_since >= timeout_s or (isinstance(e, KafkaApiError) and not e.retriable):
+            where = ", ".join(f"{tp.topic}-{tp.partition}" for tp in tps)
+            err = KafkaConnectionError(f"fetch of {where} from {broker or 'the cluster'} failed for "
+                                       f"{now - self.failing_since:.1f}s (request.timeout.ms): {e}") \
+                if isinstance(e, KafkaConnectionError) else e
+            self.out.put((gen, None, None, err, None))
+            self.failing_since = None
+        time.sleep(backoff)
+
+    def _scan(self, gen: int, node: int, offsets: dict, res: dict) -> None:
+        check = self.cfg["check.crcs"]
+        for tp, off in offsets.items():
+            r = res[(tp.topic, tp.partition)]
+            if r.error_code:
+                if r.error_code == 1:
+                    self.out.put((gen, tp, off, OffsetOutOfRangeError(
+                        f"offset {off} is out of range for {tp.topic}-{tp.partition} "
+                        f"(log start {r.log_start_offset}, high watermark {r.high_watermark})"), None))
+                    with self.cond:
+                        if self.gen == gen:
+                            self.next.pop(tp, None)
+                else:
+                    self.client._leaders.pop((tp.topic, tp.partition), None)   # leader moved: ask again
+                continue
+            if not len(r.records):
+                continue
+            sc = _native.ColumnScanner(check_crc=check)
+            try:
+                nxt, _ = sc.feed(r.records, 0, -1, off)
+            except CorruptRecordError as e:
+                err = CorruptRecordError(
+                    f"corrupt record batch from broker {self.client.node_address(node)} for "
+                    f"{tp.topic}-{tp.partition} fetched at offset {off}: {e}")
+                self.out.put((gen, tp, off, err, None))
+                with self.cond:
+                    if self.gen == gen:
+                        self.next.pop(tp, None)
+                continue
+            if nxt <= off:
+                continue        # only a partial batch: max.partition.fetch.bytes too small, fetch again
+            batch = sc.finish(tp.topic, tp.partition, as_table=False)
+            with self.cond:
+                if self.gen != gen:
+                    return
+                self.next[tp] = nxt
+            self.out.put((gen, tp, off, batch, nxt))
+
+
+class RemoteConsumer:
+    """See the module docstring.  Made by ``engine.connect(...).consumer()``."""
+
+    def __init__(self, make_client, bootstrap: str, cfg: dict[str, Any]):
+        if str(cfg["isolation.level"]) != "read_uncommitted":
+            raise InvalidConfigError(
+                f"isolation.level={cfg['isolation.level']!r} is not supported: this client reads "
+                "read_uncommitted only (transactions are not implemented yet)")
+        if cfg["auto.offset.reset"] not in ("earliest", "latest", "none"):
+            raise InvalidConfigError(f"auto.offset.reset must be earliest, latest or none, "
+                                     f"got {cfg['auto.offset.reset']!r}")
+        self._cfg = cfg
+        self._client: WireClient = make_client()
+        self._positions: dict[TopicPartition, int | None] = {}
+        self._pending: dict[TopicPartition, list] = {}     # rows fetched beyond max_records
+        self._closed = False
+        self._group = None
+        if cfg.get("group.id"):
+            from .group import GroupMember, WireTransport
+            self._group = GroupMember(
+                WireTransport(bootstrap, client_id=cfg["client.id"],
+                              request_timeout_ms=cfg["request.timeout.ms"]),
+                str(cfg["group.id"]), partitions_for=self._client.partition_count,
+                group_instance_id=cfg.get("group.instance.id"),
+                session_timeout_ms=cfg["session.timeout.ms"], rebalance_timeout_ms=cfg["max.poll.interval.ms"],
+                heartbeat_interval_ms=cfg["heartbeat.interval.ms"], max_poll_interval_ms=cfg["max.poll.interval.ms"],
+                assignors=tuple(s.strip() for s in str(cfg["partition.assignment.strategy"]).split(",")))
+        self._next_commit = time.monotonic() + cfg["auto.commit.interval.ms"] / 1000.0
+        self._fetcher = _Fetcher(make_client, cfg)
+        self._fetcher.start()
+        self._gen = 0
+        self._fetch_pos: dict[TopicPartition, int] = {}
+        self._dirty = True
+
+    # -- assignment ----------------------------------------------------------------------
+    def assign(self, partitions: Iterable[Any]) -> None:
+        self._check()
+        self._positions = {_tp(x): None for x in partitions}
+        self._pending.clear()
+        self._dirty = True
+
+    def subscribe(self, topics: Iterable[str] | str) -> None:
+        self._check()
+        if self._group is None:
+            raise InvalidConfigError("subscribe() needs group.id (or use assign())")
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        self._group.subscribe(topics)
+
+    def assignment(self) -> list[TopicPartition]:
+        return sorted(self._positions)
+
+    def seek(self, partition: Any, offset: int) -> None:
+        tp = _tp(partition)
+        if tp not in self._positions:
+            raise InvalidConfigError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+        self._positions[tp] = int(offset)
+        self._pending.pop(tp, None)
+        self._dirty = True
+
+    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
+        self._seek_to(partitions, EARLIEST)
+
+    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
+        self._seek_to(partitions, LATEST)
+
+    def _seek_to(self, partitions, which: int) -> None:
+        tps = [_tp(x) for x in partitions] if partitions is not None else list(self._positions)
+        for tp, (off, _) in self._list({tp: which for tp in tps}).items():
+            self.seek(tp, off)
+
+    def position(self, partition: Any) -> int:
+        tp = _tp(partition)
+        if self._positions.get(tp) is None:
+            self._resolve()
+        return self._positions[tp]
+
+    def _list(self, req: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+        out = self._client.list_offsets({(tp.topic, tp.partition): ts for tp, ts in req.items()})
+        return {TopicPartition(*k): v for k, v in out.items()}
+
+    def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        return {tp: o for tp, (o, _) in self._list({_tp(x): EARLIEST for x in partitions}).items()}
+
+    def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        return {tp: o for tp, (o, _) in self._list({_tp(x): LATEST for x in partitions}).items()}
+
+    def offsets_for_times(self, timestamps: Mapping[Any, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        got = self._list({_tp(k): int(v) for k, v in timestamps.items()})
+        return {tp: (None if o < 0 else OffsetAndTimestamp(o, ts)) for tp, (o, ts) in got.items()}
+
+    # -- committing ----------------------------------------------------------------------
+    def commit(self, offsets: Mapping[Any, int] | None = None) -> None:
+        if self._group is None:
+            raise InvalidConfigError("commit() needs group.id")
+        if offsets is None:
+            offsets = {tp: o for tp, o in self._positions.items() if o is not None}
+        self._group.commit({(tp.topic, tp.partition): (int(o), None)
+                            for tp, o in ((_tp(k), v) for k, v in offsets.items())})
+
+    def committed(self, partitions: Iterable[Any]) -> dict[TopicPartition, int | None]:
+        if self._group is None:
+            raise InvalidConfigError("committed() needs group.id")
+        got = self._group.committed([tuple(_tp(x)) for x in partitions])
+        return {TopicPartition(*k): (v if v is not None and v >= 0 else None) for k, v in got.items()}
+
+    def _maybe_auto_commit(self, force: bool = False) -> None:
+        if self._group is None or not self._cfg["enable.auto.commit"] or not self._group.assignment:
+            return
+        if force or time.monotonic() >= self._next_commit:
+            try:
+                self.commit()
+            except KafkaApiError:
+                if not force:
+                    raise
+            self._next_commit = time.monotonic() + self._cfg["auto.commit.interval.ms"] / 1000.0
+
+    def _ensure_group(self) -> None:
+        g = self._group
+        if g is None or not g._topics:
+            return
+        g.poll_tick()
+        if not g.needs_rejoin:
+            return
+        self._maybe_auto_commit(force=True)
+        assigned = [TopicPartition(t, p) for t, p in g.join()]
+        committed = self.committed(assigned) if assigned else {}
+        self._positions = {tp: committed.get(tp) for tp in assigned}
+        self._pending.clear()
+        self._dirty = True
+
+    # -- polling ------------------------------------------------------------------------
+    def _resolve(self) -> None:
+        """Positions still unknown take auto.offset.reset."""
+        todo = [tp for tp, o in self._positions.items() if o is None]
+        if not todo:
+            return
+        reset = self._cfg["auto.offset.reset"]
+        if reset == "none":
+            raise OffsetOutOfRangeError(f"no committed offset for {todo[0].topic}-{todo[0].partition} "
+                                        "and auto.offset.reset=none")
+        for tp, (off, _) in self._list({tp: EARLIEST if reset == "earliest" else LATEST for tp in todo}).items():
+            self._positions[tp] = off
+        self._dirty = True
+
+    def poll_arrow(self, max_records: int | None = None, timeout_ms: int = 0) -> list:
+        """Record batches (``pyarrow.RecordBatch``, ``engine.KAFKA_SCHEMA``) of up to `max_records`
+        rows (default ``max.poll.records``) from the assigned partitions, waiting up to `timeout_ms`
+        for the first."""
+        self._check()
+        limit = int(max_records if max_records is not None else self._cfg["max.poll.records"])
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
+        self._ensure_group()
+        self._maybe_auto_commit()
+        self._resolve()
+        if self._dirty:
+            self._restart()
+        out: list = []
+        rows = self._drain_pending(out, 0, limit)
+        while rows < limit:
+            left = deadline - time.monotonic()
+            try:
+                item = self._fetcher.out.get(timeout=max(left, 0)) if (left > 0 and not out) \
+                    else self._fetcher.out.get_nowait()
+            except queue.Empty:
+                break
+            gen, tp, start, batch, nxt = item
+            if gen != self._gen:
+                continue
+            if isinstance(batch, BaseException):
+                if isinstance(batch, OffsetOutOfRangeError) and tp is not None \
+                        and self._cfg["auto.offset.reset"] != "none" and self._fetch_pos.get(tp) == start:
+                    self._positions[tp] = None
+                    self._pending.pop(tp, None)
+                    self._resolve()
+                    self._restart()
+                    continue
+                raise batch
+            if tp not in self._positions or self._fetch_pos.get(tp) != start:
+                continue          # fetched for a position the caller has left
+            self._fetch_pos[tp] = nxt
+            self._pending.setdefault(tp, []).append(batch)
+            rows = self._drain_pending(out, rows, limit)
+        return out
+
+    def _restart(self) -> None:
+        self._fetch_pos = {tp: o for tp, o in self._positions.items() if o is not None}
+        self._pending.clear()
+        self._gen = self._fetcher.restart(self._fetch_pos)
+        self._dirty = False
+
+    def _drain_pending(self, out: list, rows: int, limit: int) -> int:
+        """Move pending rows (oldest first per partition) to `out` up to `limit` rows; the
+        position of a partition is its first row still pending, else where its fetch goes on."""
+        for tp in list(self._pending):
+            q = self._pending[tp]
+            while q and rows < limit:
+                b = q[0]
+                room = limit - rows
+                if b.num_rows > room:
+                    out.append(b.slice(0, room))
+                    q[0] = b.slice(room)
+                    rows += room
+                else:
+                    out.append(b)
+                    rows += b.num_rows
+                    q.pop(0)
+            if q:
+                self._positions[tp] = q[0].column(4)[0].as_py()
+            else:
+                del self._pending[tp]
+                self._positions[tp] = self._fetch_pos[tp]
+        return rows
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("the consumer is closed")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self._maybe_auto_commit(force=True)
+        finally:
+            self._closed = True
+            self._fetcher.stop()
+            self._fetcher.join(timeout=self._cfg["fetch.max.wait.ms"] / 1000.0 + 1)
+            if self._group is not None:
+                self._group.close()
+            self._client.close()
+
+    def __enter__(self) -> "RemoteConsumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

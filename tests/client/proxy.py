@@ -1,0 +1,130 @@
+"""A misbehaving Kafka TCP proxy on 127.0.0.1 for fault tests.
+
+It forwards whole request/response frames between a client and a broker and, when armed
+for an API key, breaks the next response(s) to that API in one of these ways:
+
+* ``close``    -- send half the response frame, then close the client connection
+* ``garbage``  -- answer a frame of the right size but random bytes after the correlation id
+* ``stall``    -- never answer (the connection stays open)
+* ``corrupt``  -- flip one byte near the end of the frame (inside the last record batch)
+* ``drop``     -- let the broker do the work, then close before the client sees the answer
+
+``arm(api_key, mode, times)``; ``fired`` counts the responses broken so far.  The broker
+must advertise the proxy's address (``--advertised``) so every client connection goes
+through it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _frame(sock: socket.socket) -> bytes:
+    head = _recv_exact(sock, 4)
+    (n,) = struct.unpack(">i", head)
+    return head + _recv_exact(sock, n)
+
+
+class MisbehavingProxy:
+    def __init__(self, upstream_port: int, port: int = 0):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", port))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.lock = threading.Lock()
+        self.plan: dict[int, list] = {}       # api_key -> [mode, times left]
+        self.fired = 0
+        self.on_fire = None                   # callback(mode) after a response was broken
+        self.closed = False
+        self.socks: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, api_key: int, mode: str, times: int = 1) -> None:
+        with self.lock:
+            self.plan[api_key] = [mode, times]
+
+    def disarm(self) -> None:
+        with self.lock:
+            self.plan.clear()
+
+    def _take(self, api_key: int) -> str | None:
+        with self.lock:
+            step = self.plan.get(api_key)
+            if not step or step[1] == 0:
+                return None
+            step[1] -= 1
+            self.fired += 1
+            return step[0]
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            up = socket.create_connection(self.upstream, timeout=60)
+        except OSError:
+            client.close()
+            return
+        self.socks += [client, up]
+        try:
+            while True:
+                req = _frame(client)
+                api_key = struct.unpack_from(">h", req, 4)[0]
+                up.sendall(req)
+                resp = _frame(up)
+                mode = self._take(api_key)
+                if mode is None:
+                    client.sendall(resp)
+                    continue
+                if self.on_fire is not None:
+                    self.on_fire(mode)
+                if mode == "close":
+                    client.sendall(resp[: len(resp) // 2])
+                    break
+                if mode == "drop":
+                    break
+                if mode == "garbage":
+                    client.sendall(resp[:8] + os.urandom(len(resp) - 8))
+                elif mode == "corrupt":
+                    b = bytearray(resp)
+                    b[-12] ^= 0xFF
+                    client.sendall(bytes(b))
+                elif mode == "stall":
+                    while not self.closed:
+                        threading.Event().wait(0.2)
+                    break
+        except (OSError, EOFError):
+            pass
+        finally:
+            client.close()
+            up.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self.listener.close()
+        for s in self.socks:
+            try:
+                s.close()
+            except OSError:
+                pass
