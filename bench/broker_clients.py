@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,10 +56,17 @@ def start_broker(data: str, extra: list[str] = ()) -> tuple[subprocess.Popen, in
     proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--data-dir", data,
                              "--listen", "127.0.0.1:0", "--log-level", "warning", *conf],
                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    line = proc.stderr.readline()
-    m = re.search(r":(\d+)\s*$", line)
-    if not m:
-        raise RuntimeError(f"broker did not start: {line}{proc.stderr.read()}")
+    seen = []
+    while True:                  # log lines (warnings) may come before "serving DIR on HOST:PORT"
+        line = proc.stderr.readline()
+        seen.append(line)
+        m = re.search(r"^serving .* on [\d.]+:(\d+)\s*$", line)
+        if m:
+            break
+        if not line:
+            raise RuntimeError(f"broker did not start: {''.join(seen)}")
+    # keep draining its stderr so a chatty broker never blocks on a full pipe
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
     return proc, int(m.group(1))
 
 

@@ -338,8 +338,9 @@ def _listener_address(value: str) -> tuple[str, int]:
 
 def _log_recovery(log, eng, seconds: float) -> None:
     """After an unclean shutdown: what recovery found and how long the open took."""
-    if eng.logs.had_clean_shutdown:
-        log.info("opened %s after a clean shutdown in %.2f s", eng.path, seconds)
+    if eng.logs.had_clean_shutdown or eng.logs.was_new:
+        log.info("opened %s%s in %.2f s", eng.path,
+                 " after a clean shutdown" if eng.logs.had_clean_shutdown else " (new)", seconds)
         return
     report = eng.recovery_report
     scanned = sum(lg.recovery_stats.bytes_scanned for lg in eng.logs.logs().values())

@@ -182,6 +182,7 @@ class LogManager:
         d = self.data_dir
         marker = os.path.join(d, files.CLEAN_SHUTDOWN_FILE)
         self.had_clean_shutdown = checkpoint.read_clean_shutdown(marker) is not None
+        self.was_new = not self._partition_dirs()      # nothing to recover, whatever the marker
         recovery = self._read_checkpoint(files.RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(files.LOG_START_OFFSET_CHECKPOINT)
         hws = self._read_checkpoint(files.REPLICATION_OFFSET_CHECKPOINT)
