@@ -107,7 +107,8 @@ class _Fetcher(threading.Thread):
                     res = self.client.fetch_many(
                         node, {(tp.topic, tp.partition): o for tp, o in offsets.items()},
                         max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
-                        max_bytes=cfg["fetch.max.bytes"], partition_max_bytes=cfg["max.partition.fetch.bytes"])
+                        max_bytes=cfg["fetch.max.bytes"], partition_max_bytes=cfg["max.partition.fetch.bytes"],
+                        session=True)
                 except (KafkaApiError, KafkaConnectionError) as e:
                     self._failed(gen, e, list(offsets), timeout_s, backoff,
                                  broker=self.client.node_address(node))
@@ -134,7 +135,9 @@ class _Fetcher(threading.Thread):
     def _scan(self, gen: int, node: int, offsets: dict, res: dict) -> None:
         check = self.cfg["check.crcs"]
         for tp, off in offsets.items():
-            r = res[(tp.topic, tp.partition)]
+            r = res.get((tp.topic, tp.partition))
+            if r is None:
+                continue        # incremental fetch session: nothing new for this partition
             if r.error_code:
                 if r.error_code == 1:
                     self.out.put((gen, tp, off, OffsetOutOfRangeError(
