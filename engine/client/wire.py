@@ -123,6 +123,12 @@ class _Connection:
 
     def request(self, api_key: int, version: int, body_parts: list, expect_response: bool = True):
         """Send one request; return a Reader over the response body (after the header)."""
+        corr = self.send(api_key, version, body_parts)
+        return self.receive(api_key, version, corr) if expect_response else None
+
+    def send(self, api_key: int, version: int, body_parts: list) -> int:
+        """Send one request without waiting (requests may be pipelined: Kafka answers the
+        requests of one connection in order); its correlation id."""
         self.corr = (self.corr + 1) & 0x7FFFFFFF
         flex = version >= FLEXIBLE_FROM[api_key]
         head = struct.pack(">hhih", api_key, version, self.corr, len(self.client_id)) + self.client_id
@@ -131,17 +137,24 @@ class _Connection:
         size = len(head) + sum(len(p) for p in body_parts)
         try:
             self._send_all([struct.pack(">i", size), head, *body_parts])
-            if not expect_response:
-                return None
+        except OSError as e:
+            self.close()
+            raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
+        return self.corr
+
+    def receive(self, api_key: int, version: int, corr: int):
+        """The next response, which must answer request `corr`: a Reader over its body."""
+        try:
             frame = self._recv_frame()
         except (OSError, EOFError) as e:
             self.close()
             raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
         r = Reader(frame)
+        flex = version >= FLEXIBLE_FROM[api_key]
         try:
-            corr = r.int32()
-            if corr != self.corr:
-                raise InvalidRequestError(f"response to request {corr}, expected {self.corr}")
+            got = r.int32()
+            if got != corr:
+                raise InvalidRequestError(f"response to request {got}, expected {corr}")
             if flex and api_key != ApiKey.API_VERSIONS:  # ApiVersions responses keep header v0
                 r.tagged_fields()
         except InvalidRequestError as e:
@@ -528,34 +541,50 @@ class WireClient:
         batches = [b for b in batches if len(b)]
         if not batches:
             return -1
-        size = sum(len(b) for b in batches)
 
         def once():
-            node = self._leader(topic, partition)
-            v = self._version(ApiKey.PRODUCE)
-            flex = v >= 9
-            w = Writer()
-            w.string(None, flex)  # transactional_id
-            w.int16(acks).int32(timeout_ms)
-            w.array_length(1, flex)
-            w.string(topic, flex)
-            w.array_length(1, flex)
-            w.int32(partition)
-            w.bytes_length(size, flex)
-            tail = Writer()
-            if flex:
-                tail.tagged_fields().tagged_fields().tagged_fields()
-            parts = [w.buf, *batches, tail.buf]
-            if acks == 0:
-                self._conn_for(node).request(ApiKey.PRODUCE, v, parts, expect_response=False)
-                return -1
-            resp = self._call(node, ApiKey.PRODUCE, parts, v)
-            for t in resp["responses"]:
-                for p in t["partition_responses"]:
-                    if p["error_code"]:
-                        msg = p.get("error_message") or ""
-                        raise api_error(p["error_code"], f"produce to {topic}-{partition}"
-                                          + (f" ({msg})" if msg else ""))
-                    return p["base_offset"]
-            raise KafkaConnectionError(f"the produce response has no result for {topic}-{partition}")
+            sent = self.produce_send(topic, partition, batches, acks=acks, timeout_ms=timeout_ms)
+            return -1 if acks == 0 else self.produce_receive(sent)
         return self._retrying("produce", once)
+
+    def produce_send(self, topic: str, partition: int, batches, *, acks: int = -1,
+                     timeout_ms: int = 30_000) -> tuple:
+        """Send one Produce request of record batches for one partition to its leader without
+        waiting for the answer; a handle for :meth:`produce_receive` (several may be in
+        flight on one connection: Kafka answers them in order)."""
+        node = self._leader(topic, partition)
+        v = self._version(ApiKey.PRODUCE)
+        flex = v >= 9
+        w = Writer()
+        w.string(None, flex)  # transactional_id
+        w.int16(acks).int32(timeout_ms)
+        w.array_length(1, flex)
+        w.string(topic, flex)
+        w.array_length(1, flex)
+        w.int32(partition)
+        w.bytes_length(sum(len(b) for b in batches), flex)
+        tail = Writer()
+        if flex:
+            tail.tagged_fields().tagged_fields().tagged_fields()
+        conn = self._conn_for(node)
+        corr = conn.send(ApiKey.PRODUCE, v, [w.buf, *batches, tail.buf])
+        return conn, v, corr, topic, partition
+
+    def produce_receive(self, sent: tuple) -> int:
+        """The base offset the broker gave the request `sent` (from produce_send); a partition
+        error raises ``api_error``, a lost connection ``KafkaConnectionError``."""
+        conn, v, corr, topic, partition = sent
+        r = conn.receive(ApiKey.PRODUCE, v, corr)
+        try:
+            resp = read_struct(_entity(ApiKey.PRODUCE, v, True), r)
+        except InvalidRequestError as e:
+            conn.close()
+            raise KafkaConnectionError(f"unparseable Produce v{v} response from {conn.address}: {e}") from None
+        for t in resp["responses"]:
+            for p in t["partition_responses"]:
+                if p["error_code"]:
+                    msg = p.get("error_message") or ""
+                    raise api_error(p["error_code"], f"produce to {topic}-{partition}"
+                                    + (f" ({msg})" if msg else ""))
+                return p["base_offset"]
+        raise KafkaConnectionError(f"the produce response has no result for {topic}-{partition}")
