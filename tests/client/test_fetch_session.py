@@ -33,7 +33,7 @@ def _consume_all(bootstrap, topic, parts, n):
             got += c.poll_arrow(max_records=1000, timeout_ms=300)
         time.sleep(0.5)                    # a few more (empty) fetches in the session
         got += c.poll_arrow(timeout_ms=0)
-        sessions = list(c._fetcher.client._fetch_sessions.values())
+        sessions = c._fetcher.sessions()
         c.close()
     t = pa.Table.from_batches(got, schema=engine.KAFKA_SCHEMA)
     return t, sessions
@@ -121,3 +121,23 @@ def test_session_request_to_our_broker_is_a_full_fetch(ours, topic_name):
             assert set(res) == {a, b} and len(res[a].records) > 0 and len(res[b].records) == 0
         fs = w.fetch_session(node)
         assert not fs.active and fs.full_fetches == 3 and fs.incremental_fetches == 0
+
+
+def test_one_fetcher_thread_per_leader(cluster, topic_name):
+    """The read-ahead runs one fetcher thread per broker leading an assigned partition
+    (one broker here: one thread, named after its node id, holding every partition)."""
+    import threading
+    _produce(cluster, topic_name, 3, 50)
+    with engine.connect(cluster) as eng:
+        c = eng.consumer(**{"auto.offset.reset": "earliest", "fetch.max.wait.ms": 100})
+        c.assign([(topic_name, p) for p in range(3)])
+        got, deadline = 0, time.monotonic() + 30
+        while got < 150 and time.monotonic() < deadline:
+            got += sum(b.num_rows for b in c.poll_arrow(timeout_ms=300))
+        assert got == 150
+        node = c._client.leader(topic_name, 0)
+        assert set(c._fetcher.threads) == {node}
+        assert {c._fetcher.leaders[tp] for tp in c.assignment()} == {node}
+        assert f"remote-consumer-fetcher-{node}" in {t.name for t in threading.enumerate()}
+        c.close()
+        assert not any(t.is_alive() for t in c._fetcher.threads.values())
