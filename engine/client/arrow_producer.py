@@ -13,8 +13,8 @@ Two ways in, both the embedded producer's shape:
   ``key``, ``headers``, ``timestamp``, ``partition``; pandas and Polars go
   through ``pyarrow.Table.from_pandas`` / ``.to_arrow()``) and turns them into
   record batches with ``engine._native.build_batches`` -- no Python object per
-  record when keys are absent or ``partitions`` is given (keyed records are
-  partitioned with murmur2 one key at a time, as the embedded producer does).
+  record (keyed records are partitioned by Kafka's murmur2 over the key column in
+  the native core: ``engine._native.partition_keys``).
   Synchronous: returns the base offset of every batch once acknowledged.
 
 Idempotence (``enable.idempotence``, default true as in Kafka 3+): the producer
@@ -414,10 +414,10 @@ def _group(st: _TopicState, values, keys, headers, timestamps, partitions) -> li
     if partitions is None:
         if keys is None or st.nparts == 1:
             return [(st.sticky, values, keys, headers, timestamps)]
-        key_list = keys.to_pylist() if hasattr(keys, "to_pylist") else list(keys)
-        parts = np.fromiter((st.sticky if k is None else _native.default_partition(
-            k.encode() if isinstance(k, str) else k, st.nparts) for k in key_list),
-            dtype=np.int64, count=len(key_list))
+        # murmur2 per key in the native core, straight from an Arrow array's buffers
+        parts = np.frombuffer(_native.partition_keys(
+            keys if hasattr(keys, "buffers") or hasattr(keys, "combine_chunks") else list(keys),
+            st.nparts, st.sticky), dtype=np.int32).astype(np.int64)
     else:
         parts = (partitions.to_numpy(zero_copy_only=False) if hasattr(partitions, "to_numpy")
                  else np.asarray(partitions)).astype(np.int64)
