@@ -303,11 +303,12 @@ class RemoteProducer:
             window = batches[i:i + in_flight]
             sent: list = []
             err: BaseException | None = None
+            send_err: BaseException | None = None
             try:
                 for b, _ in window:
                     sent.append(self._client.produce_send(topic, p, [b], timeout_ms=timeout_ms))
             except (KafkaApiError, KafkaConnectionError) as e:
-                err = e                          # the ones sent are still read below
+                send_err = e                     # the ones sent are still read below
             fatal: BaseException | None = None
             for k, handle in enumerate(sent):
                 try:
@@ -326,8 +327,11 @@ class RemoteProducer:
                     break                        # the connection is gone: the rest are unanswered
                 if err is None and fatal is None:
                     bases.append(base)
+            if isinstance(send_err, KafkaApiError) and not send_err.retriable:
+                fatal = fatal or send_err
             if fatal is not None:
                 raise fatal
+            err = err or send_err
             if err is None:
                 attempt = 0
                 continue
