@@ -727,3 +727,47 @@ def default_partition(key, int num_partitions):
         raise ValueError("num_partitions must be positive")
     h = murmur2_of(&mv[0] if mv.shape[0] else <const uint8_t*>"", mv.shape[0])
     return (h & 0x7fffffff) % num_partitions
+
+
+def partition_keys(keys, int num_partitions, int null_partition=0):
+    """Java DefaultPartitioner over a column of keys: a bytearray of native int32
+    partitions, (murmur2(key) & 0x7fffffff) % num_partitions per key and
+    `null_partition` (the sticky one) for a null key.  `keys` is an Arrow
+    binary/string/large_binary/large_string array (or ChunkedArray): hashed straight
+    from its buffers, no Python object per key; or a list of bytes-like/str/None."""
+    global _pa
+    if num_partitions <= 0:
+        raise ValueError("num_partitions must be positive")
+    if _pa is None:
+        try:
+            import pyarrow
+            _pa = pyarrow
+        except ImportError:
+            pass
+    cdef Py_ssize_t n = len(keys)
+    cdef BinCol c
+    keep = bincol_init(keys, &c, n, "keys")
+    out = bytearray(4 * n)
+    cdef int32_t* dst = <int32_t*><char*>out if n else NULL
+    cdef Py_ssize_t i, ln
+    cdef const uint8_t* p
+    cdef const uint8_t[::1] mv
+    if c.kind == COL_ARROW32 or c.kind == COL_ARROW64:
+        for i in range(n):
+            bincol_get(&c, i, &p, &ln)
+            if ln < 0:
+                dst[i] = null_partition
+            else:
+                dst[i] = (murmur2_of(p if ln else <const uint8_t*>"", ln) & 0x7fffffff) % num_partitions
+    elif c.kind == COL_LIST:
+        for i in range(n):
+            k = keep[i]
+            if k is None:
+                dst[i] = null_partition
+                continue
+            if isinstance(k, str):
+                k = (<str>k).encode()
+            mv = k
+            ln = mv.shape[0]
+            dst[i] = (murmur2_of(&mv[0] if ln else <const uint8_t*>"", ln) & 0x7fffffff) % num_partitions
+    return out

@@ -6,10 +6,10 @@ Partitions come from ``assign`` or from ``subscribe`` in a consumer group
 (``engine.client.group.GroupMember`` over a ``WireTransport``: the classic
 protocol, so a group may mix these consumers with confluent-kafka / Java ones).
 
-Read-ahead: one background fetcher thread with its own ``WireClient`` (one
-connection per broker) sends a Fetch for every assigned partition, grouped by
-leader, and scans the answer into record batches while the caller works on the
-last ones (``fetch.min.bytes``, ``fetch.max.wait.ms``, ``fetch.max.bytes``,
+Read-ahead (engine/client/arrow_fetcher.py): one background fetcher thread per
+broker, each with its own ``WireClient`` (connection and fetch session), sends a
+Fetch for the assigned partitions that broker leads and scans the answer into
+record batches while the caller works on the last ones (``fetch.min.bytes``, ``fetch.max.wait.ms``, ``fetch.max.bytes``,
 ``max.partition.fetch.bytes``).  Results carry the position they were fetched
 from and a generation number; ``poll_arrow`` only hands out rows that start
 exactly at the consumer's position in the current generation (a ``seek`` or a
@@ -28,24 +28,20 @@ naming broker, topic-partition and fetch offset; OFFSET_OUT_OF_RANGE applies
 from __future__ import annotations
 
 import queue
-import threading
 import time
 from typing import Any, Iterable, Mapping
 
-from .. import _native
 from ..errors import (
     ClosedError,
-    CorruptRecordError,
     InvalidConfigError,
     KafkaApiError,
     OffsetOutOfRangeError,
 )
 from ._types import OffsetAndTimestamp, TopicPartition
-from .wire import EARLIEST, LATEST, KafkaConnectionError, WireClient
+from .arrow_fetcher import Fetchers
+from .wire import EARLIEST, LATEST, WireClient
 
 __all__ = ["RemoteConsumer"]
-
-_READ_AHEAD = 4      # fetch answers scanned ahead of the caller
 
 
 def _tp(item: Any) -> TopicPartition:
@@ -53,121 +49,6 @@ def _tp(item: Any) -> TopicPartition:
         return item
     t, p = item
     return TopicPartition(str(t), int(p))
-
-
-class _Fetcher(threading.Thread):
-    def __init__(self, make_client, cfg: dict):
-        super().__init__(name="remote-consumer-fetcher", daemon=True)
-        self.client: WireClient = make_client()
-        self.cfg = cfg
-        self.out: queue.Queue = queue.Queue()
-        self.cond = threading.Condition()
-        self.gen = 0
-        self.next: dict[TopicPartition, int] = {}     # where the fetcher reads next
-        self.stopped = False
-        self.failing_since: float | None = None
-
-    def restart(self, positions: dict[TopicPartition, int]) -> int:
-        with self.cond:
-            self.gen += 1
-            self.next = dict(positions)
-            while not self.out.empty():
-                try:
-                    self.out.get_nowait()
-                except queue.Empty:
-                    break
-            self.cond.notify_all()
-            return self.gen
-
-    def stop(self) -> None:
-        with self.cond:
-            self.stopped = True
-            self.cond.notify_all()
-
-    def run(self) -> None:
-        cfg = self.cfg
-        timeout_s = cfg["request.timeout.ms"] / 1000.0
-        backoff = cfg["retry.backoff.ms"] / 1000.0
-        while True:
-            with self.cond:
-                while not self.stopped and (not self.next or self.out.qsize() >= _READ_AHEAD):
-                    self.cond.wait(0.05)
-                if self.stopped:
-                    break
-                gen, want = self.gen, dict(self.next)
-            by_node: dict[int, dict] = {}
-            try:
-                for tp, off in want.items():
-                    by_node.setdefault(self.client.leader(tp.topic, tp.partition), {})[tp] = off
-            except (KafkaApiError, KafkaConnectionError) as e:
-                self._failed(gen, e, list(want), timeout_s, backoff)
-                continue
-            for node, offsets in by_node.items():
-                try:
-                    res = self.client.fetch_many(
-                        node, {(tp.topic, tp.partition): o for tp, o in offsets.items()},
-                        max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
-                        max_bytes=cfg["fetch.max.bytes"], partition_max_bytes=cfg["max.partition.fetch.bytes"])
-                except (KafkaApiError, KafkaConnectionError) as e:
-                    self._failed(gen, e, list(offsets), timeout_s, backoff,
-                                 broker=self.client.node_address(node))
-                    continue
-                self.failing_since = None
-                self._scan(gen, node, offsets, res)
-        self.client.close()
-
-    def _failed(self, gen, e, tps, timeout_s, backoff, broker=None) -> None:
-        now = time.monotonic()
-        if self.failing_since is None:
-            self.failing_since = now
-        for tp in tps:
-            self.client._leaders.pop((tp.topic, tp.partition), None)
-        if now - self.failing_since >= timeout_s or (isinstance(e, KafkaApiError) and not e.retriable):
-            where = ", ".join(f"{tp.topic}-{tp.partition}" for tp in tps)
-            err = KafkaConnectionError(f"fetch of {where} from {broker or 'the cluster'} failed for "
-                                       f"{now - self.failing_since:.1f}s (request.timeout.ms): {e}") \
-                if isinstance(e, KafkaConnectionError) else e
-            self.out.put((gen, None, None, err, None))
-            self.failing_since = None
-        time.sleep(backoff)
-
-    def _scan(self, gen: int, node: int, offsets: dict, res: dict) -> None:
-        check = self.cfg["check.crcs"]
-        for tp, off in offsets.items():
-            r = res[(tp.topic, tp.partition)]
-            if r.error_code:
-                if r.error_code == 1:
-                    self.out.put((gen, tp, off, OffsetOutOfRangeError(
-                        f"offset {off} is out of range for {tp.topic}-{tp.partition} "
-                        f"(log start {r.log_start_offset}, high watermark {r.high_watermark})"), None))
-                    with self.cond:
-                        if self.gen == gen:
-                            self.next.pop(tp, None)
-                else:
-                    self.client._leaders.pop((tp.topic, tp.partition), None)   # leader moved: ask again
-                continue
-            if not len(r.records):
-                continue
-            sc = _native.ColumnScanner(check_crc=check)
-            try:
-                nxt, _ = sc.feed(r.records, 0, -1, off)
-            except CorruptRecordError as e:
-                err = CorruptRecordError(
-                    f"corrupt record batch from broker {self.client.node_address(node)} for "
-                    f"{tp.topic}-{tp.partition} fetched at offset {off}: {e}")
-                self.out.put((gen, tp, off, err, None))
-                with self.cond:
-                    if self.gen == gen:
-                        self.next.pop(tp, None)
-                continue
-            if nxt <= off:
-                continue        # only a partial batch: max.partition.fetch.bytes too small, fetch again
-            batch = sc.finish(tp.topic, tp.partition, as_table=False)
-            with self.cond:
-                if self.gen != gen:
-                    return
-                self.next[tp] = nxt
-            self.out.put((gen, tp, off, batch, nxt))
 
 
 class RemoteConsumer:
@@ -198,8 +79,7 @@ class RemoteConsumer:
                 heartbeat_interval_ms=cfg["heartbeat.interval.ms"], max_poll_interval_ms=cfg["max.poll.interval.ms"],
                 assignors=tuple(s.strip() for s in str(cfg["partition.assignment.strategy"]).split(",")))
         self._next_commit = time.monotonic() + cfg["auto.commit.interval.ms"] / 1000.0
-        self._fetcher = _Fetcher(make_client, cfg)
-        self._fetcher.start()
+        self._fetcher = Fetchers(make_client, cfg)
         self._gen = 0
         self._fetch_pos: dict[TopicPartition, int] = {}
         self._dirty = True
@@ -357,7 +237,7 @@ class RemoteConsumer:
     def _restart(self) -> None:
         self._fetch_pos = {tp: o for tp, o in self._positions.items() if o is not None}
         self._pending.clear()
-        self._gen = self._fetcher.restart(self._fetch_pos)
+        self._gen = self._fetcher.restart(self._fetch_pos, self._client)
         self._dirty = False
 
     def _drain_pending(self, out: list, rows: int, limit: int) -> int:
@@ -394,8 +274,7 @@ class RemoteConsumer:
             self._maybe_auto_commit(force=True)
         finally:
             self._closed = True
-            self._fetcher.stop()
-            self._fetcher.join(timeout=self._cfg["fetch.max.wait.ms"] / 1000.0 + 1)
+            self._fetcher.stop(timeout=self._cfg["fetch.max.wait.ms"] / 1000.0 + 1)
             if self._group is not None:
                 self._group.close()
             self._client.close()

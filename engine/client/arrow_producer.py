@@ -13,8 +13,8 @@ Two ways in, both the embedded producer's shape:
   ``key``, ``headers``, ``timestamp``, ``partition``; pandas and Polars go
   through ``pyarrow.Table.from_pandas`` / ``.to_arrow()``) and turns them into
   record batches with ``engine._native.build_batches`` -- no Python object per
-  record when keys are absent or ``partitions`` is given (keyed records are
-  partitioned with murmur2 one key at a time, as the embedded producer does).
+  record (keyed records are partitioned by Kafka's murmur2 over the key column in
+  the native core: ``engine._native.partition_keys``).
   Synchronous: returns the base offset of every batch once acknowledged.
 
 Idempotence (``enable.idempotence``, default true as in Kafka 3+): the producer
@@ -22,8 +22,10 @@ asks InitProducerId once and writes producer id, epoch and a per-partition
 sequence into every batch; a retried batch keeps its bytes, so the broker drops
 a duplicate (DUPLICATE_SEQUENCE_NUMBER counts as success).  Retriable errors
 and lost connections are retried with ``retry.backoff.ms`` until
-``delivery.timeout.ms``; then the batch's futures fail.  One request in flight
-per producer (``max.in.flight.requests.per.connection`` is accepted, not used).
+``delivery.timeout.ms``; then the batch's futures fail.  The batches of one
+partition go pipelined: up to ``max.in.flight.requests.per.connection`` (default 5,
+at most 5 with idempotence, as Kafka) Produce requests in flight on one connection;
+on a retriable error the batches from the failed one on are sent again in order.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .wire import KafkaConnectionError, WireClient
 __all__ = ["RecordFuture", "RemoteProducer"]
 
 DUPLICATE_SEQUENCE_NUMBER = 46
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # RecordBatch v2 header fields (kafka-storage-format.md)
 _OFF_CRC, _OFF_ATTRIBUTES, _OFF_PRODUCER = 17, 21, 43
@@ -217,10 +220,10 @@ class RemoteProducer:
                 if not 0 <= p < st.nparts:
                     raise UnknownTopicOrPartitionError(f"partition {p} of {topic!r} does not exist")
                 self._send_window(st, p)          # records sent earlier go first
-                for batch in _native.build_batches(vals, ks, tss, hs, self._codec, self._batch_size):
-                    count = self._stamp(topic, p, batch)
-                    base = self._deliver(topic, p, [batch], count)
-                    out.append((p, base, count))
+                built = [(b, self._stamp(topic, p, b))
+                         for b in _native.build_batches(vals, ks, tss, hs, self._codec, self._batch_size)]
+                bases = self._deliver_many(topic, p, built)
+                out.extend((p, base, count) for base, (_, count) in zip(bases, built))
             return out
 
     def _stamp(self, topic: str, p: int, batch: bytearray) -> int:
@@ -250,9 +253,9 @@ class RemoteProducer:
             start = 0
             for h in headers:
                 fut.starts.append(start)
-                fut.bases.append(self._deliver(st.topic, p, [memoryview(data)[h.position:h.position + h.size]],
-                                               h.records_count))
                 start += h.records_count
+            fut.bases.extend(self._deliver_many(st.topic, p, [
+                (memoryview(data)[h.position:h.position + h.size], h.records_count) for h in headers]))
         except BaseException as e:  # the futures carry it, as Kafka's do
             fut.error = e
         fut.event.set()
@@ -279,6 +282,67 @@ class RemoteProducer:
                                   f"{attempt} attempt(s) within delivery.timeout.ms: {err}") from err
             time.sleep(self._backoff_s)
             self._client._leaders.pop((topic, p), None)   # NOT_LEADER / moved: ask metadata again
+
+    def _deliver_many(self, topic: str, p: int, batches: list) -> list[int]:
+        """Deliver [(batch, record_count)] of one partition in order, up to
+        ``max.in.flight.requests.per.connection`` Produce requests in flight on the leader's
+        connection (one batch per request); their base offsets (-1: an earlier attempt
+        landed).  A retriable error or a lost connection at batch i: the answers of the
+        requests after it are read and dropped, and batches i.. are sent again in order after
+        ``retry.backoff.ms`` (their bytes and sequence numbers unchanged, so the broker keeps
+        the order and drops what it already has, as Kafka's producer does)."""
+        in_flight = int(self._cfg["max.in.flight.requests.per.connection"])
+        if in_flight <= 1 or len(batches) <= 1 or str(self._acks) == "0":
+            return [self._deliver(topic, p, [b], c) for b, c in batches]
+        timeout_ms = int(self._cfg["request.timeout.ms"])
+        deadline = time.monotonic() + self._delivery_s
+        bases: list[int] = []
+        attempt = 0
+        while len(bases) < len(batches):
+            i = len(bases)
+            window = batches[i:i + in_flight]
+            sent: list = []
+            err: BaseException | None = None
+            send_err: BaseException | None = None
+            try:
+                for b, _ in window:
+                    sent.append(self._client.produce_send(topic, p, [b], timeout_ms=timeout_ms))
+            except (KafkaApiError, KafkaConnectionError) as e:
+                send_err = e                     # the ones sent are still read below
+            fatal: BaseException | None = None
+            for k, handle in enumerate(sent):
+                try:
+                    base = self._client.produce_receive(handle)
+                except KafkaApiError as e:
+                    if e.code == DUPLICATE_SEQUENCE_NUMBER:
+                        base = -1                # an earlier attempt landed: not written twice
+                    elif e.retriable or e.code == OUT_OF_ORDER_SEQUENCE_NUMBER and err is not None:
+                        err = err or e           # OUT_OF_ORDER after a failed batch: resent below
+                        continue
+                    else:
+                        fatal = fatal or e
+                        continue
+                except KafkaConnectionError as e:
+                    err = err or e
+                    break                        # the connection is gone: the rest are unanswered
+                if err is None and fatal is None:
+                    bases.append(base)
+            if isinstance(send_err, KafkaApiError) and not send_err.retriable:
+                fatal = fatal or send_err
+            if fatal is not None:
+                raise fatal
+            err = err or send_err
+            if err is None:
+                attempt = 0
+                continue
+            attempt += 1
+            if attempt > self._retries or time.monotonic() + self._backoff_s > deadline:
+                raise EngineError(f"delivery of {sum(c for _, c in batches[len(bases):])} record(s) to "
+                                  f"{topic}-{p} failed after {attempt} attempt(s) within "
+                                  f"delivery.timeout.ms: {err}") from err
+            time.sleep(self._backoff_s)
+            self._client._leaders.pop((topic, p), None)   # NOT_LEADER / moved: ask metadata again
+        return bases
 
     def _sender_loop(self) -> None:
         period = max(min(self._linger_s, 0.05) / 2, 0.001)
@@ -354,10 +418,10 @@ def _group(st: _TopicState, values, keys, headers, timestamps, partitions) -> li
     if partitions is None:
         if keys is None or st.nparts == 1:
             return [(st.sticky, values, keys, headers, timestamps)]
-        key_list = keys.to_pylist() if hasattr(keys, "to_pylist") else list(keys)
-        parts = np.fromiter((st.sticky if k is None else _native.default_partition(
-            k.encode() if isinstance(k, str) else k, st.nparts) for k in key_list),
-            dtype=np.int64, count=len(key_list))
+        # murmur2 per key in the native core, straight from an Arrow array's buffers
+        parts = np.frombuffer(_native.partition_keys(
+            keys if hasattr(keys, "buffers") or hasattr(keys, "combine_chunks") else list(keys),
+            st.nparts, st.sticky), dtype=np.int32).astype(np.int64)
     else:
         parts = (partitions.to_numpy(zero_copy_only=False) if hasattr(partitions, "to_numpy")
                  else np.asarray(partitions)).astype(np.int64)

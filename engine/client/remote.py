@@ -106,10 +106,16 @@ class RemoteEngine:
         if cfg["acks"] not in ("0", "1", "-1", "all"):
             raise InvalidConfigError(f"acks must be 0, 1, -1 or all, got {cfg['acks']!r}")
         all_acks = cfg["acks"] in ("-1", "all")
-        if cfg["enable.idempotence"] is None:          # Kafka 3+: on unless acks say otherwise
-            cfg["enable.idempotence"] = all_acks
+        in_flight = int(cfg["max.in.flight.requests.per.connection"])
+        if in_flight < 1:
+            raise InvalidConfigError("max.in.flight.requests.per.connection must be >= 1")
+        if cfg["enable.idempotence"] is None:          # Kafka 3+: on unless other settings conflict
+            cfg["enable.idempotence"] = all_acks and in_flight <= 5
         elif cfg["enable.idempotence"] and not all_acks:
             raise InvalidConfigError("enable.idempotence=true needs acks=all (as Kafka's producer)")
+        elif cfg["enable.idempotence"] and in_flight > 5:
+            raise InvalidConfigError("max.in.flight.requests.per.connection must be at most 5 "
+                                     "when using the idempotent producer (as Kafka's producer)")
         if cfg["batch.size"] < 1:
             raise InvalidConfigError("batch.size must be >= 1")
         return RemoteProducer(self._new_client(cfg), cfg)

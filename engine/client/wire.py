@@ -123,6 +123,12 @@ class _Connection:
 
     def request(self, api_key: int, version: int, body_parts: list, expect_response: bool = True):
         """Send one request; return a Reader over the response body (after the header)."""
+        corr = self.send(api_key, version, body_parts)
+        return self.receive(api_key, version, corr) if expect_response else None
+
+    def send(self, api_key: int, version: int, body_parts: list) -> int:
+        """Send one request without waiting (requests may be pipelined: Kafka answers the
+        requests of one connection in order); its correlation id."""
         self.corr = (self.corr + 1) & 0x7FFFFFFF
         flex = version >= FLEXIBLE_FROM[api_key]
         head = struct.pack(">hhih", api_key, version, self.corr, len(self.client_id)) + self.client_id
@@ -131,17 +137,24 @@ class _Connection:
         size = len(head) + sum(len(p) for p in body_parts)
         try:
             self._send_all([struct.pack(">i", size), head, *body_parts])
-            if not expect_response:
-                return None
+        except OSError as e:
+            self.close()
+            raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
+        return self.corr
+
+    def receive(self, api_key: int, version: int, corr: int):
+        """The next response, which must answer request `corr`: a Reader over its body."""
+        try:
             frame = self._recv_frame()
         except (OSError, EOFError) as e:
             self.close()
             raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
         r = Reader(frame)
+        flex = version >= FLEXIBLE_FROM[api_key]
         try:
-            corr = r.int32()
-            if corr != self.corr:
-                raise InvalidRequestError(f"response to request {corr}, expected {self.corr}")
+            got = r.int32()
+            if got != corr:
+                raise InvalidRequestError(f"response to request {got}, expected {corr}")
             if flex and api_key != ApiKey.API_VERSIONS:  # ApiVersions responses keep header v0
                 r.tagged_fields()
         except InvalidRequestError as e:
@@ -201,6 +214,7 @@ class WireClient:
         self._brokers: dict[int, tuple[str, int]] = {}
         self._leaders: dict[tuple[str, int], int] = {}
         self._counts: dict[str, int] = {}
+        self._fetch_sessions: dict[int, object] = {}     # node -> FetchSession
         self.versions: dict[int, int] = {}
         self._boot = self._connect_bootstrap()
 
@@ -390,34 +404,68 @@ class WireClient:
         return out[(topic, partition)]
 
     def fetch_many(self, node: int, offsets: dict[tuple[str, int], int], *, max_wait_ms: int = 500,
-                   min_bytes: int = 1, max_bytes: int = 52428800,
-                   partition_max_bytes: int = 1048576) -> dict[tuple[str, int], FetchResult]:
+                   min_bytes: int = 1, max_bytes: int = 52428800, partition_max_bytes: int = 1048576,
+                   session: bool = False) -> dict[tuple[str, int], FetchResult]:
         """One Fetch to broker `node` for several partitions ({(topic, partition): offset});
         {(topic, partition): FetchResult} (records are views into the one response frame).
         Partition error codes are in the results; a top-level error, a lost connection
-        or an unparseable answer raise (no retry here: the caller owns the policy)."""
+        or an unparseable answer raise (no retry here: the caller owns the policy).
+
+        With `session`, the Fetch runs in this client's fetch session with `node`
+        (engine/client/fetch_session.py, KIP-227): once the broker has opened one, only
+        changed partitions are sent and partitions without news are absent from the result."""
         v = self._version(ApiKey.FETCH)
+        fs = self.fetch_session(node) if session and v >= 7 else None
+        wanted = {tp: (off, partition_max_bytes) for tp, off in offsets.items()}
+        if fs is not None:
+            sid, epoch, to_send, forgotten = fs.build(wanted)
+        else:
+            sid, epoch, to_send, forgotten = 0, -1, wanted, []
         topics: dict[str, list] = {}
-        for (t, p), off in offsets.items():
+        for (t, p), (off, pmax) in to_send.items():
             topics.setdefault(t, []).append({
                 "partition": p, "current_leader_epoch": -1, "fetch_offset": off,
-                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": partition_max_bytes})
+                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": pmax})
+        gone: dict[str, list] = {}
+        for t, p in forgotten:
+            gone.setdefault(t, []).append(p)
         body = {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "isolation_level": 0, "session_id": sid, "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()],
+                "rack_id": ""}
         conn = self._conn_for(node)
-        r = conn.request(ApiKey.FETCH, v, [_encode_request(ApiKey.FETCH, v, body)])
         try:
-            found = self._parse_fetch(r, v)
+            r = conn.request(ApiKey.FETCH, v, [_encode_request(ApiKey.FETCH, v, body)])
+        except BaseException:
+            if fs is not None:
+                fs.reset()
+            raise
+        try:
+            err, got_sid, found = self._parse_fetch(r, v)
         except InvalidRequestError as e:
             conn.close()
+            if fs is not None:
+                fs.reset()
             raise KafkaConnectionError(f"{conn.address}: unparseable Fetch v{v} response: {e}") from None
-        missing = [tp for tp in offsets if tp not in found]
-        if missing:
-            t, p = missing[0]
-            raise UnknownTopicOrPartitionError(f"the fetch response from {conn.address} has no data for {t}-{p}")
+        if fs is not None:
+            fs.handle_response(err, got_sid)
+        if err:
+            raise api_error(err, f"fetch from {conn.address}")
+        if fs is None or sid == 0:
+            missing = [tp for tp in offsets if tp not in found]
+            if missing:
+                t, p = missing[0]
+                raise UnknownTopicOrPartitionError(f"the fetch response from {conn.address} has no data for {t}-{p}")
         return found
+
+    def fetch_session(self, node: int):
+        """The fetch session (engine/client/fetch_session.FetchSession) with broker `node`."""
+        fs = self._fetch_sessions.get(node)
+        if fs is None:
+            from .fetch_session import FetchSession
+            fs = self._fetch_sessions[node] = FetchSession()
+        return fs
 
     def node_address(self, node: int | None) -> str:
         """host:port of broker `node` (the bootstrap connection's for None or an unknown node)."""
@@ -432,15 +480,17 @@ class WireClient:
         return self._retrying("metadata", lambda: self._leader(topic, partition))
 
     @staticmethod
-    def _parse_fetch(r: Reader, v: int) -> dict:
-        """FetchResponse v4-12 by hand: the records fields stay views of the frame."""
+    def _parse_fetch(r: Reader, v: int) -> tuple[int, int, dict]:
+        """FetchResponse v4-12 by hand: (error_code, session_id, {(topic, partition):
+        FetchResult}); the records fields stay views of the frame."""
         flex = v >= 12
         r.int32()  # throttle_time_ms
+        err = sid = 0
         if v >= 7:
             err = r.int16()
-            r.int32()  # session_id
+            sid = r.int32()
             if err:
-                raise api_error(err, "fetch")
+                return err, sid, {}
         found = {}
         for _ in range(r.array_length(flex)):
             name = r.string_f(flex)
@@ -466,7 +516,7 @@ class WireClient:
                 r.tagged_fields()
         if flex:
             r.tagged_fields()
-        return found
+        return 0, sid, found
 
     # -- InitProducerId -------------------------------------------------------------------
     def init_producer_id(self, transaction_timeout_ms: int = 60000) -> tuple[int, int]:
@@ -491,34 +541,50 @@ class WireClient:
         batches = [b for b in batches if len(b)]
         if not batches:
             return -1
-        size = sum(len(b) for b in batches)
 
         def once():
-            node = self._leader(topic, partition)
-            v = self._version(ApiKey.PRODUCE)
-            flex = v >= 9
-            w = Writer()
-            w.string(None, flex)  # transactional_id
-            w.int16(acks).int32(timeout_ms)
-            w.array_length(1, flex)
-            w.string(topic, flex)
-            w.array_length(1, flex)
-            w.int32(partition)
-            w.bytes_length(size, flex)
-            tail = Writer()
-            if flex:
-                tail.tagged_fields().tagged_fields().tagged_fields()
-            parts = [w.buf, *batches, tail.buf]
-            if acks == 0:
-                self._conn_for(node).request(ApiKey.PRODUCE, v, parts, expect_response=False)
-                return -1
-            resp = self._call(node, ApiKey.PRODUCE, parts, v)
-            for t in resp["responses"]:
-                for p in t["partition_responses"]:
-                    if p["error_code"]:
-                        msg = p.get("error_message") or ""
-                        raise api_error(p["error_code"], f"produce to {topic}-{partition}"
-                                          + (f" ({msg})" if msg else ""))
-                    return p["base_offset"]
-            raise KafkaConnectionError(f"the produce response has no result for {topic}-{partition}")
+            sent = self.produce_send(topic, partition, batches, acks=acks, timeout_ms=timeout_ms)
+            return -1 if acks == 0 else self.produce_receive(sent)
         return self._retrying("produce", once)
+
+    def produce_send(self, topic: str, partition: int, batches, *, acks: int = -1,
+                     timeout_ms: int = 30_000) -> tuple:
+        """Send one Produce request of record batches for one partition to its leader without
+        waiting for the answer; a handle for :meth:`produce_receive` (several may be in
+        flight on one connection: Kafka answers them in order)."""
+        node = self._leader(topic, partition)
+        v = self._version(ApiKey.PRODUCE)
+        flex = v >= 9
+        w = Writer()
+        w.string(None, flex)  # transactional_id
+        w.int16(acks).int32(timeout_ms)
+        w.array_length(1, flex)
+        w.string(topic, flex)
+        w.array_length(1, flex)
+        w.int32(partition)
+        w.bytes_length(sum(len(b) for b in batches), flex)
+        tail = Writer()
+        if flex:
+            tail.tagged_fields().tagged_fields().tagged_fields()
+        conn = self._conn_for(node)
+        corr = conn.send(ApiKey.PRODUCE, v, [w.buf, *batches, tail.buf])
+        return conn, v, corr, topic, partition
+
+    def produce_receive(self, sent: tuple) -> int:
+        """The base offset the broker gave the request `sent` (from produce_send); a partition
+        error raises ``api_error``, a lost connection ``KafkaConnectionError``."""
+        conn, v, corr, topic, partition = sent
+        r = conn.receive(ApiKey.PRODUCE, v, corr)
+        try:
+            resp = read_struct(_entity(ApiKey.PRODUCE, v, True), r)
+        except InvalidRequestError as e:
+            conn.close()
+            raise KafkaConnectionError(f"unparseable Produce v{v} response from {conn.address}: {e}") from None
+        for t in resp["responses"]:
+            for p in t["partition_responses"]:
+                if p["error_code"]:
+                    msg = p.get("error_message") or ""
+                    raise api_error(p["error_code"], f"produce to {topic}-{partition}"
+                                    + (f" ({msg})" if msg else ""))
+                return p["base_offset"]
+        raise KafkaConnectionError(f"the produce response has no result for {topic}-{partition}")

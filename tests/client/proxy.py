@@ -9,7 +9,7 @@ for an API key, breaks the next response(s) to that API in one of these ways:
 * ``corrupt``  -- flip one byte near the end of the frame (inside the last record batch)
 * ``drop``     -- let the broker do the work, then close before the client sees the answer
 
-``arm(api_key, mode, times)``; ``fired`` counts the responses broken so far.  The broker
+``arm(api_key, mode, times, after)`` (``after`` responses to that API pass first); ``fired`` counts the responses broken so far.  The broker
 must advertise the proxy's address (``--advertised``) so every client connection goes
 through it.
 """
@@ -55,9 +55,9 @@ class MisbehavingProxy:
         self.socks: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def arm(self, api_key: int, mode: str, times: int = 1) -> None:
+    def arm(self, api_key: int, mode: str, times: int = 1, after: int = 0) -> None:
         with self.lock:
-            self.plan[api_key] = [mode, times]
+            self.plan[api_key] = [mode, times, after]
 
     def disarm(self) -> None:
         with self.lock:
@@ -67,6 +67,9 @@ class MisbehavingProxy:
         with self.lock:
             step = self.plan.get(api_key)
             if not step or step[1] == 0:
+                return None
+            if step[2] > 0:
+                step[2] -= 1
                 return None
             step[1] -= 1
             self.fired += 1

@@ -1,0 +1,105 @@
+"""Pipelined produce (max.in.flight.requests.per.connection): several Produce requests in
+flight on one connection, answers matched by correlation id, and -- with idempotence -- no
+duplicate and no reordering when an answer is lost in the middle of the pipeline (the
+batches from the lost one on are sent again in order; the broker drops what it has)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import engine
+from engine.client.wire import WireClient
+from engine.errors import InvalidConfigError
+from tests.serving import ServeProcess, free_port
+
+from .proxy import MisbehavingProxy
+
+PRODUCE = 0
+
+
+@pytest.fixture
+def proxied(tmp_path):
+    proxy_port = free_port()
+    srv = ServeProcess(tmp_path, "--advertised", f"127.0.0.1:{proxy_port}").start()
+    proxy = MisbehavingProxy(srv.port, proxy_port)
+    yield srv, proxy
+    proxy.close()
+    srv.stop()
+
+
+def _values(tag: bytes, n: int) -> pa.Array:
+    return pa.array([tag + b"-%05d" % i + b"x" * 200 for i in range(n)], pa.binary())
+
+
+def test_several_produce_requests_in_flight_are_answered_in_order(cluster, topic_name):
+    with engine.connect(cluster) as eng:
+        eng.create_topic(topic_name, 1)
+        with WireClient(cluster) as w:
+            pid, epoch = w.init_producer_id()
+            from engine.client.arrow_producer import stamp_batch
+            batches = list(engine._native.build_batches(_values(b"w", 500), None, None, None, 0, 16384))
+            seq = 0
+            for b in batches:
+                seq += stamp_batch(b, pid, epoch, seq)
+            assert len(batches) >= 5
+            sent = [w.produce_send(topic_name, 0, [b]) for b in batches[:5]]   # all before any answer
+            assert len({s[0] for s in sent}) == 1                                # one connection
+            assert [s[2] for s in sent] == list(range(sent[0][2], sent[0][2] + 5))
+            bases = [w.produce_receive(s) for s in sent]
+        counts = [engine._native.list_batches(b)[0][0].records_count for b in batches[:5]]
+        assert bases == [sum(counts[:i]) for i in range(5)]
+
+
+def test_send_batch_pipelines_and_keeps_order(cluster, topic_name):
+    with engine.connect(cluster) as eng:
+        eng.create_topic(topic_name, 1)
+        with eng.producer(**{"batch.size": 4096, "max.in.flight.requests.per.connection": 5}) as p:
+            res = p.send_batch(topic_name, values=_values(b"a", 2000), partitions=0)
+        assert len(res) > 10
+        assert [r[1] for r in res] == [sum(r[2] for r in res[:i]) for i in range(len(res))]
+        t = eng.read_arrow(topic_name, 0)
+        assert t.column("value").to_pylist() == _values(b"a", 2000).to_pylist()
+
+
+@pytest.mark.parametrize("mode,after", [("drop", 2), ("close", 3), ("garbage", 1)])
+def test_a_lost_answer_mid_pipeline_leaves_no_duplicate_and_no_gap(proxied, mode, after):
+    srv, proxy = proxied
+    with engine.connect(proxy.address) as eng:
+        eng.create_topic("t", 1)
+        with eng.producer(**{"batch.size": 4096, "request.timeout.ms": 5000, "retry.backoff.ms": 50}) as p:
+            p.send_batch("t", values=_values(b"a", 10), partitions=0)
+            proxy.arm(PRODUCE, mode, times=1, after=after)   # a response in the middle of a window
+            res = p.send_batch("t", values=_values(b"b", 1000), partitions=0)
+            p.send_batch("t", values=_values(b"c", 10), partitions=0)
+        assert proxy.fired == 1
+        assert len(res) > after + 2
+        vals = eng.read_arrow("t", 0).column("value").to_pylist()
+    want = _values(b"a", 10).to_pylist() + _values(b"b", 1000).to_pylist() + _values(b"c", 10).to_pylist()
+    assert len(vals) == len(want)
+    assert vals == want
+
+
+def test_futures_path_pipelines_a_window_of_many_batches(proxied):
+    srv, proxy = proxied
+    with engine.connect(proxy.address) as eng:
+        eng.create_topic("f", 1)
+        with eng.producer(**{"batch.size": 2048, "linger.ms": 60000, "request.timeout.ms": 5000}) as p:
+            fs = [p.send("f", b"f-%05d" % i + b"y" * 100, partition=0) for i in range(400)]
+            proxy.arm(PRODUCE, "drop", times=1, after=2)
+            p.flush()
+            offs = [f.result(10).offset for f in fs]
+        assert proxy.fired == 1
+        vals = eng.read_arrow("f", 0).column("value").to_pylist()
+    assert vals == [b"f-%05d" % i + b"y" * 100 for i in range(400)]
+    assert offs == list(range(400))
+
+
+def test_in_flight_settings_as_kafka(ours):
+    with engine.connect(ours.bootstrap) as eng:
+        with pytest.raises(InvalidConfigError, match="at most 5"):
+            eng.producer(**{"enable.idempotence": True, "max.in.flight.requests.per.connection": 6})
+        with pytest.raises(InvalidConfigError):
+            eng.producer(**{"max.in.flight.requests.per.connection": 0})
+        with eng.producer(**{"max.in.flight.requests.per.connection": 6}) as p:   # idempotence off
+            assert p.producer_id == (-1, -1)
