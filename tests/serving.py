@@ -10,16 +10,23 @@
 The broker's output goes to ``<dir>/broker.log`` (a file, never a pipe nobody reads, so a
 chatty broker cannot block on a full pipe); ``start()`` waits for its "serving ... on" line.
 Every listener is on 127.0.0.1.
+
+Also the reference broker: :func:`find_kafka` (``KAFKA_HOME`` or ``<repo>/../shared/kafka``,
+with the reason when absent, for a skip message) and :class:`KafkaProcess` (Apache Kafka 4.0
+started with the shared ``run-kafka.sh`` in its own process group, stopped by that group —
+never kafka-server-stop.sh, which stops every Kafka on the machine).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,3 +101,84 @@ class ServeProcess:
     def log_text(self) -> str:
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
+
+
+def served(tmp_path_factory, name: str, *args: str):
+    """A pytest fixture body: a ServeProcess with `args` (group.initial.rebalance.delay.ms=0
+    added), stopped at the end; fails the fixture if the broker logged a traceback."""
+    srv = ServeProcess(tmp_path_factory.mktemp(name), "--config", "group.initial.rebalance.delay.ms=0",
+                       *args).start()
+    yield srv
+    _code, log = srv.stop()
+    assert "Traceback" not in log, f"the broker logged a traceback:\n{log[-4000:]}"
+
+
+# -- the reference broker: Apache Kafka 4.0 -----------------------------------------------------
+def find_kafka() -> tuple[str | None, str]:
+    """(the kafka_2.13-4.0.0 directory, '') or (None, why not)."""
+    candidates = []
+    if os.environ.get("KAFKA_HOME"):       # the distribution, or the folder holding it
+        candidates += [os.environ["KAFKA_HOME"],
+                       os.path.join(os.environ["KAFKA_HOME"], "kafka_2.13-4.0.0")]
+    candidates.append(os.path.join(ROOT, "..", "shared", "kafka", "kafka_2.13-4.0.0"))
+    for home in candidates:
+        if os.path.isfile(os.path.join(home, "bin", "kafka-server-start.sh")):
+            if shutil.which("java") is None:
+                return None, "java is not on the PATH (Kafka 4.0 needs Java 17+)"
+            return os.path.abspath(home), ""
+    return None, ("Apache Kafka 4.0 not found: set KAFKA_HOME to a kafka_2.13-4.0.0 directory "
+                  "(or put it at <repo>/../shared/kafka)")
+
+
+def kafka_home() -> str | None:
+    return find_kafka()[0]
+
+
+class KafkaProcess:
+    """Apache Kafka 4.0 (single-node KRaft on 127.0.0.1, a fresh data directory) via the shared
+    run-kafka.sh; ``start()`` returns once it answers Metadata."""
+
+    def __init__(self, home: str, directory: str | None = None, *settings: str):
+        self.script = os.path.join(os.path.dirname(os.path.abspath(home)), "run-kafka.sh")
+        if not os.path.exists(self.script):
+            raise FileNotFoundError(f"no run-kafka.sh next to {home}")
+        self.dir = directory or tempfile.mkdtemp(prefix="kafka-")
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.settings = list(settings)        # KEY=VALUE appended to run-kafka.sh's config
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120.0) -> "KafkaProcess":
+        cport = free_port()
+        while cport == self.port:
+            cport = free_port()
+        log = open(os.path.join(self.dir, "kafka.out"), "ab")
+        env = dict(os.environ, KAFKA_HEAP_OPTS=os.environ.get("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m"))
+        self.proc = subprocess.Popen([self.script, os.path.join(self.dir, "kafka"), str(self.port),
+                                      str(cport), *self.settings],
+                                     stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        log.close()
+        from engine.client.wire import WireClient
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                with WireClient(self.bootstrap, request_timeout_ms=5000) as c:
+                    c.metadata(None)
+                    return self
+            except Exception:
+                time.sleep(0.3)
+        self.stop()
+        with open(os.path.join(self.dir, "kafka.out"), "rb") as f:
+            tail = f.read()[-3000:].decode("utf-8", "replace")
+        raise RuntimeError(f"Kafka did not start in {timeout}s:\n{tail}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)

@@ -13,18 +13,14 @@ import uuid
 
 import pytest
 
-from tests.serving import ServeProcess
+from tests.serving import served
 
 _seq = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    srv = ServeProcess(tmp_path_factory.mktemp("conformance"),
-                       "--config", "group.initial.rebalance.delay.ms=0").start()
-    yield srv
-    code, log = srv.stop()
-    assert "Traceback" not in log, f"the broker logged a traceback:\n{log[-4000:]}"
+    yield from served(tmp_path_factory, "conformance")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.serving import ServeProcess
+from tests.serving import served as serve_broker
 
 _JVM_ENV = {"KAFKA_HEAP_OPTS": "-Xmx256m",
             "KAFKA_JVM_PERFORMANCE_OPTS": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto",
@@ -25,11 +25,7 @@ _JVM_ENV = {"KAFKA_HEAP_OPTS": "-Xmx256m",
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    srv = ServeProcess(tmp_path_factory.mktemp("tools"),
-                       "--config", "group.initial.rebalance.delay.ms=0").start()
-    yield srv
-    code, log = srv.stop()
-    assert "Traceback" not in log, f"our broker logged a traceback:\n{log[-4000:]}"
+    yield from serve_broker(tmp_path_factory, "tools")
 
 
 class Tools:

@@ -10,9 +10,10 @@ import os
 import shutil
 import struct
 import subprocess
-from pathlib import Path
 
 import pytest
+
+from tests.serving import kafka_home
 
 from engine.protocol import messages as m
 from engine.records import build_batch
@@ -256,24 +257,14 @@ def test_malformed_bodies_close(abroker, key, body):
 
 
 # -- Kafka's own tools ---------------------------------------------------------------------------
-def _kafka_home() -> Path | None:
-    env = os.environ.get("KAFKA_HOME")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "kafka" / "kafka_2.13-4.0.0")
-    for c in candidates:
-        if (c / "bin" / "kafka-topics.sh").exists():
-            return c
-    return None
-
-
 @pytest.fixture(scope="module")
 def kafka_tool():
-    home = _kafka_home()
+    home = kafka_home()
     if home is None or shutil.which("java") is None:
         pytest.skip("Apache Kafka's tools not found (set KAFKA_HOME, or <repo>/../shared/kafka) or no java")
 
     def run(tool, *args):
-        p = subprocess.run([str(home / "bin" / tool), *args], capture_output=True, text=True, timeout=120)
+        p = subprocess.run([os.path.join(home, "bin", tool), *args], capture_output=True, text=True, timeout=120)
         return p.returncode, p.stdout, p.stderr
     return run
 

@@ -12,7 +12,7 @@ import pytest
 
 from engine.protocol.primitives import Reader, Writer
 
-from tests.serving import ServeProcess
+from tests.serving import ServeProcess, kafka_home
 
 from .conftest import connect, recv_frame, request_frame
 
@@ -83,13 +83,6 @@ def test_describe_producers_of_a_real_idempotent_producer(broker):
     assert res[("nope", 0)][0] == 3
 
 
-def _kafka_home():
-    for c in (os.environ.get("KAFKA_HOME"), os.path.join(ROOT_DIR, "..", "shared", "kafka", "kafka_2.13-4.0.0")):
-        if c and os.path.exists(os.path.join(c, "bin", "kafka-transactions.sh")):
-            return c
-    return None
-
-
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -103,7 +96,7 @@ def test_state_after_kill9_and_kafka_transactions_tool(tmp_path):
         srv.start()
         after = describe_producers(srv.port, {"kt": [0]})[("kt", 0)]
         assert after == before                            # rebuilt from the log after kill -9
-        home = _kafka_home()
+        home = kafka_home()
         if home is None:
             pytest.skip("Kafka not found (set KAFKA_HOME to a Kafka 4.0 install)")
         out = subprocess.run(

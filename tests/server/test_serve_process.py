@@ -21,6 +21,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from tests.serving import kafka_home
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -139,18 +141,10 @@ def test_unknown_key_in_properties_is_a_clear_error(tmp_path):
         srv.start()
 
 
-def _kafka_home():
-    home = os.environ.get("KAFKA_HOME")
-    if home and os.path.isdir(home):
-        return home
-    shared = os.path.join(ROOT, "..", "shared", "kafka", "kafka_2.13-4.0.0")
-    return shared if os.path.isdir(shared) else None
-
-
 def test_kafkas_own_server_properties_starts_the_broker_with_only_warnings(tmp_path):
     """Apache Kafka 4.0's sample config/server.properties, unchanged: keys this project does not
     implement are accepted with one warning naming them; the broker serves."""
-    home = _kafka_home()
+    home = kafka_home()
     if home is None:
         pytest.skip("Apache Kafka 4.0 not found (set KAFKA_HOME or provide ../shared/kafka)")
     from tests.serving import ServeProcess as Serve

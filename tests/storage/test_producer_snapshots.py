@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from tests.serving import kafka_home
+
 from engine.config import EngineConfig
 from engine.records import build_batch
 from engine.storage import loader, producer_state as ps
@@ -56,15 +58,8 @@ def test_snapshot_round_trip_and_layout(tmp_path):
             ps.decode_snapshot(bad)
 
 
-def _kafka_home():
-    for c in (os.environ.get("KAFKA_HOME"), os.path.join(ROOT, "..", "shared", "kafka", "kafka_2.13-4.0.0")):
-        if c and os.path.exists(os.path.join(c, "bin", "kafka-dump-log.sh")):
-            return c
-    return None
-
-
 def test_kafka_dump_log_decodes_our_snapshot(tmp_path):
-    home = _kafka_home()
+    home = kafka_home()
     if home is None:
         pytest.skip("Kafka not found (set KAFKA_HOME to a Kafka 4.0 install)")
     with manager(str(tmp_path / "d")) as m:
