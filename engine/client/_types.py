@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+def as_topic_partition(item: Any) -> TopicPartition:
+    """A TopicPartition from one, or from a ``(topic, partition)`` pair."""
+    if isinstance(item, TopicPartition):
+        return item
+    topic, partition = item
+    return TopicPartition(str(topic), int(partition))
 
 
 class RecordMetadata(NamedTuple):

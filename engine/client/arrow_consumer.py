@@ -38,17 +38,11 @@ from ..errors import (
     OffsetOutOfRangeError,
 )
 from ._types import OffsetAndTimestamp, TopicPartition
+from ._types import as_topic_partition as _tp
 from .arrow_fetcher import Fetchers
 from .wire import EARLIEST, LATEST, WireClient
 
 __all__ = ["RemoteConsumer"]
-
-
-def _tp(item: Any) -> TopicPartition:
-    if isinstance(item, TopicPartition):
-        return item
-    t, p = item
-    return TopicPartition(str(t), int(p))
 
 
 class RemoteConsumer:

@@ -39,6 +39,7 @@ from typing import Any
 from .. import _native
 from ..errors import ClosedError, EngineError, KafkaApiError, UnknownTopicOrPartitionError
 from ._types import RecordMetadata
+from .partitioning import key_partitions, split
 from .wire import KafkaConnectionError, WireClient
 
 __all__ = ["RecordFuture", "RemoteProducer"]
@@ -418,22 +419,8 @@ def _group(st: _TopicState, values, keys, headers, timestamps, partitions) -> li
     if partitions is None:
         if keys is None or st.nparts == 1:
             return [(st.sticky, values, keys, headers, timestamps)]
-        # murmur2 per key in the native core, straight from an Arrow array's buffers
-        parts = np.frombuffer(_native.partition_keys(
-            keys if hasattr(keys, "buffers") or hasattr(keys, "combine_chunks") else list(keys),
-            st.nparts, st.sticky), dtype=np.int32).astype(np.int64)
+        parts = key_partitions(keys, st.nparts, st.sticky)   # murmur2 per key, natively
     else:
         parts = (partitions.to_numpy(zero_copy_only=False) if hasattr(partitions, "to_numpy")
                  else np.asarray(partitions)).astype(np.int64)
-    out = []
-    for p in np.unique(parts):
-        idx = np.nonzero(parts == p)[0]
-
-        def pick(col):
-            if col is None:
-                return None
-            if hasattr(col, "take"):
-                return col.take(idx)
-            return [col[i] for i in idx]
-        out.append((int(p), pick(values), pick(keys), pick(headers), pick(timestamps)))
-    return out
+    return split(parts, values, keys, headers, timestamps)

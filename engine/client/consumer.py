@@ -30,6 +30,7 @@ from ..errors import (
     OffsetOutOfRangeError,
 )
 from ._types import ConsumerRecord, OffsetAndTimestamp, RawBatch, TopicPartition
+from ._types import as_topic_partition as _tp
 from .group import GroupMember, group_transport
 
 __all__ = ["Consumer"]
@@ -50,13 +51,6 @@ _SETTINGS = {
     "max_poll_interval_ms": 300000,
     "partition_assignment_strategy": "range,roundrobin",
 }
-
-
-def _tp(item: Any) -> TopicPartition:
-    if isinstance(item, TopicPartition):
-        return item
-    topic, partition = item
-    return TopicPartition(str(topic), int(partition))
 
 
 class Consumer:

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Sequence
 
 from .. import _native
 from ..errors import ClosedError, InvalidConfigError, UnknownTopicOrPartitionError
+from .partitioning import key_partitions, split
 
 __all__ = ["AppendResult", "Producer", "SendFuture"]
 
@@ -117,7 +118,7 @@ class Producer(_native.ProducerCore):
             target = acc.sticky if partition is None else partition
             groups = [(target, values, keys, timestamps, headers)]
         else:
-            groups = self._group_by_partition(acc, values, keys, timestamps, headers)
+            groups = split(key_partitions(keys, nparts, acc.sticky), values, keys, timestamps, headers)
         out: list[AppendResult] = []
         for p, vals, ks, tss, hs in groups:
             if not 0 <= p < nparts:
@@ -131,31 +132,6 @@ class Producer(_native.ProducerCore):
                     out.append(AppendResult(topic, p, info.first_offset, info.last_offset))
         self._engine.notify_appended()
         return out
-
-    @staticmethod
-    def _group_by_partition(acc: Any, values: Any, keys: Any, timestamps: Any,
-                            headers: Any) -> list[tuple]:
-        import numpy as np
-
-        key_list = keys.to_pylist() if hasattr(keys, "to_pylist") else list(keys)
-        n = acc.num_partitions
-        sticky = acc.sticky
-        parts = np.fromiter(
-            (sticky if k is None else _native.default_partition(k, n) for k in key_list),
-            dtype=np.int64, count=len(key_list))
-        groups = []
-        for p in np.unique(parts):
-            idx = np.nonzero(parts == p)[0]
-
-            def pick(col: Any) -> Any:
-                if col is None:
-                    return None
-                if hasattr(col, "take"):
-                    return col.take(idx)
-                return [col[i] for i in idx]
-
-            groups.append((int(p), pick(values), pick(keys), pick(timestamps), pick(headers)))
-        return groups
 
     # -- closing batches -----------------------------------------------------------
     def _append_window(self, acc: Any, partition: int) -> None:
