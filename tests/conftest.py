@@ -24,9 +24,10 @@ def eng(data_dir):
 
 @pytest.fixture(scope="session")
 def reference_kafka(tmp_path_factory):
-    """Apache Kafka 4.0 on 127.0.0.1 (tests/serving.py KafkaProcess), one for the whole session:
-    the differential tests and the remote-client tests share it.  Skipped, saying why, where
-    Kafka or java is absent (KAFKA_HOME, or <repo>/../shared/kafka)."""
+    """Apache Kafka 4.0 on 127.0.0.1 (tests/serving.py KafkaProcess), one for the whole session,
+    for tests that only look at their own topics and groups (the differential tests, which compare
+    whole-cluster listings, start their own).  Skipped, saying why, where Kafka or java is absent
+    (KAFKA_HOME, or <repo>/../shared/kafka)."""
     from tests.serving import KafkaProcess, find_kafka
     home, why_not = find_kafka()
     if home is None:

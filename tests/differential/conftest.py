@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.serving import find_kafka, served
+from tests.serving import KafkaProcess, find_kafka, served
 
 KAFKA_HOME, WHY_NOT = find_kafka()
 
@@ -27,8 +27,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def kafka(reference_kafka):
-    return reference_kafka
+def kafka(tmp_path_factory):
+    """A Kafka of its own (not the shared ``reference_kafka``): these tests compare whole-cluster
+    listings (all topics, all groups), so no other test may leave topics or groups in it."""
+    try:
+        k = KafkaProcess(KAFKA_HOME, str(tmp_path_factory.mktemp("kafka-diff"))).start()
+    except FileNotFoundError as e:
+        pytest.skip(f"{e} (shared/kafka/run-kafka.sh starts the reference broker)")
+    yield k
+    k.stop()
 
 
 @pytest.fixture(scope="session")
