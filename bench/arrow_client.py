@@ -43,6 +43,7 @@ sys.path.insert(0, ROOT)
 import pyarrow as pa  # noqa: E402
 
 import engine  # noqa: E402
+from bench.broker_clients import produce as confluent_produce  # noqa: E402  (the same loop)
 
 PARTS = 3
 CHUNK = 100_000
@@ -127,25 +128,6 @@ def arrow_produce(eng, topic: str, n: int, size: int, codec: str, acks: str) -> 
                          partitions=(sent // CHUNK) % PARTS)
             sent += k
         return time.perf_counter() - t0
-
-
-def confluent_produce(bootstrap: str, topic: str, n: int, size: int, codec: str, acks: str) -> float:
-    from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1 << 20,
-                  "compression.type": codec, "acks": acks, "queue.buffering.max.messages": 2_000_000,
-                  "queue.buffering.max.kbytes": 2 * 1024 * 1024})
-    values = _values(size)
-    t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, values[i & (_DISTINCT - 1)])
-                break
-            except BufferError:
-                p.poll(0.01)
-    if p.flush(300) != 0:
-        raise RuntimeError("records left undelivered")
-    return time.perf_counter() - t0
 
 
 def java_produce(home: str, bootstrap: str, topic: str, n: int, size: int, codec: str, acks: str) -> float | None:
