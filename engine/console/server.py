@@ -23,7 +23,9 @@ import secrets
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from ..server.metrics import http_server
 
 from . import pages
 from .sources import MAX_RECORDS
@@ -47,12 +49,7 @@ class ConsoleServer:
         self.token = secrets.token_urlsafe(16)
         self.samples: collections.deque = collections.deque(maxlen=90)
         self.sample_every = sample_every
-        handler = type("Handler", (_Handler,), {"console": self})
-        try:
-            self.httpd = ThreadingHTTPServer((host, port), handler)
-        except OSError as e:
-            raise OSError(e.errno, e.strerror, f"{host}:{port}") from e
-        self.httpd.daemon_threads = True
+        self.httpd = http_server(host, port, _Handler, console=self)
         self.host = host
         self.port = self.httpd.server_address[1]
         self._stop = threading.Event()

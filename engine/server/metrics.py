@@ -313,16 +313,22 @@ class _MetricsHandler(BaseHTTPRequestHandler):
         log.debug("metrics %s: " + fmt, self.client_address[0], *args)
 
 
+def http_server(host: str, port: int, handler: type, **attrs) -> ThreadingHTTPServer:
+    """A threading HTTP server on host:port (0: any free port) whose handler class gets `attrs`;
+    a bind error names the address (as the broker's does)."""
+    try:
+        httpd = ThreadingHTTPServer((host, port), type("Handler", (handler,), attrs))
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, f"{host}:{port}") from e
+    httpd.daemon_threads = True
+    return httpd
+
+
 class MetricsServer:
     """``GET /metrics`` on host:port (port 0: any free one) in a daemon thread."""
 
     def __init__(self, metrics: BrokerMetrics, host: str = "127.0.0.1", port: int = 0):
-        handler = type("Handler", (_MetricsHandler,), {"metrics": metrics})
-        try:
-            self.httpd = ThreadingHTTPServer((host, port), handler)
-        except OSError as e:
-            raise OSError(e.errno, e.strerror, f"{host}:{port}") from e
-        self.httpd.daemon_threads = True
+        self.httpd = http_server(host, port, _MetricsHandler, metrics=metrics)
         self.host = host
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-http", daemon=True)

@@ -11,7 +11,9 @@ import uuid
 
 import pytest
 
-from tests.serving import served
+from tests.serving import ServeProcess, free_port, served
+
+from .proxy import MisbehavingProxy
 
 _seq = itertools.count()
 
@@ -47,3 +49,15 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+@pytest.fixture
+def proxied(tmp_path):
+    """Our broker behind a MisbehavingProxy (the broker advertises the proxy's port, so every
+    connection a client makes goes through it): (ServeProcess, proxy)."""
+    proxy_port = free_port()
+    srv = ServeProcess(tmp_path, "--advertised", f"127.0.0.1:{proxy_port}").start()
+    proxy = MisbehavingProxy(srv.port, proxy_port)
+    yield srv, proxy
+    proxy.close()
+    srv.stop()

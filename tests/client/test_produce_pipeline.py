@@ -11,21 +11,9 @@ import pytest
 import engine
 from engine.client.wire import WireClient
 from engine.errors import InvalidConfigError
-from tests.serving import ServeProcess, free_port
 
-from .proxy import MisbehavingProxy
 
 PRODUCE = 0
-
-
-@pytest.fixture
-def proxied(tmp_path):
-    proxy_port = free_port()
-    srv = ServeProcess(tmp_path, "--advertised", f"127.0.0.1:{proxy_port}").start()
-    proxy = MisbehavingProxy(srv.port, proxy_port)
-    yield srv, proxy
-    proxy.close()
-    srv.stop()
 
 
 def _values(tag: bytes, n: int) -> pa.Array:

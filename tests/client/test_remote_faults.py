@@ -13,21 +13,9 @@ import pytest
 import engine
 from engine.client.wire import KafkaConnectionError
 from engine.errors import CorruptRecordError, EngineError
-from tests.serving import ServeProcess, free_port
 
-from .proxy import MisbehavingProxy
 
 FETCH, PRODUCE = 1, 0
-
-
-@pytest.fixture
-def proxied(tmp_path):
-    proxy_port = free_port()
-    srv = ServeProcess(tmp_path, "--advertised", f"127.0.0.1:{proxy_port}").start()
-    proxy = MisbehavingProxy(srv.port, proxy_port)
-    yield srv, proxy
-    proxy.close()
-    srv.stop()
 
 
 def _fill(bootstrap: str, topic: str, n: int = 300) -> None:

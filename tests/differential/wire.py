@@ -12,16 +12,7 @@ import struct
 
 from engine.protocol import messages as m
 from engine.protocol.primitives import Reader
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise EOFError(f"connection closed after {len(out)} of {n} bytes")
-        out += chunk
-    return bytes(out)
+from tests.server.conftest import recv_exact
 
 
 class Client:
@@ -49,8 +40,8 @@ class Client:
         header = struct.pack(">hhih", key, version, self.corr, len(self.client_id)) + self.client_id
         frame = header + (b"\x00" if flex else b"") + body
         self.sock.sendall(struct.pack(">i", len(frame)) + frame)
-        (n,) = struct.unpack(">i", _recv_exact(self.sock, 4))
-        resp = _recv_exact(self.sock, n)
+        (n,) = struct.unpack(">i", recv_exact(self.sock, 4))
+        resp = recv_exact(self.sock, n)
         assert struct.unpack_from(">i", resp)[0] == self.corr
         r = Reader(resp, 4)
         if flex and key != 18:           # ApiVersions answers keep the v0 header
