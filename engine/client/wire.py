@@ -105,6 +105,18 @@ class FetchResult:
     records: memoryview           # raw record batches (possibly a partial batch at the end)
 
 
+def _known_error(code: int) -> int:
+    """`code` if Kafka defines it; an error code no Kafka sends means the frame is not a
+    response (raised as unparseable, so the caller drops the connection)."""
+    from kio.schema.errors import ErrorCode
+
+    try:
+        ErrorCode(code)
+    except ValueError:
+        raise InvalidRequestError(f"error code {code} is not one Kafka defines") from None
+    return code
+
+
 def _encode_request(api_key: int, version: int, data: dict) -> bytes:
     return encode(api_key, version, data, response=False)
 
@@ -487,16 +499,14 @@ class WireClient:
         r.int32()  # throttle_time_ms
         err = sid = 0
         if v >= 7:
-            err = r.int16()
+            err = _known_error(r.int16())
             sid = r.int32()
-            if err:
-                return err, sid, {}
         found = {}
         for _ in range(r.array_length(flex)):
             name = r.string_f(flex)
             for _ in range(r.array_length(flex)):
                 index = r.int32()
-                err = r.int16()
+                perr = _known_error(r.int16())
                 hw = r.int64()
                 r.int64()  # last_stable_offset
                 lso = r.int64() if v >= 5 else -1
@@ -511,12 +521,12 @@ class WireClient:
                 records = r.compact_nullable_bytes() if flex else r.nullable_bytes()
                 if flex:
                     r.tagged_fields()
-                found[(name, index)] = FetchResult(err, hw, lso, records if records is not None else memoryview(b""))
+                found[(name, index)] = FetchResult(perr, hw, lso, records if records is not None else memoryview(b""))
             if flex:
                 r.tagged_fields()
         if flex:
             r.tagged_fields()
-        return 0, sid, found
+        return err, sid, ({} if err else found)
 
     # -- InitProducerId -------------------------------------------------------------------
     def init_producer_id(self, transaction_timeout_ms: int = 60000) -> tuple[int, int]:
