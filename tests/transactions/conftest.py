@@ -1,0 +1,98 @@
+"""Exactly-once acceptance tests: real clients' transactions against a real broker.
+
+Every test takes the ``broker`` fixture, parametrized ``ours`` (``python -m engine serve``,
+tests/serving.py ServeProcess) and ``kafka`` (Apache Kafka 4.0 via tests/serving.py
+KafkaProcess), so each expectation is checked against Kafka itself as well as against ours.
+Select with ``TXN_BROKERS=ours`` / ``TXN_BROKERS=kafka`` (default both), or deselect Kafka's rows
+with ``-m "not kafka"``; they are skipped, saying why, where Kafka or java is absent.
+
+Both brokers get the same settings: a short
+``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (so a producer that dies inside
+a transaction is aborted about a second after its ``transaction.timeout.ms``), a small
+``__transaction_state`` and no initial rebalance delay.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import uuid
+
+import pytest
+
+from tests.serving import KafkaProcess, ServeProcess, find_kafka
+
+# Both brokers are started with these (Kafka: server.properties lines; ours: --config).
+BROKER_SETTINGS = (
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+    "transaction.remove.expired.transaction.cleanup.interval.ms=3600000",
+    "transaction.state.log.num.partitions=3",
+    "offsets.topic.num.partitions=3",
+    "group.initial.rebalance.delay.ms=0",
+)
+SELECTED = [b.strip() for b in os.environ.get("TXN_BROKERS", "ours,kafka").split(",") if b.strip()]
+_seq = itertools.count()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "kafka: a row run against Apache Kafka 4.0 (the reference)")
+    config.addinivalue_line("markers", "ours_only: a test of our broker alone (it kills the broker)")
+
+
+class Broker:
+    """What a test needs of a broker: its kind ('ours' or 'kafka') and bootstrap address."""
+
+    def __init__(self, kind: str, bootstrap: str, proc):
+        self.kind = kind
+        self.bootstrap = bootstrap
+        self.proc = proc
+
+    def __repr__(self) -> str:
+        return f"Broker({self.kind}, {self.bootstrap})"
+
+
+def _params():
+    out = []
+    for kind in ("ours", "kafka"):
+        marks = [pytest.mark.kafka] if kind == "kafka" else []
+        if kind not in SELECTED:
+            marks.append(pytest.mark.skip(reason=f"TXN_BROKERS={','.join(SELECTED)} leaves out {kind}"))
+        out.append(pytest.param(kind, id=kind, marks=marks))
+    return out
+
+
+@pytest.fixture(scope="session", params=_params())
+def broker(request, tmp_path_factory):
+    if request.param == "ours":
+        args = []
+        for kv in BROKER_SETTINGS:
+            args += ["--config", kv]
+        srv = ServeProcess(tmp_path_factory.mktemp("txn-ours"), *args).start()
+        yield Broker("ours", srv.bootstrap, srv)
+        _code, log = srv.stop()
+        assert "Traceback" not in log, f"the broker logged a traceback:\n{log[-4000:]}"
+        return
+    home, why_not = find_kafka()
+    if home is None:
+        pytest.skip(why_not)
+    try:
+        k = KafkaProcess(home, str(tmp_path_factory.mktemp("txn-kafka")), *BROKER_SETTINGS).start()
+    except (FileNotFoundError, RuntimeError) as e:
+        pytest.skip(f"Apache Kafka 4.0 could not be started here: {e}")
+    try:
+        yield Broker("kafka", k.bootstrap, k)
+    finally:
+        k.stop()
+
+
+@pytest.fixture
+def bootstrap(broker) -> str:
+    return broker.bootstrap
+
+
+@pytest.fixture
+def unique(request) -> str:
+    """A fresh name stem per test (topics, transactional ids, groups)."""
+    return f"tx-{re.sub(r'[^a-zA-Z0-9._-]', '-', request.node.name)[:50]}-{next(_seq)}-" \
+           f"{uuid.uuid4().hex[:6]}"
