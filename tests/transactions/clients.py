@@ -34,9 +34,7 @@ class _Confluent:
         self.p.begin_transaction()
 
     def send(self, topic, value, partition, key=None):
-        errs = []
-        self.p.produce(topic, value, key=key, partition=partition,
-                       on_delivery=lambda err, msg: errs.append(err) if err else None)
+        self.p.produce(topic, value, key=key, partition=partition)
         self.p.poll(0)
 
     def flush(self):
