@@ -71,6 +71,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from ..errors import CorruptRecordError, KafkaApiError
 from . import records as rec
+from .group_txn import TxnOffsetsMixin
 from .runtime import LOADED as _LOADED
 from .runtime import LOADING as _LOADING
 from .runtime import CoordinatorRuntime, control_type, storage_code, wall_ms
@@ -175,7 +176,7 @@ def _resolve(fut, value) -> None:
         fut.set_result(value)
 
 
-class GroupCoordinator(CoordinatorRuntime):
+class GroupCoordinator(TxnOffsetsMixin, CoordinatorRuntime):
     """See the module docstring.  ``clock`` gives wall time in ms (commit and state
     timestamps, offset expiry); timers (session, rebalance, delay) use the loop clock."""
 
