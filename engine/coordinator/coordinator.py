@@ -2,7 +2,9 @@
 
 One coordinator per writable Engine (``Engine.group_coordinator``, created on
 first use), shared by the wire broker and in-process consumers.  It runs on
-its own event loop in a daemon thread; all group state lives on that loop.
+its own event loop in a daemon thread (or the broker's loop); all group state
+lives on that loop.  The loop, the internal-topic appends and the replay are
+runtime.py's :class:`CoordinatorRuntime`, shared with the transaction coordinator.
 
 Public API (stable; every result carries Kafka error codes, 0 = success)::
 
@@ -63,18 +65,16 @@ is deleted (tombstone).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
-import threading
-import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
-from .. import _native
-from ..errors import ClosedError, CorruptRecordError, KafkaApiError, UnknownTopicOrPartitionError
-from ..storage.segment import FileSlice
+from ..errors import CorruptRecordError, KafkaApiError
 from . import records as rec
+from .group_txn import TxnOffsetsMixin
+from .runtime import LOADED as _LOADED
+from .runtime import LOADING as _LOADING
+from .runtime import CoordinatorRuntime, control_type, storage_code, wall_ms
 from .group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -122,9 +122,6 @@ FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000      # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
-_LONG_MAX = (1 << 63) - 1
-_BATCH_HEADER = 61
-_LOADING, _LOADED = "loading", "loaded"
 
 
 class JoinGroupResult(NamedTuple):
@@ -174,30 +171,21 @@ class GroupListing(NamedTuple):
     state: str
 
 
-@dataclass
-class _Partition:
-    state: str
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def _resolve(fut, value) -> None:
     if fut is not None and not fut.done():
         fut.set_result(value)
 
 
-class GroupCoordinator:
+class GroupCoordinator(TxnOffsetsMixin, CoordinatorRuntime):
     """See the module docstring.  ``clock`` gives wall time in ms (commit and state
     timestamps, offset expiry); timers (session, rebalance, delay) use the loop clock."""
 
-    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = _wall_ms):
+    TOPIC = rec.OFFSETS_TOPIC
+    NAME = "group-coordinator"
+
+    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms):
+        super().__init__(engine, node_id=node_id, clock=clock)
         cfg = engine.config
-        self.engine = engine
-        self.node_id = node_id
-        self.clock = clock
         self.initial_rebalance_delay_ms = cfg["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms = cfg["group.min.session.timeout.ms"]
         self.max_session_timeout_ms = cfg["group.max.session.timeout.ms"]
@@ -206,228 +194,23 @@ class GroupCoordinator:
         self.retention_ms = cfg["offsets.retention.minutes"] * 60_000
         self.retention_check_interval_ms = cfg["offsets.retention.check.interval.ms"]
         self.max_metadata_bytes = cfg["offset.metadata.max.bytes"]
-        self.load_errors: list[CorruptRecordError] = []
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._groups: dict[str, GroupMetadata] = {}
-        self._partitions: dict[int, _Partition] = {}
-        self._num_partitions: int | None = None
-        self._topic_lock: asyncio.Lock | None = None
-        self._tasks: set[asyncio.Task] = set()
         self._expire_timer = None
-        self._stopped = False
-        self._owns_thread = True
-        self._creating: asyncio.Task | None = None
 
-    # -- lifecycle and the thread-safe facade ---------------------------------------------
-    def start(self) -> "GroupCoordinator":
-        """Start the loop thread and begin loading the partitions of ``__consumer_offsets``."""
-        if self._thread is not None:
-            return self
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(loop)
-            self.loop = loop
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                try:
-                    loop.run_until_complete(loop.shutdown_asyncgens())
-                finally:
-                    loop.close()
-
-        self._thread = threading.Thread(target=run, name="group-coordinator", daemon=True)
-        self._thread.start()
-        ready.wait()
-        self.call(self._startup, timeout=60)
-        return self
-
-    async def start_on_running_loop(self) -> "GroupCoordinator":
-        """Run on the calling (already running) loop instead of a thread of its own — the
-        broker's, so its group requests need no hop between threads.  Its owner must
-        ``await stop_on_loop()`` before that loop ends."""
-        if self._thread is not None:
-            return self
-        self.loop = asyncio.get_running_loop()
-        self._thread = threading.current_thread()
-        self._owns_thread = False
-        await self._startup()
-        return self
-
-    async def stop_on_loop(self) -> None:
-        """:meth:`stop` for a coordinator started with :meth:`start_on_running_loop`."""
-        if self._stopped:
-            return
-        self._stopped = True
-        await self._shutdown()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Answer pending joins/syncs with NOT_COORDINATOR, finish in-flight writes, stop the thread."""
-        if self._thread is None or self._stopped:
-            return
-        if not self._owns_thread:
-            if threading.current_thread() is self._thread:
-                # on the hosting loop itself (its owner did not await stop_on_loop): stop taking
-                # requests and answer waiting members now; in-flight appends finish on their own
-                self._stopped = True
-                if self._expire_timer is not None:
-                    self._expire_timer.cancel()
-                for p in list(self._partitions):
-                    self._drop_partition_state(p)
-                return
-            try:
-                asyncio.run_coroutine_threadsafe(self.stop_on_loop(), self.loop).result(timeout)
-            except RuntimeError:        # that loop is gone already
-                self._stopped = True
-            return
-        try:
-            asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(timeout)
-        finally:
-            self._stopped = True
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout)
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and not self._stopped
-
-    @property
-    def on_current_loop(self) -> bool:
-        """True when the caller runs on the coordinator's loop (await its methods directly)."""
-        try:
-            return asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            return False
-
-    def submit(self, coro_fn, *args, **kwargs) -> concurrent.futures.Future:
-        """Run ``coro_fn(*args, **kwargs)`` on the coordinator loop; a concurrent future."""
-        if not self.running:
-            raise ClosedError("the group coordinator is stopped")
-        return asyncio.run_coroutine_threadsafe(coro_fn(*args, **kwargs), self.loop)
-
-    def call(self, coro_fn, *args, timeout: float | None = None, **kwargs) -> Any:
-        """Blocking form of :meth:`submit` for threads other than the coordinator's."""
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("GroupCoordinator.call from the coordinator's own loop would deadlock")
-        return self.submit(coro_fn, *args, **kwargs).result(timeout)
-
-    def wait_loaded(self, timeout: float = 30.0) -> None:
-        """Block until every partition of ``__consumer_offsets`` that exists is loaded."""
-        deadline = time.monotonic() + timeout
-        while True:
-            states = self.call(self._partition_states, timeout=timeout)
-            if all(s == _LOADED for s in states.values()):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError("__consumer_offsets is still loading")
-            time.sleep(0.01)
-
-    async def _partition_states(self) -> dict[int, str]:
-        return {p: st.state for p, st in self._partitions.items()}
-
-    async def _startup(self) -> None:
-        self._topic_lock = asyncio.Lock()
-        try:
-            meta = self.engine.topic_metadata(rec.OFFSETS_TOPIC)
-        except UnknownTopicOrPartitionError:
-            meta = None
-        if meta is not None:
-            self._num_partitions = meta.partitions
-            for p in range(meta.partitions):
-                self._partitions[p] = _Partition(_LOADING)
-                self._spawn(self.load_partition(p))
+    # -- runtime hooks -------------------------------------------------------------------
+    async def _on_startup(self) -> None:
         self._schedule_expiry()
 
-    async def _shutdown(self) -> None:
+    def _cancel_timers(self) -> None:
         if self._expire_timer is not None:
             self._expire_timer.cancel()
-        for p in list(self._partitions):
-            self._drop_partition_state(p)
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=10)
-
-    def _spawn(self, coro) -> asyncio.Task:
-        task = self.loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator task failed", exc_info=task.exception())
-
-    # -- routing ---------------------------------------------------------------------
-    def partition_for(self, group_id: str) -> int:
-        n = self._num_partitions or self.configured_partitions
-        return rec.partition_for(group_id, n)
-
-    async def _ensure_topic(self) -> None:
-        if self._num_partitions is not None:
-            return
-        async with self._topic_lock:
-            if self._num_partitions is not None:
-                return
-            eng = self.engine
-            n = self.configured_partitions
-
-            def create():
-                try:
-                    eng.create_topic(rec.OFFSETS_TOPIC, n, {
-                        "cleanup.policy": "compact", "segment.bytes": 104857600,
-                        "compression.type": "producer"})
-                except KafkaApiError as e:
-                    if e.code != 36:           # TOPIC_ALREADY_EXISTS: someone made it meanwhile
-                        raise
-                return eng.topic_metadata(rec.OFFSETS_TOPIC).partitions
-
-            count = await self.loop.run_in_executor(None, create)
-            for p in range(count):
-                self._partitions.setdefault(p, _Partition(_LOADED))
-            self._num_partitions = count
-            log.info("created %s with %d partitions", rec.OFFSETS_TOPIC, count)
-
-    async def _route(self, group_id: str) -> tuple[int, int]:
-        """(error code, partition) for a request about `group_id`."""
-        if self._stopped:
-            return NOT_COORDINATOR, -1
-        try:
-            await self._ensure_topic()
-        except Exception:
-            log.exception("could not create %s", rec.OFFSETS_TOPIC)
-            return COORDINATOR_NOT_AVAILABLE, -1
-        p = self.partition_for(group_id)
-        st = self._partitions.get(p)
-        if st is None:
-            return NOT_COORDINATOR, p
-        if st.state == _LOADING:
-            return COORDINATOR_LOAD_IN_PROGRESS, p
-        return NONE, p
 
     async def find_coordinator(self, key: str, key_type: int = 0) -> tuple[int, str | None]:
-        """Whether this node coordinates `key` (creates ``__consumer_offsets`` on first use).
-
-        key_type 0 = group; 1 = transaction: COORDINATOR_NOT_AVAILABLE, there is no
-        transaction coordinator yet.  Loading partitions are still this node's
-        (the client's next request gets COORDINATOR_LOAD_IN_PROGRESS), as in Kafka.
-        """
-        if key_type == 1:
-            return COORDINATOR_NOT_AVAILABLE, "transactions are not served by this broker yet"
+        """Whether this node coordinates group `key` (creates ``__consumer_offsets`` on first
+        use).  Key type 1 (transactions) is the TransactionCoordinator's."""
         if key_type != 0:
-            return INVALID_REQUEST, f"key type {key_type} is not supported"
-        if self._num_partitions is None and not self._stopped:
-            # Kafka: the first lookup starts creating the topic and answers "not available";
-            # the client retries (its connection is not held up behind 50 partition creations)
-            if self._creating is None or self._creating.done():
-                self._creating = self._spawn(self._ensure_topic())
-            return COORDINATOR_NOT_AVAILABLE, f"{rec.OFFSETS_TOPIC} is being created"
-        err, _ = await self._route(key)
-        if err == COORDINATOR_LOAD_IN_PROGRESS:
-            err = NONE
-        return err, None
+            return INVALID_REQUEST, f"key type {key_type} is not a group"
+        return await self._find(key)
 
     # -- JoinGroup -------------------------------------------------------------------
     async def join_group(self, group_id: str, member_id: str, *, protocol_type: str,
@@ -601,7 +384,7 @@ class GroupCoordinator:
             await self._append(group.partition, [(rec.encode_group_metadata_key(group.group_id),
                                                   rec.encode_group_metadata(group))])
         except Exception as e:
-            _resolve(fut, JoinGroupResult(_storage_code(e), member_id=member.member_id))
+            _resolve(fut, JoinGroupResult(storage_code(e, rec.OFFSETS_TOPIC), member_id=member.member_id))
             return
         _resolve(fut, self._current_join_result(group, member.member_id, skip=True))
 
@@ -792,7 +575,7 @@ class GroupCoordinator:
                                                   rec.encode_group_metadata(group, assignments))])
         except Exception as e:
             log.warning("group %s: storing generation %d failed: %s", group.group_id, generation, e)
-            error = _storage_code(e)
+            error = storage_code(e, rec.OFFSETS_TOPIC)
         if group.state != COMPLETING_REBALANCE or group.generation_id != generation:
             return
         if error:
@@ -932,7 +715,7 @@ class GroupCoordinator:
             try:
                 await self._append(p, records)
             except Exception as e:
-                code = _storage_code(e)
+                code = storage_code(e, rec.OFFSETS_TOPIC)
                 for tp in staged:
                     result[tp] = code
                 return result
@@ -984,7 +767,7 @@ class GroupCoordinator:
             try:
                 await self._append(p, [(rec.encode_offset_commit_key(group_id, t, q), None) for t, q in to_delete])
             except Exception as e:
-                code = _storage_code(e)
+                code = storage_code(e, rec.OFFSETS_TOPIC)
                 return NONE, {**result, **{tp: code for tp in deletable}}
             for tp in to_delete:
                 group.offsets.pop(tp, None)
@@ -1056,7 +839,7 @@ class GroupCoordinator:
                     out[gid] = NON_EMPTY_GROUP
                     continue
             except Exception as e:
-                out[gid] = _storage_code(e)
+                out[gid] = storage_code(e, rec.OFFSETS_TOPIC)
                 continue
             self._delete_group(group)
             out[gid] = NONE
@@ -1143,78 +926,52 @@ class GroupCoordinator:
                         if tp[0] not in topics and expired(om, om.commit_timestamp)]
         return []
 
-    # -- the log -------------------------------------------------------------------------
-    async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]] | None,
-                      decide: Callable[[], list] | None = None) -> bool:
-        """Append one batch to our partition of __consumer_offsets; raises what the append raised.
+    # -- replay and partition moves ------------------------------------------------------
+    def _new_load_state(self):
+        # offsets {gid: {tp: om}}, groups {gid: record | None}, pending txn offsets
+        # {pid: {gid: {tp: om}}}
+        return ({}, {}, {})
 
-        With ``decide``, the records are computed by ``decide()`` under the partition's
-        append lock — after every earlier append has also updated memory — so a decision
-        made from in-memory state (expiry, group deletion) cannot overtake a commit that
-        was in flight.  Returns False when ``decide`` found nothing to write."""
-        st = self._partitions.get(partition)
-        if st is None or st.state != _LOADED:
-            raise _NotCoordinator(f"partition {partition} of {rec.OFFSETS_TOPIC} is not loaded here")
-        async with st.lock:
-            if self._partitions.get(partition) is not st:
-                raise _NotCoordinator(f"partition {partition} of {rec.OFFSETS_TOPIC} moved away")
-            if decide is not None:
-                records = decide()
-                if not records:
-                    return False
-            plog = self.engine.log(rec.OFFSETS_TOPIC, partition)
-            b = _native.BatchBuilder()
-            now = self.clock()
-            for key, value in records:
-                b.append(value, key, None, now)
-            buf = b.build(0)
-            if plog.config["flush.messages"] < _LONG_MAX:
-                await self.loop.run_in_executor(None, plog.append, buf)
-            else:
-                plog.append(buf)
-        self.engine.notify_appended()
-        return True
+    def _replay_batch(self, header, records, state) -> None:
+        offsets, groups, pending = state
+        if header.is_control:
+            kind = control_type(records)
+            txn = pending.pop(header.producer_id, {})
+            if kind == 1:                               # COMMIT
+                for gid, tps in txn.items():
+                    offsets.setdefault(gid, {}).update(tps)
+            return
+        if header.is_transactional:
+            txn = pending.setdefault(header.producer_id, {})
+            for _off, _ts, key, value, _headers in records:
+                k = rec.decode_key(key) if key is not None else None
+                if k is not None and k[0] == "offset" and value is not None:
+                    txn.setdefault(k[1], {})[(k[2], k[3])] = rec.decode_offset_commit(value)
+            return
+        for _off, _ts, key, value, _headers in records:
+            self._replay(key, value, offsets, groups)
 
-    async def load_partition(self, partition: int) -> None:
-        """Become coordinator for `partition`: replay it into memory (requests for its groups
-        get COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
-        st = self._partitions.get(partition)
-        if st is None or st.state == _LOADED:
-            st = self._partitions[partition] = _Partition(_LOADING)
-        async with st.lock:
-            try:
-                offsets, groups, errors = await self.loop.run_in_executor(None, self._read_partition, partition)
-            except Exception:
-                log.exception("loading partition %d of %s failed", partition, rec.OFFSETS_TOPIC)
-                del self._partitions[partition]
-                raise
-        for e in errors:
-            log.error("%s-%d: %s (skipped; the other records of the partition are loaded)",
-                      rec.OFFSETS_TOPIC, partition, e)
-        self.load_errors.extend(errors)
-        for gid in set(offsets) | set(groups):
+    def _apply_loaded(self, partition: int, state) -> None:
+        offsets, groups, pending = state
+        groups = {g: x for g, x in groups.items() if x is not None}
+        pending_gids = {gid for txn in pending.values() for gid in txn}
+        for gid in set(offsets) | set(groups) | pending_gids:
             group = self._restore_group(gid, partition, groups.get(gid), offsets.get(gid, {}))
-            if group is not None:
-                self._groups[gid] = group
-                for m in group.members.values():
-                    self._schedule_heartbeat(group, m)
-        if self._partitions.get(partition) is st:
-            st.state = _LOADED
+            if group is None:
+                if gid not in pending_gids:
+                    continue
+                group = GroupMetadata(gid, partition, current_state_timestamp=self.clock())
+            self._groups[gid] = group
+            for m in group.members.values():
+                self._schedule_heartbeat(group, m)
+        for pid, txn in pending.items():
+            for gid, tps in txn.items():
+                self._groups[gid].pending_txn_offsets.setdefault(pid, {}).update(tps)
         n = sum(1 for g in self._groups.values() if g.partition == partition)
         if n:
             log.info("loaded %d groups from %s-%d", n, rec.OFFSETS_TOPIC, partition)
 
-    async def unload_partition(self, partition: int) -> None:
-        """Stop coordinating `partition`: its groups leave memory; pending joins and syncs get
-        NOT_COORDINATOR (clients look the coordinator up again)."""
-        st = self._partitions.get(partition)
-        if st is None:
-            return
-        async with st.lock:
-            self._drop_partition_state(partition)
-
-    def _drop_partition_state(self, partition: int) -> None:
-        self._partitions.pop(partition, None)
+    def _forget_partition(self, partition: int) -> None:
         for group in [g for g in self._groups.values() if g.partition == partition]:
             for attr in ("join_timer", "sync_timer"):
                 self._cancel(group, attr)
@@ -1256,51 +1013,6 @@ class GroupCoordinator:
         group.offsets.update(offsets)
         return group
 
-    def _read_partition(self, partition: int):
-        """Replay one partition (executor thread; only reads).  Returns
-        ({group: {tp: OffsetAndMetadata}}, {group: GroupMetadataRecord}, [CorruptRecordError])."""
-        plog = self.engine.log(rec.OFFSETS_TOPIC, partition)
-        offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-        groups: dict[str, rec.GroupMetadataRecord | None] = {}
-        errors: list[CorruptRecordError] = []
-        lso, hw = plog.log_start_offset, plog.high_watermark
-        for seg in plog.segments:
-            size = seg.size
-            if size == 0 or seg.base_offset >= hw:
-                continue
-            path = seg.log_path
-            data = FileSlice(seg.file, 0, size).read()
-            pos = 0
-            while pos + _BATCH_HEADER <= size:
-                try:
-                    h = _native.read_header(data, pos)
-                    total = h.size
-                    if h.batch_length < _BATCH_HEADER - 12 or pos + total > size:
-                        raise CorruptRecordError(f"batch length {h.batch_length} runs past the segment",
-                                                 path, pos)
-                except CorruptRecordError as e:
-                    errors.append(CorruptRecordError(e.reason, path, pos))
-                    break           # no trustworthy length: the rest of this segment is unreadable
-                if h.next_offset <= lso:
-                    pos += total
-                    continue
-                if h.base_offset >= hw:
-                    break
-                try:
-                    records = _native.decode_batch(data, pos, True, path)
-                except CorruptRecordError as e:
-                    errors.append(CorruptRecordError(e.reason, path, pos))
-                    pos += total
-                    continue
-                if not h.is_control:
-                    for _off, _ts, key, value, _headers in records:
-                        try:
-                            self._replay(key, value, offsets, groups)
-                        except CorruptRecordError as e:
-                            errors.append(CorruptRecordError(e.reason, path, pos))
-                pos += total
-        return offsets, {g: m for g, m in groups.items() if m is not None}, errors
-
     @staticmethod
     def _replay(key, value, offsets: dict, groups: dict) -> None:
         if key is None:
@@ -1321,22 +1033,6 @@ class GroupCoordinator:
             else:
                 groups[gid] = rec.decode_group_metadata(value)
         # other key versions (KIP-848 consumer groups, share groups, ...) are not ours: skipped
-
-
-class _NotCoordinator(KafkaApiError):
-    code, retriable, name = NOT_COORDINATOR, True, "NOT_COORDINATOR"
-
-
-def _storage_code(e: BaseException) -> int:
-    """Kafka's mapping of a failed __consumer_offsets append to a group error code."""
-    if isinstance(e, KafkaApiError):
-        if e.code in (10, 18):                  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
-            return INVALID_COMMIT_OFFSET_SIZE
-        if e.code in (NOT_COORDINATOR,):
-            return NOT_COORDINATOR
-        return COORDINATOR_NOT_AVAILABLE        # storage errors, unknown partition, closed log
-    log.error("__consumer_offsets append failed", exc_info=e)
-    return COORDINATOR_NOT_AVAILABLE
 
 
 def _as_offset(value, now: int, retention_ms: int) -> OffsetAndMetadata:

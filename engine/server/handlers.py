@@ -28,6 +28,7 @@ import logging
 import uuid
 
 from ..coordinator.records import OFFSETS_TOPIC
+from ..coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from ..errors import (
     FencedLeaderEpochError,
     InvalidPartitionsError,
@@ -43,7 +44,7 @@ from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
 from . import authz, config_describe
-from .group_handlers import TXN_UNSUPPORTED
+from . import txn_handlers
 
 __all__ = ["Handlers"]
 
@@ -52,6 +53,7 @@ log = logging.getLogger("engine.server")
 NODE_ID = 0
 _NO_FLUSH_POLICY = (1 << 63) - 1      # flush.messages default (Long.MAX_VALUE)
 _ZERO_UUID = uuid.UUID(int=0)
+_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def _code(e: BaseException) -> int:
@@ -118,6 +120,8 @@ class Handlers:
         self._table.update(AdminHandlers(self).table())
         from .producer_handlers import ProducerHandlers
         self._table.update(ProducerHandlers(self).table())
+        self._table.update(txn_handlers.TxnHandlers(self).table())
+        self._verify_txn = self.engine.config["transaction.partition.verification.enable"]
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)
@@ -203,14 +207,21 @@ class Handlers:
             error = 21   # INVALID_REQUIRED_ACKS
         out = []
         appended = False
+        refused = await txn_handlers.verify_produce(self.engine, req) if not error and self._verify_txn else None
         for name, parts in req.topics:
             results = []
             for p in parts:
                 if error:
                     results.append((p.index, error, -1, -1, -1, None))
                     continue
+                if refused and (name, p.index) in refused:
+                    code = refused[(name, p.index)]
+                    results.append((p.index, code, -1, -1, -1,
+                                    "the partition is not part of the producer's transaction"
+                                    if code == 48 else None))
+                    continue
                 try:
-                    if name == OFFSETS_TOPIC:
+                    if name in _INTERNAL_TOPICS:
                         raise InvalidTopicError(f"cannot append to internal topic {name}")
                     plog = eng.log(name, p.index)
                     if p.records is None:
@@ -262,6 +273,7 @@ class Handlers:
         total = 0
         errors = False
         topics = []
+        isolation = 1 if getattr(req, "isolation_level", 0) == 1 else 0   # v4+: read_committed
         for t in req.topics:
             parts = []
             for p in t.partitions:
@@ -270,9 +282,12 @@ class Handlers:
                     plog = eng.log(t.topic, p.partition)
                     _check_epoch(plog, getattr(p, "current_leader_epoch", -1))  # v9+
                     limit = min(p.partition_max_bytes, remaining)
-                    info = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=(total == 0))
-                    pd.high_watermark = pd.last_stable_offset = info.high_watermark
+                    info = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=(total == 0),
+                                     isolation_level=isolation)
+                    pd.high_watermark = info.high_watermark
+                    pd.last_stable_offset = info.last_stable_offset
                     pd.log_start_offset = info.log_start_offset
+                    pd.aborted_transactions = info.aborted_transactions
                     pd.slices = info.slices
                     n = info.size
                     total += n
@@ -295,6 +310,7 @@ class Handlers:
         asked = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         dups = {k for k in asked if asked.count(k) > 1} if len(set(asked)) < len(asked) else set()
         by_topic: dict[str, list] = {}
+        committed = v >= 2 and getattr(req, "isolation_level", 0) == 1
         for t in req.topics:
             parts = by_topic.setdefault(t.name, [])
             for p in t.partitions:
@@ -314,6 +330,8 @@ class Handlers:
                     ts = p.timestamp
                     if ts == -3:
                         hit = _max_timestamp(plog)
+                    elif ts == -1 and committed:
+                        hit = plog.last_stable_offset, -1     # read_committed: latest = the LSO
                     else:
                         hit = plog.offset_for_timestamp(ts)
                     if hit is not None:
@@ -405,14 +423,23 @@ class Handlers:
     # -- InitProducerId (22) -------------------------------------------------------------
     async def init_producer_id(self, header, body, conn):
         """Idempotent producers get a fresh id (epoch 0); v3+ callers that send their
-        current id and epoch get the epoch bumped (KIP-360).  Transactions come later: a
-        transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code librdkafka and
-        Java's client treat as fatal at once (see group_handlers.TXN_UNSUPPORTED)."""
+        current id and epoch get the epoch bumped (KIP-360).  A transactional id goes to the
+        TransactionCoordinator (epoch bump, fencing the previous instance; PRODUCER_FENCED is
+        INVALID_PRODUCER_EPOCH below v4, as Kafka)."""
         v = header.api_version
         req = m.decode(m.ApiKey.INIT_PRODUCER_ID, v, body.buf[body.pos:])
         res = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
         if req.transactional_id is not None:
-            res["error_code"] = TXN_UNSUPPORTED   # not INVALID_REQUEST: librdkafka retries that forever
+            timeout = req.transaction_timeout
+            timeout = timeout if isinstance(timeout, int) else round(timeout.total_seconds() * 1000)
+            out = await txn_handlers.call(self.engine, "init_producer_id", req.transactional_id, timeout,
+                                          getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
+            if out is None:
+                res["error_code"] = 15          # COORDINATOR_NOT_AVAILABLE
+            else:
+                res["error_code"] = txn_handlers.fenced(out[0], v, 4)
+                if not out[0]:
+                    res["producer_id"], res["producer_epoch"] = out[1], out[2]
         else:
             pid = getattr(req, "producer_id", -1)
             epoch = getattr(req, "producer_epoch", -1)
