@@ -14,6 +14,28 @@ happen in one native call that holds the GIL and takes no lock
 (csrc/producer.pyx); closing batches and appending them happen under the
 producer lock, so a partition's batches reach the log in the order their
 records were sent.
+
+Transactions (``transactional_id``; Kafka's ``transactional.id``) use the
+Engine's transaction coordinator in-process, with confluent-kafka's method
+names::
+
+    p = eng.producer(transactional_id="orders-tx")
+    p.init_transactions()               # epoch bump: fences an older instance, aborts its transaction
+    p.begin_transaction()
+    p.send("out", b"v")
+    p.send_offsets_to_transaction({("in", 0): 42}, "my-group")   # or a group metadata object
+    p.commit_transaction()              # or abort_transaction()
+
+Every batch carries the producer id, epoch, sequence and the transactional
+attribute; a partition joins the transaction (AddPartitionsToTxn's work) before
+its first batch is appended.  ``commit_transaction()`` returns once the
+COMMIT markers are in every partition's log (and the offsets are the group's),
+so read_committed readers of this Engine see the records at once.
+``abort_transaction()`` drops records not yet appended (their futures fail
+with TransactionAbortedError, as Kafka's) and marks the appended ones aborted.
+Errors carry Kafka's codes: PRODUCER_FENCED (90) when another instance with
+the same id called init_transactions() (fatal: the producer can only be
+closed), INVALID_TXN_STATE (48) for a call out of order.
 """
 
 from __future__ import annotations
@@ -22,15 +44,21 @@ import threading
 from typing import Any, NamedTuple, Sequence
 
 from .. import _native
-from ..errors import ClosedError, InvalidConfigError, UnknownTopicOrPartitionError
+from ..errors import ClosedError, EngineError, InvalidConfigError, UnknownTopicOrPartitionError
 from .partitioning import key_partitions, split
 
-__all__ = ["AppendResult", "Producer", "SendFuture"]
+__all__ = ["AppendResult", "Producer", "SendFuture", "TransactionAbortedError"]
 
 SendFuture = _native.SendFuture
 
 _CODECS = {"none": 0, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-_SETTINGS = {"linger_ms": 5, "batch_size": 1048576, "compression_type": "none", "acks": "all"}
+_SETTINGS = {"linger_ms": 5, "batch_size": 1048576, "compression_type": "none", "acks": "all",
+             "transactional_id": None, "transaction_timeout_ms": 60000, "max_block_ms": 60000}
+
+
+class TransactionAbortedError(EngineError):
+    """A record's transaction was aborted before the record was appended (Kafka's
+    TransactionAbortedException): the record was dropped."""
 
 
 class AppendResult(NamedTuple):
@@ -45,14 +73,18 @@ class AppendResult(NamedTuple):
 class Producer(_native.ProducerCore):
     """Sends records to an Engine's topics.
 
-    Settings (Kafka's producer keys with ``.`` written as ``_``):
+    Settings (Kafka's producer keys, with ``_`` or ``.``):
     ``linger_ms`` (5), ``batch_size`` (1 MiB), ``compression_type``
     ("none", "gzip", "snappy", "lz4", "zstd"), ``acks`` (accepted for
     compatibility; an embedded append is acknowledged when the log has it,
-    after fdatasync for topics with ``flush.messages=1``).
+    after fdatasync for topics with ``flush.messages=1``),
+    ``transactional_id`` (None), ``transaction_timeout_ms`` (60000),
+    ``max_block_ms`` (60000: how long a transactional call retries a busy
+    coordinator).
     """
 
     def __init__(self, engine: Any, **settings: Any):
+        settings = {k.replace(".", "_"): v for k, v in settings.items()}
         unknown = set(settings) - set(_SETTINGS)
         if unknown:
             raise InvalidConfigError(f"unknown producer setting(s): {', '.join(sorted(unknown))}")
@@ -72,6 +104,11 @@ class Producer(_native.ProducerCore):
         self._batch_size = cfg["batch_size"]
         self._eager = self._linger_s == 0
         self._lock = threading.RLock()
+        self._txn = None
+        if cfg["transactional_id"] is not None:
+            from .transaction import TransactionManager
+            self._txn = TransactionManager(self, engine, cfg)
+            self.send = self._txn.send          # checks the transaction state, then the native send
         self._wake = threading.Event()
         self._lingerer: threading.Thread | None = None
         if self._linger_s > 0:
@@ -108,6 +145,8 @@ class Producer(_native.ProducerCore):
         """
         if self._closed:
             raise ClosedError("the producer is closed")
+        if self._txn is not None:
+            self._txn.check_sending()
         acc = self._accs.get(topic) or self._accumulator(topic)
         nparts = acc.num_partitions
         n = len(values)
@@ -128,7 +167,10 @@ class Producer(_native.ProducerCore):
                 self._append_window(acc, p)  # records sent earlier go first
                 log = self._engine.log(topic, p)
                 for data in batches:
-                    info = log.append(data)
+                    if self._txn is None:
+                        info = log.append(data)
+                    else:
+                        info = self._txn.append(log, topic, p, data)
                     out.append(AppendResult(topic, p, info.first_offset, info.last_offset))
         self._engine.notify_appended()
         return out
@@ -140,7 +182,11 @@ class Producer(_native.ProducerCore):
         if not count:
             return
         try:
-            info = self._engine.log(acc.topic, partition).append(data)
+            log = self._engine.log(acc.topic, partition)
+            if self._txn is None:
+                info = log.append(data)
+            else:
+                info = self._txn.append(log, acc.topic, partition, data)
             if info.log_append_time is not None and info.log_append_time >= 0:
                 outcome.log_append_time = info.log_append_time
             outcome.base_offset = info.first_offset
@@ -170,6 +216,8 @@ class Producer(_native.ProducerCore):
     def flush(self, timeout: float | None = None) -> int:
         """Append every open batch now; returns how many partitions had records."""
         with self._lock:
+            if self._txn is not None:
+                self._txn.prepare_flush()
             return sum(self._drain_all(acc) for acc in list(self._accs.values()))
 
     def _linger_loop(self) -> None:
@@ -183,10 +231,55 @@ class Producer(_native.ProducerCore):
                     for p in acc.expired(self._linger_s):
                         self._append_window(acc, p)
 
+    def _discard_all(self, error: BaseException) -> int:
+        """Drop every record not yet appended, failing its future with `error`."""
+        n = 0
+        with self._lock:
+            for acc in list(self._accs.values()):
+                for p in acc.nonempty():
+                    _data, count, outcome = acc.drain(p)
+                    if count:
+                        outcome.error = error
+                        n += count
+        return n
+
+    # -- transactions (confluent-kafka's names; see the module docstring) ----------------
+    def _transactional(self):
+        if self._txn is None:
+            from ..errors import api_error
+            raise api_error(48, "this producer has no transactional_id")
+        return self._txn
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional id: fences older instances and completes (aborts) a
+        transaction they left open; sequences start again at 0 with the new epoch."""
+        self._transactional().init(timeout)
+
+    def begin_transaction(self) -> None:
+        self._transactional().begin()
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any,
+                                    timeout: float | None = None) -> None:
+        """Commit a consumer group's offsets with the transaction: `offsets` is
+        ``{(topic, partition): offset}`` (or TopicPartition keys, or a list of objects with
+        ``topic``/``partition``/``offset``, as confluent-kafka's); `group_metadata` a group id or an
+        object with ``group_id`` (and ``generation_id``, ``member_id``, ``group_instance_id``,
+        checked against the group as KIP-447 does)."""
+        self._transactional().send_offsets(offsets, group_metadata, timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._transactional().commit(timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._transactional().abort(timeout)
+
     def close(self, timeout: float | None = None) -> None:
-        """Flush and stop; further sends raise ClosedError."""
+        """Flush and stop (aborting an open transaction, as Kafka's producer does); further
+        sends raise ClosedError."""
         if self._closed:
             return
+        if self._txn is not None:
+            self._txn.close()
         self.flush()
         self._closed = True
         self._wake.set()

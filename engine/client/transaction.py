@@ -1,0 +1,336 @@
+"""The embedded producer's transactions: Kafka's client-side TransactionManager, in-process.
+
+The Engine's :class:`~engine.coordinator.TransactionCoordinator` (``engine.transaction_coordinator``)
+does what it does for wire clients — InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn — called directly on its loop (``coord.call``) instead of over a
+socket. This module keeps the producer's side: its id and epoch, the per-partition sequence
+numbers, which partitions the open transaction has, and the state machine of Kafka's
+producer::
+
+    UNINITIALIZED --init--> READY --begin--> IN_TRANSACTION --commit/abort--> READY
+                                                  |  append or offsets failed
+                                                  v
+                                             ABORTABLE --abort--> READY
+    any state --fenced (another instance took the id)--> FATAL (only close() is left)
+
+Batches are stamped here (producer id, epoch, base sequence, the transactional attribute,
+the CRC again): once per batch, never per record.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Any
+
+from .. import _native
+from ..errors import (
+    EngineError,
+    InvalidProducerEpochError,
+    KafkaApiError,
+    OutOfOrderSequenceError,
+    api_error,
+)
+
+__all__ = ["TransactionManager"]
+
+UNINITIALIZED, READY, IN_TRANSACTION, ABORTABLE, FATAL = (
+    "UNINITIALIZED", "READY", "IN_TRANSACTION", "ABORTABLE_ERROR", "FATAL_ERROR")
+
+# Kafka error codes the coordinator answers
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
+INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 47, 48, 49
+CONCURRENT_TRANSACTIONS, PRODUCER_FENCED = 51, 90
+_RETRY = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+                    CONCURRENT_TRANSACTIONS})
+_FATAL = frozenset({INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING})
+_COMPLETE = frozenset({"CompleteCommit", "CompleteAbort"})
+
+# RecordBatch v2 header (kafka-storage-format.md)
+_OFF_LENGTH, _OFF_CRC, _OFF_ATTRIBUTES, _OFF_PRODUCER, _OFF_COUNT = 8, 17, 21, 43, 57
+_TRANSACTIONAL = 0x10
+
+
+def stamp_transactional(buf: bytearray, producer_id: int, epoch: int, sequence: int) -> int:
+    """Stamp every batch in `buf` as the producer's transactional batch, sequences from
+    `sequence` on; recompute each CRC.  Returns the records stamped."""
+    pos, end, total = 0, len(buf), 0
+    view = memoryview(buf)
+    try:
+        while pos < end:
+            size = struct.unpack_from(">i", buf, pos + _OFF_LENGTH)[0] + 12
+            count = struct.unpack_from(">i", buf, pos + _OFF_COUNT)[0]
+            attrs = struct.unpack_from(">H", buf, pos + _OFF_ATTRIBUTES)[0] | _TRANSACTIONAL
+            struct.pack_into(">H", buf, pos + _OFF_ATTRIBUTES, attrs)
+            struct.pack_into(">qhi", buf, pos + _OFF_PRODUCER, producer_id, epoch,
+                             (sequence + total) % 2147483648)
+            struct.pack_into(">I", buf, pos + _OFF_CRC,
+                             _native.crc32c(view[pos + _OFF_ATTRIBUTES:pos + size]))
+            total += count
+            pos += size
+    finally:
+        view.release()
+    return total
+
+
+def _fenced(context: str) -> KafkaApiError:
+    return api_error(PRODUCER_FENCED, f"{context}: another producer with this transactional.id "
+                                      "called init_transactions() (this one is fenced; close it)")
+
+
+class TransactionManager:
+    """One per transactional :class:`~engine.client.producer.Producer` (see the module doc)."""
+
+    def __init__(self, producer, engine, cfg: dict):
+        tid = cfg["transactional_id"]
+        if not isinstance(tid, str) or not tid:
+            raise api_error(42, f"transactional_id must be a non-empty string, got {tid!r}")
+        for key in ("transaction_timeout_ms", "max_block_ms"):
+            if not isinstance(cfg[key], int) or cfg[key] <= 0:
+                raise api_error(40, f"{key} must be a positive integer, got {cfg[key]!r}")
+        self.producer = producer
+        self.engine = engine
+        self.transactional_id = tid
+        self.timeout_ms = cfg["transaction_timeout_ms"]
+        self.max_block_s = cfg["max_block_ms"] / 1000.0
+        self.state = UNINITIALIZED
+        self.error: BaseException | None = None
+        self.producer_id = -1
+        self.epoch = -1
+        self.sequences: dict[tuple[str, int], int] = {}
+        self.partitions: set[tuple[str, int]] = set()     # in the open transaction
+        self.groups: set[str] = set()                     # AddOffsetsToTxn done
+        self.lock = producer._lock       # one lock: appends (linger thread) add partitions under it
+
+    # -- the coordinator ----------------------------------------------------------------
+    def _coord(self):
+        return self.engine.transaction_coordinator
+
+    def _call(self, what: str, fn_name: str, *args, timeout: float | None = None, **kwargs):
+        """Call a coordinator coroutine, retrying the codes Kafka's client retries (a busy or
+        loading coordinator, CONCURRENT_TRANSACTIONS) until `timeout` (max_block_ms)."""
+        deadline = time.monotonic() + (self.max_block_s if timeout is None else timeout)
+        backoff = 0.002
+        while True:
+            coord = self._coord()
+            result = coord.call(getattr(coord, fn_name), *args, timeout=self.max_block_s, **kwargs)
+            code = _first_error(result)
+            if code not in _RETRY or time.monotonic() + backoff > deadline:
+                return result, code
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 0.1)
+
+    def _raise(self, code: int, context: str) -> None:
+        """Raise `code`'s error; fencing makes the producer unusable, others abortable."""
+        if code in _FATAL:
+            self.state, self.error = FATAL, _fenced(context)
+            raise self.error
+        err = api_error(code, context)
+        if self.state == IN_TRANSACTION:
+            self.state, self.error = ABORTABLE, err
+        raise err
+
+    def _require(self, *states: str, action: str) -> None:
+        if self.state == FATAL:
+            raise self.error
+        if self.state not in states:
+            hint = {UNINITIALIZED: "call init_transactions() first", READY: "no transaction is open",
+                    IN_TRANSACTION: "a transaction is already open",
+                    ABORTABLE: f"the transaction failed ({self.error}); abort it"}[self.state]
+            raise api_error(INVALID_TXN_STATE, f"cannot {action} in state {self.state}: {hint}")
+
+    # -- the producer's calls -----------------------------------------------------------
+    def init(self, timeout: float | None) -> None:
+        with self.lock:
+            self._require(UNINITIALIZED, action="init_transactions")
+            (code, _msg), code = self._call("find coordinator", "find_coordinator", self.transactional_id,
+                                            timeout=timeout)
+            if code:
+                raise api_error(code, f"init_transactions({self.transactional_id!r})")
+            (code, pid, epoch), code = self._call("init", "init_producer_id", self.transactional_id,
+                                                  self.timeout_ms, timeout=timeout)
+            if code:
+                self._raise(code, f"init_transactions({self.transactional_id!r})")
+            self.producer_id, self.epoch = pid, epoch
+            self.sequences.clear()
+            self.state = READY
+
+    def begin(self) -> None:
+        with self.lock:
+            self._require(READY, action="begin_transaction")
+            self.partitions.clear()
+            self.groups.clear()
+            self.state = IN_TRANSACTION
+
+    def check_sending(self) -> None:
+        if self.state != IN_TRANSACTION:
+            with self.lock:
+                self._require(IN_TRANSACTION, action="send")
+
+    def send(self, topic, value, key=None, headers=None, timestamp=None, partition=None):
+        """The producer's ``send`` for a transactional producer."""
+        if self.state != IN_TRANSACTION:
+            self.check_sending()
+        return _native.ProducerCore.send(self.producer, topic, value, key, headers, timestamp, partition)
+
+    def add_partitions(self, tps) -> None:
+        """Add partitions to the open transaction (before their first batch is appended)."""
+        new = [tp for tp in tps if tp not in self.partitions]
+        if not new:
+            return
+        with self.lock:
+            self._require(IN_TRANSACTION, action="append")
+            result, code = self._call("add partitions", "add_partitions", self.transactional_id,
+                                      self.producer_id, self.epoch, new)
+            if code:
+                self._raise(code, f"adding {', '.join(f'{t}-{p}' for t, p in new)} to the transaction")
+            self.partitions.update(new)
+
+    def append(self, log, topic: str, partition: int, data: bytearray):
+        """Append one drain window (or built batches) of `topic`-`partition` as transactional
+        batches; an error leaves the transaction abortable (fatal when fenced)."""
+        tp = (topic, partition)
+        if self.state != IN_TRANSACTION:
+            self._require(IN_TRANSACTION, action="append")
+        self.add_partitions([tp])
+        seq = self.sequences.get(tp, 0)
+        n = stamp_transactional(data, self.producer_id, self.epoch, seq)
+        try:
+            info = log.append(data)
+        except (InvalidProducerEpochError, OutOfOrderSequenceError) as e:
+            with self.lock:
+                if isinstance(e, InvalidProducerEpochError):
+                    self.state, self.error = FATAL, _fenced(f"appending to {topic}-{partition}")
+                else:
+                    self.state, self.error = ABORTABLE, e
+                raise self.error from e
+        except EngineError as e:
+            with self.lock:
+                if self.state == IN_TRANSACTION:
+                    self.state, self.error = ABORTABLE, e
+            raise
+        self.sequences[tp] = (seq + n) % 2147483648
+        return info
+
+    def prepare_flush(self) -> None:
+        """Add every partition with records waiting to the transaction in one call."""
+        if self.state != IN_TRANSACTION:
+            return
+        waiting = [(acc.topic, p) for acc in list(self.producer._accs.values()) for p in acc.nonempty()]
+        try:
+            self.add_partitions(waiting)
+        except EngineError:
+            pass          # the state says it: each window's append fails its futures with the error
+
+    def send_offsets(self, offsets: Any, group_metadata: Any, timeout: float | None) -> None:
+        group_id, generation, member, instance = _group_fields(group_metadata)
+        todo = _offsets(offsets)
+        with self.lock:
+            self._require(IN_TRANSACTION, action="send_offsets_to_transaction")
+            if group_id not in self.groups:
+                _r, code = self._call("add offsets", "add_offsets", self.transactional_id, self.producer_id,
+                                      self.epoch, group_id, timeout=timeout)
+                if code:
+                    self._raise(code, f"adding group {group_id!r} to the transaction")
+                self.groups.add(group_id)
+            result, code = self._call("txn offset commit", "txn_offset_commit", self.transactional_id,
+                                      group_id, self.producer_id, self.epoch, todo, generation_id=generation,
+                                      member_id=member, group_instance_id=instance, timeout=timeout)
+            if code:
+                self._raise(code, f"committing offsets of group {group_id!r} in the transaction")
+
+    def commit(self, timeout: float | None) -> None:
+        with self.lock:
+            self._require(IN_TRANSACTION, ABORTABLE, action="commit_transaction")
+            if self.state == IN_TRANSACTION:
+                self.producer.flush()              # appends everything: errors make it abortable
+            if self.state == ABORTABLE:
+                raise api_error(INVALID_TXN_STATE, "cannot commit: the transaction failed "
+                                f"({self.error}); abort it") from self.error
+            self._end(True, timeout)
+
+    def abort(self, timeout: float | None) -> None:
+        from .producer import TransactionAbortedError
+        with self.lock:
+            self._require(IN_TRANSACTION, ABORTABLE, action="abort_transaction")
+            self.producer._discard_all(TransactionAbortedError(
+                f"transaction of {self.transactional_id!r} aborted before the record was appended"))
+            self._end(False, timeout)
+
+    def _end(self, commit: bool, timeout: float | None) -> None:
+        """EndTxn, then wait for the markers (the coordinator writes them after answering)."""
+        what = "commit" if commit else "abort"
+        if self.partitions or self.groups:
+            _r, code = self._call(what, "end_txn", self.transactional_id, self.producer_id, self.epoch,
+                                  commit, timeout=timeout)
+            if code:
+                self._raise(code, f"{what}_transaction")
+            self._wait_complete(timeout)
+        self.partitions.clear()
+        self.groups.clear()
+        self.state, self.error = READY, None
+
+    def _wait_complete(self, timeout: float | None) -> None:
+        deadline = time.monotonic() + (self.max_block_s if timeout is None else timeout)
+        pause = 0.0005
+        coord = self._coord()
+        while True:
+            (desc,) = coord.call(coord.describe_transactions, [self.transactional_id], timeout=self.max_block_s)
+            if desc.error_code == 0 and (desc.state in _COMPLETE or desc.producer_epoch != self.epoch):
+                if desc.producer_epoch != self.epoch:         # another instance took over meanwhile
+                    self._raise(PRODUCER_FENCED, "completing the transaction")
+                return
+            if time.monotonic() > deadline:
+                raise api_error(7, f"the transaction of {self.transactional_id!r} did not complete in time "
+                                   f"(state {desc.state or desc.error_code})")     # REQUEST_TIMED_OUT
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def close(self) -> None:
+        """Closing with a transaction open aborts it (Kafka's producer does the same)."""
+        with self.lock:
+            if self.state in (IN_TRANSACTION, ABORTABLE):
+                try:
+                    self.abort(None)
+                except EngineError:
+                    pass
+            elif self.state == FATAL:
+                self.producer._discard_all(self.error)
+
+
+def _first_error(result) -> int:
+    """The error code of a coordinator answer: an int, a tuple starting with one, or a dict."""
+    if isinstance(result, int):
+        return result
+    if isinstance(result, tuple):
+        return result[0]
+    if isinstance(result, dict):
+        return next((c for c in result.values() if c), 0)
+    return 0
+
+
+def _group_fields(meta: Any) -> tuple[str, int, str, str | None]:
+    if isinstance(meta, str):
+        return meta, -1, "", None
+    group_id = getattr(meta, "group_id", None)
+    if not isinstance(group_id, str) or not group_id:
+        raise api_error(24, f"group_metadata must be a group id or have a group_id, got {meta!r}")  # INVALID_GROUP_ID
+    generation = getattr(meta, "generation_id", -1)
+    member = getattr(meta, "member_id", "") or ""
+    instance = getattr(meta, "group_instance_id", None)
+    return group_id, generation if isinstance(generation, int) else -1, member, instance
+
+
+def _offsets(offsets: Any) -> dict[tuple[str, int], int]:
+    if isinstance(offsets, dict):
+        items = offsets.items()
+    else:          # confluent-kafka style: [TopicPartition(topic, partition, offset)]
+        items = (((o.topic, o.partition), o.offset) for o in offsets)
+    out = {}
+    for key, value in items:
+        topic, partition = (key.topic, key.partition) if hasattr(key, "topic") else key
+        offset = getattr(value, "offset", value)
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset of {topic}-{partition} must be an int >= 0, got {value!r}")
+        out[(str(topic), int(partition))] = offset
+    return out
