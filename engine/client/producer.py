@@ -107,8 +107,7 @@ class Producer(_native.ProducerCore):
         self._txn = None
         if cfg["transactional_id"] is not None:
             from .transaction import TransactionManager
-            self._txn = TransactionManager(self, engine, cfg)
-            self.send = self._txn.send          # checks the transaction state, then the native send
+            self._txn = TransactionManager(self, engine, cfg)   # outside a transaction, send() raises
         self._wake = threading.Event()
         self._lingerer: threading.Thread | None = None
         if self._linger_s > 0:

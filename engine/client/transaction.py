@@ -93,8 +93,8 @@ class TransactionManager:
         self.transactional_id = tid
         self.timeout_ms = cfg["transaction_timeout_ms"]
         self.max_block_s = cfg["max_block_ms"] / 1000.0
-        self.state = UNINITIALIZED
-        self.error: BaseException | None = None
+        self.state, self.error = UNINITIALIZED, None
+        producer.send = self.send
         self.producer_id = -1
         self.epoch = -1
         self.sequences: dict[tuple[str, int], int] = {}
@@ -120,14 +120,23 @@ class TransactionManager:
             time.sleep(backoff)
             backoff = min(backoff * 2, 0.1)
 
+    def _set(self, state: str, error: BaseException | None = None) -> None:
+        """Move to `state`.  Inside a transaction the producer's ``send`` is the native one
+        (no Python frame per record); in every other state it is :meth:`send`, which raises."""
+        self.state, self.error = state, error
+        if state == IN_TRANSACTION:
+            self.producer.__dict__.pop("send", None)
+        else:
+            self.producer.send = self.send
+
     def _raise(self, code: int, context: str) -> None:
         """Raise `code`'s error; fencing makes the producer unusable, others abortable."""
         if code in _FATAL:
-            self.state, self.error = FATAL, _fenced(context)
+            self._set(FATAL, _fenced(context))
             raise self.error
         err = api_error(code, context)
         if self.state == IN_TRANSACTION:
-            self.state, self.error = ABORTABLE, err
+            self._set(ABORTABLE, err)
         raise err
 
     def _require(self, *states: str, action: str) -> None:
@@ -153,14 +162,14 @@ class TransactionManager:
                 self._raise(code, f"init_transactions({self.transactional_id!r})")
             self.producer_id, self.epoch = pid, epoch
             self.sequences.clear()
-            self.state = READY
+            self._set(READY)
 
     def begin(self) -> None:
         with self.lock:
             self._require(READY, action="begin_transaction")
             self.partitions.clear()
             self.groups.clear()
-            self.state = IN_TRANSACTION
+            self._set(IN_TRANSACTION)
 
     def check_sending(self) -> None:
         if self.state != IN_TRANSACTION:
@@ -168,7 +177,7 @@ class TransactionManager:
                 self._require(IN_TRANSACTION, action="send")
 
     def send(self, topic, value, key=None, headers=None, timestamp=None, partition=None):
-        """The producer's ``send`` for a transactional producer."""
+        """The producer's ``send`` outside a transaction: raises why it cannot send."""
         if self.state != IN_TRANSACTION:
             self.check_sending()
         return _native.ProducerCore.send(self.producer, topic, value, key, headers, timestamp, partition)
@@ -200,14 +209,14 @@ class TransactionManager:
         except (InvalidProducerEpochError, OutOfOrderSequenceError) as e:
             with self.lock:
                 if isinstance(e, InvalidProducerEpochError):
-                    self.state, self.error = FATAL, _fenced(f"appending to {topic}-{partition}")
+                    self._set(FATAL, _fenced(f"appending to {topic}-{partition}"))
                 else:
-                    self.state, self.error = ABORTABLE, e
+                    self._set(ABORTABLE, e)
                 raise self.error from e
         except EngineError as e:
             with self.lock:
                 if self.state == IN_TRANSACTION:
-                    self.state, self.error = ABORTABLE, e
+                    self._set(ABORTABLE, e)
             raise
         self.sequences[tp] = (seq + n) % 2147483648
         return info
@@ -268,11 +277,11 @@ class TransactionManager:
             self._wait_complete(timeout)
         self.partitions.clear()
         self.groups.clear()
-        self.state, self.error = READY, None
+        self._set(READY)
 
     def _wait_complete(self, timeout: float | None) -> None:
         deadline = time.monotonic() + (self.max_block_s if timeout is None else timeout)
-        pause = 0.0005
+        pause = 0.0002
         coord = self._coord()
         while True:
             (desc,) = coord.call(coord.describe_transactions, [self.transactional_id], timeout=self.max_block_s)
@@ -284,7 +293,7 @@ class TransactionManager:
                 raise api_error(7, f"the transaction of {self.transactional_id!r} did not complete in time "
                                    f"(state {desc.state or desc.error_code})")     # REQUEST_TIMED_OUT
             time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+            pause = min(pause * 2, 0.005)
 
     def close(self) -> None:
         """Closing with a transaction open aborts it (Kafka's producer does the same)."""
