@@ -9,6 +9,9 @@ everywhere or aborted everywhere: read_committed shows all of its records in eve
 or none in any, and the group's offset moved exactly when the records are visible. Records
 acknowledged before the kill are all in the log (read_uncommitted), committed or not.
 
+And a kill while a transaction is open (before any commit): after the restart the same
+producer goes on and commits, and every record of the transaction is visible.
+
 It kills the broker, so it has a broker of its own: ours by default; ``TXN_CRASH_KAFKA=1``
 also runs it against Apache Kafka 4.0 (restarting Kafka takes ~15 s a round), which is how the
 test itself was checked.
@@ -151,3 +154,31 @@ def test_commit_interrupted_by_broker_kill_is_all_or_nothing(own_broker, tmp_pat
             assert n == (PER_PARTITION if earlier in visible_rounds else 0)
         outcomes.append("commit" if is_committed else "abort")
     print("outcomes per delay:", dict(zip(DELAYS, outcomes)))
+
+
+def test_open_transaction_survives_a_broker_kill(own_broker):
+    """SIGKILL while a transaction is open (its records acknowledged, no commit asked yet):
+    after the restart the same producer adds more records and commits, and read_committed
+    sees every record of it -- the coordinator's Ongoing state and the records were kept."""
+    from confluent_kafka import Producer
+    srv = own_broker
+    topic = "survive"
+    create_topic(srv.bootstrap, topic, 3)
+    p = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": "survivor", "linger.ms": 5,
+                  "transaction.timeout.ms": 60000})
+    p.init_transactions(T)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce(topic, b"before-%d" % i, partition=i % 3)
+    assert p.flush(T) == 0
+    srv.kill9()
+    srv.start()
+    for i in range(30):
+        p.produce(topic, b"after-%d" % i, partition=i % 3)
+    p.commit_transaction(60)
+    _settled(srv.bootstrap, topic, time.monotonic() + 30)
+    committed, _ = read_all("confluent", srv.bootstrap, topic, [0, 1, 2], "read_committed")
+    for part in range(3):
+        assert [v for _o, v in committed[part]] == \
+            [b"before-%d" % i for i in range(part, 30, 3)] + [b"after-%d" % i for i in range(part, 30, 3)]
+    del p
