@@ -270,12 +270,13 @@ class TransactionCoordinator(CoordinatorRuntime):
                 meta = self._txns[tid] = TxnMetadata(tid, p, pid, timeout_ms=timeout_ms)
         if meta.pending is not None:
             return CONCURRENT_TRANSACTIONS, -1, -1
-        if producer_id >= 0:
-            current = (meta.producer_id, meta.producer_epoch)
-            previous = (meta.last_producer_id, meta.last_producer_epoch)
-            if (producer_id, producer_epoch) == previous and meta.state == EMPTY:
+        if producer_id >= 0 and meta.producer_epoch >= 0:
+            # KIP-360 (Kafka's isValidProducerId): a new id (epoch -1) takes any pair; else the
+            # pair must be the current one, or the previous one whose bump it did not hear of
+            if (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch) \
+                    and meta.state == EMPTY and meta.pending is None:
                 return NONE, meta.producer_id, meta.producer_epoch     # a retry that already took
-            if (producer_id, producer_epoch) != current:
+            if (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
                 return PRODUCER_FENCED, -1, -1
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
             return CONCURRENT_TRANSACTIONS, -1, -1
@@ -472,7 +473,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         now = self.clock()
         n = 0
         for meta in list(self._txns.values()):
-            if meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and meta.pending is None \
+            if meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and meta.pending is None and meta.persisted \
                     and meta.last_update_ms + self.id_expiration_ms <= now and self.is_loaded(meta.partition):
                 meta.pending = DEAD
                 try:
@@ -499,6 +500,8 @@ class TransactionCoordinator(CoordinatorRuntime):
             code = 14                       # COORDINATOR_LOAD_IN_PROGRESS
         out = []
         for tid, meta in sorted(self._txns.items()):
+            if not meta.persisted:
+                continue
             if states and meta.state not in states:
                 continue
             if pids and meta.producer_id not in pids:

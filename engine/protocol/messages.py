@@ -231,7 +231,8 @@ def ignore_trailing(r: Reader, api_key: int, version: int) -> None:
 # kraft.version 0-1, metadata.version 7-25 and eligible.leader.replicas.version 0-1, and finalizes
 # group.version 1, transaction.version 2, kraft.version 1 and its metadata.version.  This broker:
 # * group.version 0 only: the classic group protocol; KIP-848 (level 1) is not served;
-# * transaction.version 0 only: no KIP-890 transactions (none are served at all yet);
+# * transaction.version 0 only: transactions as Kafka serves clients at level 0 (KIP-890 part 1
+#   verification yes; part 2, an epoch bump per transaction, no);
 # * no kraft.version / metadata.version: there is no KRaft quorum and no metadata log whose
 #   record format such a level would name; no eligible.leader.replicas.version: no replication.
 # Every level in force is 0, and Kafka leaves level-0 features out of the finalized list, so

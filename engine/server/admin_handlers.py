@@ -247,9 +247,9 @@ class AdminHandlers:
                     log.exception("describe topic partitions of %r failed", name)
                 entry["error_code"] = _code(e)
                 continue
-            from ..coordinator.records import OFFSETS_TOPIC
+            from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
             entry["topic_id"] = _topic_uuid(meta.topic_id)
-            entry["is_internal"] = name == OFFSETS_TOPIC
+            entry["is_internal"] = name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
             end = min(meta.partitions, start + remaining)
             for p in range(start, end):
                 entry["partitions"].append(self._partition(name, p))

@@ -159,7 +159,7 @@ class Handlers:
                                    "is_internal": False, "partitions": []})
         for name in names:
             try:
-                internal = name == OFFSETS_TOPIC    # made by the group coordinator, never auto-created
+                internal = name in _INTERNAL_TOPICS     # made by the coordinators, never auto-created
                 meta = eng.ensure_topic(name) if auto and not internal else eng.topic_metadata(name)
                 parts = []
                 for p in range(meta.partitions):
