@@ -43,6 +43,9 @@ __all__ = ["ReplicaManager"]
 log = logging.getLogger("engine.replica")
 
 _NO_FLUSH_POLICY = (1 << 63) - 1      # flush.messages default (Long.MAX_VALUE)
+_FETCHER_KEYS = {"replica.fetch.wait.max.ms": "max_wait_ms", "replica.fetch.min.bytes": "min_bytes",
+                 "replica.fetch.response.max.bytes": "max_bytes", "replica.fetch.max.bytes": "partition_max_bytes",
+                 "replica.fetch.backoff.ms": "backoff_ms", "replica.socket.timeout.ms": "request_timeout_ms"}
 
 
 class ReplicaManager:
@@ -57,9 +60,11 @@ class ReplicaManager:
         self.view = view
         self.node_id = view.node_id
         self.local = bool(getattr(view, "local", False))
-        self.replica_lag_time_max_ms = (replica_lag_time_max_ms if replica_lag_time_max_ms is not None
-                                        else 30_000)
-        self.fetcher_config = dict(fetcher_config or {})
+        given = getattr(engine.config, "explicit", {})     # Kafka's replica.* broker keys
+        self.replica_lag_time_max_ms = int(replica_lag_time_max_ms if replica_lag_time_max_ms is not None
+                                           else given.get("replica.lag.time.max.ms", 30_000))
+        self.fetcher_config = {arg: int(given[key]) for key, arg in _FETCHER_KEYS.items() if key in given}
+        self.fetcher_config.update(fetcher_config or {})
         self._log_for = log_for or self._default_log_for
         self._parts: dict[tuple[str, int], Partition] = {}
         self._lock = threading.RLock()

@@ -91,15 +91,23 @@ class StaticClusterView(ClusterView):
     def __init__(self, node_id: int, brokers: dict | None = None, controller: int = -1):
         self.node_id = node_id
         self._brokers = dict(brokers or {})
-        self._controller = controller
+        self._controller = [controller]
         self._parts: dict[tuple[str, int], list] = {}   # (topic, p) -> [leader, epoch, replicas, isr, pepoch]
         self._lock = threading.Lock()
         self.isr_changes: list[tuple[str, int, list[int]]] = []
-        self.refuse_isr_changes = False
+        self.refuse_isr_changes = [False]     # tests: [True] refuses every ISR change
+
+    def for_node(self, node_id: int) -> "StaticClusterView":
+        """The same cluster (shared state) seen by broker `node_id`."""
+        other = object.__new__(StaticClusterView)
+        other.__dict__.update(self.__dict__)
+        other.node_id = node_id
+        return other
 
     def set_brokers(self, brokers: dict) -> None:
         with self._lock:
-            self._brokers = dict(brokers)
+            self._brokers.clear()
+            self._brokers.update(brokers)
 
     def set_partition(self, topic: str, partition: int, leader: int, leader_epoch: int,
                       replicas: list[int], isr: list[int], partition_epoch: int = 0) -> None:
@@ -123,12 +131,12 @@ class StaticClusterView(ClusterView):
             return st[0], st[1], list(st[2]), list(st[3])
 
     def controller_id(self):
-        return self._controller
+        return self._controller[0]
 
     def alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch):
         with self._lock:
             st = self._parts.get((topic, partition))
-            if st is None or self.refuse_isr_changes or st[1] != leader_epoch or st[4] != partition_epoch:
+            if st is None or self.refuse_isr_changes[0] or st[1] != leader_epoch or st[4] != partition_epoch:
                 return False
             st[3] = list(new_isr)
             st[4] = partition_epoch + 1
