@@ -168,3 +168,61 @@ def test_fenced_and_unknown_epochs_and_not_leader(cluster):
     part = md["topics"][0]["partitions"][0]
     assert (part["leader_id"], part["leader_epoch"], list(part["replica_nodes"]), list(part["isr_nodes"])) == (0, 5, [0, 1], [0, 1])
     assert sorted(b["node_id"] for b in md["brokers"]) == [0, 1]
+
+
+def test_follower_keeps_records_above_its_high_watermark(cluster):
+    """KIP-101: a follower whose HW lags its log (as after a restart) keeps what the leader's
+    epoch still covers; truncating to the HW would drop committed records."""
+    c = cluster(2, {"replica.lag.time.max.ms": 30000})
+    c.create("t", [0, 1], epoch=1)
+    n0, n1 = c.nodes[0], c.nodes[1]
+    assert produce(n0.address, "t", [b"a", b"b", b"c"], acks=-1) == (0, 0)
+    c.stop(1)
+    c.start(1)
+    n1 = c.nodes[1]
+    plog = n1.log("t")
+    plog.update_high_watermark(1)            # its HW lags its LEO (3)
+    cuts = []
+    real = plog.truncate_to
+    plog.truncate_to = lambda offset: (cuts.append(offset), real(offset))[1]
+    c.view.set_partition("t", 0, 0, 2, [0, 1], [0, 1], 0)
+    n0.rm.become_leader("t", 0, 2, [0, 1], [0, 1], 0)
+    n1.rm.become_follower("t", 0, 0, 2, [0, 1], 0)
+    wait_until(lambda: n1.rm.partition("t", 0).fetch_state == "fetch", what="truncation done")
+    assert cuts == []                        # the leader's epoch 1 ends at 3 = our LEO: nothing cut
+    assert plog.log_end_offset == 3
+    wait_until(lambda: plog.high_watermark == 3, what="follower HW 3")
+
+
+def test_idempotent_producer_survives_a_leader_change(cluster):
+    from confluent_kafka import Producer
+
+    c = cluster(2, {"replica.lag.time.max.ms": 30000})
+    c.create("t", [0, 1], epoch=1)
+    n0, n1 = c.nodes[0], c.nodes[1]
+    errors = []
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(err)
+
+    p = Producer({"bootstrap.servers": f"{c.bootstrap(0)},{c.bootstrap(1)}", "enable.idempotence": True,
+                  "linger.ms": 0, "topic.metadata.refresh.interval.ms": 200})
+    for i in range(10):
+        p.produce("t", b"a%d" % i, partition=0, on_delivery=delivered)
+    assert p.flush(10) == 0 and not errors
+    # the follower rebuilt the producer's state from the replicated batch headers
+    wait_until(lambda: n1.log("t").log_end_offset == 10, what="follower LEO 10")
+    lead = {e.producer_id: e for e in n0.log("t").active_producers()}
+    follow = {e.producer_id: e for e in n1.log("t").active_producers()}
+    assert lead.keys() == follow.keys() and len(lead) == 1
+    # node 1 takes over (epoch 2); the producer goes on with its sequence numbers there
+    c.view.set_partition("t", 0, 1, 2, [0, 1], [1, 0], 0)
+    n1.rm.become_leader("t", 0, 2, [0, 1], [1, 0], 0)
+    n0.rm.become_follower("t", 0, 1, 2, [0, 1], 0)
+    for i in range(10):
+        p.produce("t", b"b%d" % i, partition=0, on_delivery=delivered)
+    assert p.flush(20) == 0 and not errors
+    expect = [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(10)]
+    assert values_of(n1, "t") == expect
+    wait_until(lambda: values_of(n0, "t") == expect, what="old leader caught up as follower")
