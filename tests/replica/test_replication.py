@@ -17,7 +17,7 @@ def values_of(node, topic):
     out = []
     for fs in plog.read(plog.log_start_offset, 1 << 24, max_offset=plog.log_end_offset).slices:
         recs, _ = decode_batches(fs.view())
-        out.extend(r[3] for r in recs)
+        out.extend(r[3] for r in recs if r[0] >= plog.log_start_offset)
     return out
 
 
@@ -226,3 +226,23 @@ def test_idempotent_producer_survives_a_leader_change(cluster):
     expect = [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(10)]
     assert values_of(n1, "t") == expect
     wait_until(lambda: values_of(n0, "t") == expect, what="old leader caught up as follower")
+
+
+def test_new_replica_behind_the_leaders_log_start_starts_there(cluster):
+    c = cluster(2)
+    n0, n1 = c.nodes[0], c.nodes[1]
+    n0.engine.create_topic("t", 1)
+    c.elect("t", 0, 1, [0], [0])
+    assert produce(n0.address, "t", [b"r%d" % i for i in range(10)], acks=-1) == (0, 0)
+    resp = request(n0.address, ApiKey.DELETE_RECORDS, 2, {
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 6}]}], "timeout": 5000})
+    assert resp["topics"][0]["partitions"][0]["low_watermark"] == 6
+    # node 1 is added as a replica with an empty log: offset 0 is below the leader's log start
+    n1.engine.create_topic("t", 1)
+    c.view.set_partition("t", 0, 0, 1, [0, 1], [0], 0)
+    n0.rm.become_leader("t", 0, 1, [0, 1], [0], 0)
+    n1.rm.become_follower("t", 0, 0, 1, [0, 1], 0)
+    wait_until(lambda: c.isr("t") == [0, 1], what="new replica in the ISR")
+    plog = n1.log("t")
+    assert (plog.log_start_offset, plog.log_end_offset) == (6, 10)
+    assert values_of(n1, "t") == [b"r%d" % i for i in range(6, 10)]
