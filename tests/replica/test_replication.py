@@ -246,3 +246,28 @@ def test_new_replica_behind_the_leaders_log_start_starts_there(cluster):
     plog = n1.log("t")
     assert (plog.log_start_offset, plog.log_end_offset) == (6, 10)
     assert values_of(n1, "t") == [b"r%d" % i for i in range(6, 10)]
+
+
+def test_three_brokers_commit_with_min_isr_two(cluster):
+    c = cluster(3)
+    c.create("t", [0, 1, 2], config={"min.insync.replicas": 2})
+    leader = c.nodes[0]
+    assert produce(leader.address, "t", [b"a"], acks=-1) == (0, 0)
+    wait_until(lambda: all(c.nodes[i].log("t").log_end_offset == 1 for i in (1, 2)), what="both followers")
+    c.stop(2)
+    wait_until(lambda: c.isr("t") == [0, 1], what="ISR [0, 1]")
+    # two in-sync replicas are enough for acks=all; the HW is the ISR's
+    assert produce(leader.address, "t", [b"b", b"c"], acks=-1) == (0, 1)
+    assert leader.log("t").high_watermark == 3
+    assert c.nodes[1].log("t").log_end_offset == 3
+    c.stop(1)
+    wait_until(lambda: c.isr("t") == [0], what="ISR [0]")
+    assert produce(leader.address, "t", [b"d"], acks=-1)[0] == 19       # NOT_ENOUGH_REPLICAS
+    # both come back: they catch up and rejoin, and acks=all works again
+    for i in (1, 2):
+        node = c.start(i)
+        node.rm.become_follower("t", 0, 0, 1, [0, 1, 2], c.view.partition_epoch("t", 0))
+    wait_until(lambda: sorted(c.isr("t")) == [0, 1, 2], what="ISR [0, 1, 2]")
+    assert produce(leader.address, "t", [b"e"], acks=-1) == (0, 3)
+    for i in (1, 2):
+        wait_until(lambda: values_of(c.nodes[i], "t") == [b"a", b"b", b"c", b"e"], what=f"node {i} data")
