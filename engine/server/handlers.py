@@ -25,7 +25,6 @@ connection.  PartitionLog and Engine are thread-safe.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import uuid
 
@@ -43,65 +42,25 @@ from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
 from . import authz, config_describe
+from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by importers)
+    _RESOURCE_BROKER,
+    _RESOURCE_TOPIC,
+    _UNSUPPORTED_ENDPOINT_TYPE,
+    _ZERO_UUID,
+    _code,
+    _record_error,
+    _replica_id,
+    _topic_uuid,
+    broker_config_change,
+    broker_entries,
+    partition_entry,
+)
 from .group_handlers import TXN_UNSUPPORTED
 
 __all__ = ["Handlers"]
 
 log = logging.getLogger("engine.server")
 
-_ZERO_UUID = uuid.UUID(int=0)
-
-
-def _code(e: BaseException) -> int:
-    if isinstance(e, KafkaApiError):
-        return e.code
-    return -1
-
-
-def _record_error(res: dict, e: BaseException, what: str, *args, message: bool = True) -> None:
-    """Put an exception into a per-item response: Kafka's code (and message); log the unexpected."""
-    if not isinstance(e, KafkaApiError):
-        log.exception(what, *args)
-    res["error_code"] = _code(e)
-    if message:
-        res["error_message"] = str(e)[:300]
-
-
-def partition_entry(view, topic: str, p: int, *, describe: bool = False) -> dict:
-    """A partition of a Metadata (or, `describe`, DescribeTopicPartitions) answer, from the view."""
-    try:
-        leader, epoch, replicas, isr = view.partition_state(topic, p)
-        live = view.brokers()
-        error = 0 if leader in live else 5          # LEADER_NOT_AVAILABLE
-        res = {"error_code": error, "partition_index": p, "leader_id": leader if error == 0 else -1,
-               "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
-               "offline_replicas": [r for r in replicas if r not in live]}
-    except KafkaApiError as e:
-        res = {"error_code": _code(e), "partition_index": p, "leader_id": -1, "leader_epoch": -1,
-               "replica_nodes": [], "isr_nodes": [], "offline_replicas": []}
-    if describe:
-        res["eligible_leader_replicas"] = []
-        res["last_known_elr"] = []
-    return res
-
-
-def broker_entries(view, conn, id_key: str = "node_id") -> list[dict]:
-    """The live brokers of the view; this node's address is the one the client connected to
-    (the advertised one) when the view has none for it."""
-    host, port = conn.advertised_address()
-    out = []
-    for node, (h, p, rack) in sorted(view.brokers().items()):
-        if node == view.node_id and h is None:
-            h, p = host, port
-        out.append({id_key: node, "host": h, "port": p, "rack": rack})
-    return out
-
-
-def _topic_uuid(topic_id: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
-    except (ValueError, TypeError):
-        return _ZERO_UUID
 
 
 class Handlers:
@@ -202,7 +161,6 @@ class Handlers:
     async def produce(self, header, body, conn):
         v = header.api_version
         req = m.parse_produce_request(body, v)
-        eng = self.engine
         error = 0
         if v < 3:
             error = 35   # UNSUPPORTED_VERSION: message formats 0/1 are gone (KAFKA-18659)
@@ -268,7 +226,7 @@ class Handlers:
 
     def _read_partitions(self, req, max_bytes: int):
         remaining = max_bytes
-        replica_id = getattr(req, "replica_id", -1)     # >= 0: a follower (v15+ has no field here)
+        replica_id = _replica_id(req)                  # >= 0: a follower's fetch
         total = 0
         errors = False
         topics = []
@@ -526,7 +484,6 @@ class Handlers:
                    "resource_name": r.resource_name}
             try:
                 if r.resource_type == _RESOURCE_BROKER:
-                    from .admin_handlers import broker_config_change
                     res["error_code"], res["error_message"] = broker_config_change(
                         r.resource_name, [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE],
                         self.view.node_id)
@@ -561,13 +518,6 @@ class Handlers:
             "cluster_authorized_operations": authz.authorized(
                 getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
-
-
-# DescribeConfigs / IncrementalAlterConfigs constants (Kafka's ConfigResource.Type,
-# DescribeConfigsResponse.ConfigSource and ConfigEntry.ConfigType).
-_RESOURCE_TOPIC = 2
-_RESOURCE_BROKER = 4
-_UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
 def _max_timestamp(plog):
