@@ -236,7 +236,9 @@ class ReplicaFetcher(threading.Thread):
                     continue                       # truncated meanwhile: the next fetch asks again
                 if len(res.records):
                     appended |= self._append(plog, res.records)
-                plog.update_high_watermark(min(res.high_watermark, plog.log_end_offset))
+                hw = min(res.high_watermark, plog.log_end_offset)
+                if hw > plog.high_watermark:            # forward only, as Kafka's follower
+                    plog.update_high_watermark(hw)
                 if res.log_start_offset > plog.log_start_offset:
                     plog.delete_records_before(min(res.log_start_offset, plog.high_watermark))
         if appended:
