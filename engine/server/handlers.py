@@ -239,6 +239,7 @@ class Handlers:
                     info = self.replicas.read(t.topic, p.partition, p.fetch_offset, max(limit, 0),
                                               replica_id=replica_id,
                                               current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
+                                              log_start_offset=getattr(p, "log_start_offset", -1),
                                               min_one_batch=(total == 0))
                     pd.high_watermark = pd.last_stable_offset = info.high_watermark
                     pd.log_start_offset = info.log_start_offset
@@ -357,18 +358,27 @@ class Handlers:
         v = header.api_version
         req = m.decode(m.ApiKey.DELETE_RECORDS, v, body.buf[body.pos:])
         topics = []
+        waiting = []        # replicated partitions: (result, waiter) until every replica moved
         for t in req.topics:
             parts = []
             for p in t.partitions:
                 res = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
                 try:
-                    plog = self.replicas.leader_log(t.name, p.partition_index)
-                    offset = plog.high_watermark if p.offset == -1 else p.offset
-                    res["low_watermark"] = plog.delete_records_before(offset)
+                    res["low_watermark"], waiter = self.replicas.delete_records(t.name, p.partition_index, p.offset)
+                    if waiter is not None:
+                        waiting.append((res, waiter))
                 except Exception as e:
                     _record_error(res, e, "delete records of %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
             topics.append({"name": t.name, "partitions": parts})
+        if waiting:
+            timeout_ms = int(req.timeout.total_seconds() * 1000)
+            outcomes = await self.replicas.wait_for_acks([w for _, w in waiting], timeout_ms)
+            for (res, waiter), e in zip(waiting, outcomes):
+                if e is not None:
+                    res["low_watermark"], res["error_code"] = -1, _code(e)
+                else:
+                    res["low_watermark"] = waiter.result()
         return [m.encode(m.ApiKey.DELETE_RECORDS, v, {"throttle_time": 0, "topics": topics})]
 
     # -- InitProducerId (22) -------------------------------------------------------------

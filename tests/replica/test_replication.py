@@ -271,3 +271,27 @@ def test_three_brokers_commit_with_min_isr_two(cluster):
     assert produce(leader.address, "t", [b"e"], acks=-1) == (0, 3)
     for i in (1, 2):
         wait_until(lambda: values_of(c.nodes[i], "t") == [b"a", b"b", b"c", b"e"], what=f"node {i} data")
+
+
+def test_delete_records_answers_once_every_live_replica_moved(cluster):
+    c = cluster(2)
+    c.create("t", [0, 1])
+    n0, n1 = c.nodes[0], c.nodes[1]
+    assert produce(n0.address, "t", [b"r%d" % i for i in range(5)], acks=-1) == (0, 0)
+    assert produce(n0.address, "t", [b"s%d" % i for i in range(5)], acks=-1) == (0, 5)
+    wait_until(lambda: n1.log("t").high_watermark == 10, what="follower HW 10")
+
+    def delete(offset):
+        resp = request(n0.address, ApiKey.DELETE_RECORDS, 2, {
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": offset}]}],
+            "timeout": 10000})
+        p = resp["topics"][0]["partitions"][0]
+        return p["error_code"], p["low_watermark"]
+
+    assert delete(5) == (0, 5)
+    # answered only after the follower's log start moved too (it reports it in its fetches)
+    assert n1.log("t").log_start_offset == 5
+    assert values_of(n1, "t") == [b"s%d" % i for i in range(5)]
+    # a replica that is down does not hold the answer back
+    c.stop(1)
+    assert delete(7) == (0, 7)
