@@ -7,10 +7,12 @@ list of parts (``bytes``/``bytearray`` runs and FileSlices, see
 engine failure becomes a Kafka error code in the response.  A request that
 does not parse raises InvalidRequestError, and the connection closes.
 
-Single node: this broker (node id 0) leads every partition; the leader epoch
-of a partition is its log's latest epoch (0 for a new log), the same number
-Metadata advertises and Fetch/ListOffsets check ``current_leader_epoch``
-against (FENCED_LEADER_EPOCH 74 below it, UNKNOWN_LEADER_EPOCH 75 above).
+Who leads what comes from the broker's cluster view (``broker.view``, engine/replica/view.py);
+partitions are appended to and read through its ReplicaManager (``broker.replicas``), which
+answers NOT_LEADER_OR_FOLLOWER for a partition this broker does not lead and checks
+``current_leader_epoch`` (FENCED_LEADER_EPOCH 74 below the partition's epoch,
+UNKNOWN_LEADER_EPOCH 75 above).  With the single-node view (the default) this broker leads every
+partition and the leader epoch is its log's latest epoch (0 for a new log).
 
 Concurrency: runs on the broker's event loop.  Engine calls are synchronous.
 A plain append (validate, ``pwrite``, index update) runs inline; an append to
@@ -23,21 +25,18 @@ connection.  PartitionLog and Engine are thread-safe.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import uuid
 
 from ..coordinator.records import OFFSETS_TOPIC
 from ..coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from ..errors import (
-    FencedLeaderEpochError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaApiError,
     TopicAlreadyExistsError,
-    UnknownLeaderEpochError,
 )
 from ..config import INTERNAL_BROKER_KEYS
 from ..protocol import messages as m
@@ -45,51 +44,25 @@ from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
 from . import authz, config_describe
 from . import txn_handlers
+from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by importers)
+    _RESOURCE_BROKER,
+    _RESOURCE_TOPIC,
+    _UNSUPPORTED_ENDPOINT_TYPE,
+    _ZERO_UUID,
+    _code,
+    _record_error,
+    _replica_id,
+    _topic_uuid,
+    broker_config_change,
+    broker_entries,
+    partition_entry,
+)
 
 __all__ = ["Handlers"]
 
 log = logging.getLogger("engine.server")
 
-NODE_ID = 0
-_NO_FLUSH_POLICY = (1 << 63) - 1      # flush.messages default (Long.MAX_VALUE)
-_ZERO_UUID = uuid.UUID(int=0)
 _INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
-
-
-def _code(e: BaseException) -> int:
-    if isinstance(e, KafkaApiError):
-        return e.code
-    return -1
-
-
-def _record_error(res: dict, e: BaseException, what: str, *args, message: bool = True) -> None:
-    """Put an exception into a per-item response: Kafka's code (and message); log the unexpected."""
-    if not isinstance(e, KafkaApiError):
-        log.exception(what, *args)
-    res["error_code"] = _code(e)
-    if message:
-        res["error_message"] = str(e)[:300]
-
-
-def leader_epoch(plog) -> int:
-    return max(plog.leader_epoch_cache.latest_epoch, 0)
-
-
-def _check_epoch(plog, requested: int) -> None:
-    if requested < 0:
-        return
-    ours = leader_epoch(plog)
-    if requested < ours:
-        raise FencedLeaderEpochError(f"leader epoch {requested} is older than {ours}")
-    if requested > ours:
-        raise UnknownLeaderEpochError(f"leader epoch {requested} is newer than {ours}")
-
-
-def _topic_uuid(topic_id: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
-    except (ValueError, TypeError):
-        return _ZERO_UUID
 
 
 class Handlers:
@@ -98,6 +71,8 @@ class Handlers:
     def __init__(self, broker):
         self.broker = broker
         self.engine = broker.engine
+        self.replicas = broker.replicas       # engine/replica: leaders, appends, reads
+        self.view = broker.view
         self._table = {
             m.ApiKey.PRODUCE: self.produce,
             m.ApiKey.FETCH: self.fetch,
@@ -161,16 +136,7 @@ class Handlers:
             try:
                 internal = name in _INTERNAL_TOPICS     # made by the coordinators, never auto-created
                 meta = eng.ensure_topic(name) if auto and not internal else eng.topic_metadata(name)
-                parts = []
-                for p in range(meta.partitions):
-                    try:
-                        epoch = leader_epoch(eng.log(name, p))
-                        parts.append({"error_code": 0, "partition_index": p, "leader_id": NODE_ID,
-                                      "leader_epoch": epoch, "replica_nodes": [NODE_ID],
-                                      "isr_nodes": [NODE_ID], "offline_replicas": []})
-                    except KafkaApiError as e:
-                        parts.append({"error_code": _code(e), "partition_index": p, "leader_id": -1,
-                                      "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
+                parts = [partition_entry(self.view, name, p) for p in range(meta.partitions)]
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
                                "is_internal": internal, "partitions": parts,
                                "topic_authorized_operations": topic_ops})
@@ -185,12 +151,12 @@ class Handlers:
                         e = bad
                 topics.append({"error_code": _code(e), "name": name, "topic_id": _ZERO_UUID,
                                "is_internal": False, "partitions": []})
-        host, port = conn.advertised_address()
         cluster_id = eng.cluster_id
         return [m.encode(m.ApiKey.METADATA, v, {
             "throttle_time": 0,
-            "brokers": [{"node_id": NODE_ID, "host": host, "port": port, "rack": None}],
-            "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": topics, "error_code": 0,
+            "brokers": broker_entries(self.view, conn),
+            "cluster_id": cluster_id, "controller_id": self.view.controller_id(), "topics": topics,
+            "error_code": 0,
             "cluster_authorized_operations": authz.authorized(
                 getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
@@ -199,7 +165,6 @@ class Handlers:
     async def produce(self, header, body, conn):
         v = header.api_version
         req = m.parse_produce_request(body, v)
-        eng = self.engine
         error = 0
         if v < 3:
             error = 35   # UNSUPPORTED_VERSION: message formats 0/1 are gone (KAFKA-18659)
@@ -208,6 +173,7 @@ class Handlers:
         out = []
         appended = False
         refused = await txn_handlers.verify_produce(self.engine, req) if not error and self._verify_txn else None
+        waiting = []        # acks=all: (results, index in results, waiter)
         for name, parts in req.topics:
             results = []
             for p in parts:
@@ -223,18 +189,15 @@ class Handlers:
                 try:
                     if name in _INTERNAL_TOPICS:
                         raise InvalidTopicError(f"cannot append to internal topic {name}")
-                    plog = eng.log(name, p.index)
                     if p.records is None:
                         raise InvalidRequestError("null records")
                     # the frame is ours: a writable view is stamped in place, no copy
                     buf = p.records if not p.records.readonly else bytearray(p.records)
-                    if plog.config["flush.messages"] < _NO_FLUSH_POLICY:
-                        info = await asyncio.get_running_loop().run_in_executor(None, plog.append, buf)
-                    else:
-                        info = plog.append(buf)
+                    info, log_start, waiter = await self.replicas.append(name, p.index, buf, req.acks)
                     appended = True
-                    results.append((p.index, 0, info.first_offset, info.log_append_time,
-                                    plog.log_start_offset, None))
+                    if waiter is not None:
+                        waiting.append((results, len(results), waiter))
+                    results.append((p.index, 0, info.first_offset, info.log_append_time, log_start, None))
                 except Exception as e:
                     if not isinstance(e, KafkaApiError):
                         log.exception("produce to %s-%d failed", name, p.index)
@@ -245,6 +208,11 @@ class Handlers:
             out.append((name, results))
         if appended:
             self.broker.notify_appended()
+        if waiting:
+            outcomes = await self.replicas.wait_for_acks([w for _, _, w in waiting], req.timeout_ms)
+            for (results, i, _), e in zip(waiting, outcomes):
+                if e is not None:
+                    results[i] = (results[i][0], _code(e), -1, -1, -1, str(e)[:200])
         if req.acks == 0 and not error:
             return None
         return [m.encode_produce_response(v, out)]
@@ -268,8 +236,8 @@ class Handlers:
         return parts
 
     def _read_partitions(self, req, max_bytes: int):
-        eng = self.engine
         remaining = max_bytes
+        replica_id = _replica_id(req)                  # >= 0: a follower's fetch
         total = 0
         errors = False
         topics = []
@@ -279,11 +247,12 @@ class Handlers:
             for p in t.partitions:
                 pd = m.FetchPartitionData(p.partition, 0)
                 try:
-                    plog = eng.log(t.topic, p.partition)
-                    _check_epoch(plog, getattr(p, "current_leader_epoch", -1))  # v9+
                     limit = min(p.partition_max_bytes, remaining)
-                    info = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=(total == 0),
-                                     isolation_level=isolation)
+                    info = self.replicas.read(t.topic, p.partition, p.fetch_offset, max(limit, 0),
+                                              replica_id=replica_id,
+                                              current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
+                                              log_start_offset=getattr(p, "log_start_offset", -1),
+                                              min_one_batch=(total == 0), isolation_level=isolation)
                     pd.high_watermark = info.high_watermark
                     pd.last_stable_offset = info.last_stable_offset
                     pd.log_start_offset = info.log_start_offset
@@ -324,9 +293,9 @@ class Handlers:
                     parts.append(res)
                     continue
                 try:
-                    plog = self.engine.log(t.name, p.partition_index)
-                    if v >= 4:
-                        _check_epoch(plog, getattr(p, "current_leader_epoch", -1))  # v4+
+                    part = self.replicas.leader_partition(
+                        t.name, p.partition_index, getattr(p, "current_leader_epoch", -1) if v >= 4 else -1)
+                    plog = part.log
                     ts = p.timestamp
                     if ts == -3:
                         hit = _max_timestamp(plog)
@@ -336,7 +305,7 @@ class Handlers:
                         hit = plog.offset_for_timestamp(ts)
                     if hit is not None:
                         res["offset"], res["timestamp"] = hit
-                        res["leader_epoch"] = leader_epoch(plog)
+                        res["leader_epoch"] = part.leader_epoch
                 except Exception as e:
                     _record_error(res, e, "list offsets for %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
@@ -406,18 +375,27 @@ class Handlers:
         v = header.api_version
         req = m.decode(m.ApiKey.DELETE_RECORDS, v, body.buf[body.pos:])
         topics = []
+        waiting = []        # replicated partitions: (result, waiter) until every replica moved
         for t in req.topics:
             parts = []
             for p in t.partitions:
                 res = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
                 try:
-                    plog = self.engine.log(t.name, p.partition_index)
-                    offset = plog.high_watermark if p.offset == -1 else p.offset
-                    res["low_watermark"] = plog.delete_records_before(offset)
+                    res["low_watermark"], waiter = self.replicas.delete_records(t.name, p.partition_index, p.offset)
+                    if waiter is not None:
+                        waiting.append((res, waiter))
                 except Exception as e:
                     _record_error(res, e, "delete records of %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
             topics.append({"name": t.name, "partitions": parts})
+        if waiting:
+            timeout_ms = int(req.timeout.total_seconds() * 1000)
+            outcomes = await self.replicas.wait_for_acks([w for _, w in waiting], timeout_ms)
+            for (res, waiter), e in zip(waiting, outcomes):
+                if e is not None:
+                    res["low_watermark"], res["error_code"] = -1, _code(e)
+                else:
+                    res["low_watermark"] = waiter.result()
         return [m.encode(m.ApiKey.DELETE_RECORDS, v, {"throttle_time": 0, "topics": topics})]
 
     # -- InitProducerId (22) -------------------------------------------------------------
@@ -461,8 +439,7 @@ class Handlers:
             for p in t.partitions:
                 res = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
                 try:
-                    plog = self.engine.log(t.topic, p.partition)
-                    _check_epoch(plog, p.current_leader_epoch)
+                    plog = self.replicas.leader_log(t.topic, p.partition, p.current_leader_epoch)
                     res["leader_epoch"], res["end_offset"] = plog.end_offset_for_epoch(p.leader_epoch)
                 except Exception as e:
                     _record_error(res, e, "offset for leader epoch of %s-%d failed", t.topic, p.partition, message=False)
@@ -488,8 +465,9 @@ class Handlers:
                         return config_describe.topic_entry(name, values, cfg.overrides, eng.config,
                                                            req.include_synonyms)
                 elif r.resource_type == _RESOURCE_BROKER:
-                    if r.resource_name not in ("", str(NODE_ID)):
-                        raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({NODE_ID})")
+                    node = self.view.node_id
+                    if r.resource_name not in ("", str(node)):
+                        raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({node})")
                     values = {k: v for k, v in eng.config.values.items() if k not in INTERNAL_BROKER_KEYS}
 
                     def entry(name):
@@ -542,9 +520,9 @@ class Handlers:
                    "resource_name": r.resource_name}
             try:
                 if r.resource_type == _RESOURCE_BROKER:
-                    from .admin_handlers import broker_config_change
                     res["error_code"], res["error_message"] = broker_config_change(
-                        r.resource_name, [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE])
+                        r.resource_name, [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE],
+                        self.view.node_id)
                     responses.append(res)
                     continue
                 if r.resource_type != _RESOURCE_TOPIC:
@@ -566,24 +544,16 @@ class Handlers:
     async def describe_cluster(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_CLUSTER, v, body.buf[body.pos:])
-        host, port = conn.advertised_address()
         endpoint_type = getattr(req, "endpoint_type", 1)
         error = 0 if endpoint_type in (1, 2) else _UNSUPPORTED_ENDPOINT_TYPE
         return [m.encode(m.ApiKey.DESCRIBE_CLUSTER, v, {
             "throttle_time": 0, "error_code": error, "error_message": None,
             "endpoint_type": endpoint_type, "cluster_id": self.engine.cluster_id or "",
-            "controller_id": NODE_ID,
-            "brokers": [{"broker_id": NODE_ID, "host": host, "port": port, "rack": None}] if not error else [],
+            "controller_id": self.view.controller_id(),
+            "brokers": broker_entries(self.view, conn, "broker_id") if not error else [],
             "cluster_authorized_operations": authz.authorized(
                 getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
-
-
-# DescribeConfigs / IncrementalAlterConfigs constants (Kafka's ConfigResource.Type,
-# DescribeConfigsResponse.ConfigSource and ConfigEntry.ConfigType).
-_RESOURCE_TOPIC = 2
-_RESOURCE_BROKER = 4
-_UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
 def _max_timestamp(plog):

@@ -909,6 +909,14 @@ class PartitionLog:
                     return hit
             return None
 
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """A new leader: record that `epoch` starts at the log end offset (Kafka's makeLeader),
+        so OffsetForLeaderEpoch answers the previous epoch's end even before the first append."""
+        self._check_writable()
+        with self._lock:
+            if self.leader_epoch_cache.assign(epoch, self.log_end_offset):
+                self._flush_epoch_cache()
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         with self._lock:
             return self.leader_epoch_cache.end_offset_for_epoch(epoch, self.log_end_offset)
@@ -952,6 +960,29 @@ class PartitionLog:
                 from .cleaner import truncate_checkpoint
                 truncate_checkpoint(self, self.log_end_offset)
             return self.log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower behind its leader's log start (Kafka's truncateFullyAndStartAt): every
+        segment, epoch and producer snapshot goes; the log restarts empty at `offset`."""
+        self._check_writable()
+        with self._lock:
+            for seg in self._segments:
+                seg.delete()
+            seg = LogSegment(self.dir, offset, self.config, create=True)
+            self._segments, self._bases = [seg], [offset]
+            self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+            self.recovery_point = offset
+            with self._sync_cond:
+                self._synced_offset = offset
+            self.leader_epoch_cache.entries = []
+            self._flush_epoch_cache()
+            pstate.delete_snapshots(self.dir, lambda _o: True)
+            self.producer_state.clear()
+            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            if self.gaps_allowed:
+                from .cleaner import truncate_checkpoint
+                truncate_checkpoint(self, offset)
+            self._check_offsets()
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to `offset` (<= HW); returns it."""
