@@ -7,7 +7,8 @@ Commands:
   configs   describe or alter topic and broker configs
   dump-log  list every batch of a segment file (offsets, sizes, codec, CRC check)
   bench     run the storage benchmarks, print the table and write JSON
-  serve     run the Kafka wire-protocol broker on a data directory
+  serve     run the Kafka wire-protocol broker on a data directory (--zookeeper: in a cluster)
+  cluster   run ZooKeeper and N brokers on 127.0.0.1 (a local cluster)
 """
 
 from __future__ import annotations
@@ -369,6 +370,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with open(args.properties) as f:
             settings.update(parse_properties(f.read(), args.properties))
     settings.update(_parse_kv(args.config))
+    from .cli_cluster import apply_serve_flags, start_member, stop_member
+    apply_serve_flags(args, settings)
     data_dir = args.data_dir or (settings.pop("log.dirs", None) or settings.get("log.dir")
                                  or "./data").split(",")[0]
     settings.pop("log.dirs", None)
@@ -401,7 +404,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0)
             await broker.start()
             http = []
+            member = None
             try:
+                # cluster mode (zookeeper.connect): register, then serve (ClusterError: id taken)
+                member = await asyncio.get_running_loop().run_in_executor(
+                    None, start_member, broker, eng, adv_host or host, adv_port or broker.port)
                 http = _start_operator_endpoints(broker, args, cfg)
                 # last: "serving" means every endpoint asked for is up (tests wait for it)
                 print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
@@ -411,6 +418,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     loop.add_signal_handler(sig, stop.set)
                 await stop.wait()
             finally:
+                if member is not None:      # controlled shutdown while still serving
+                    await asyncio.get_running_loop().run_in_executor(None, stop_member, member, eng)
                 for server in http:
                     server.stop()
                 await broker.stop()
@@ -594,7 +603,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve Prometheus metrics at http://HOST:PORT/metrics (default: metrics.port, off)")
     s.add_argument("--console-listen", default=None, metavar="HOST:PORT",
                    help="serve the web console at http://HOST:PORT/ (default: console.port, off)")
+    from .cli_cluster import add_cluster_parser, add_serve_flags
+    add_serve_flags(s)
     s.set_defaults(func=cmd_serve)
+    add_cluster_parser(sub)
 
     co = sub.add_parser("console", help="a web console (topics, groups, messages) for a running broker")
     co.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker")
