@@ -207,11 +207,13 @@ class ClusterMember:
         remaining = [-1]
 
         def watch(data, stat, event=None):
+            # the controller's answer comes from a pass that already moved every leadership it
+            # could; what remains has no other live in-sync replica (Kafka's controller answers
+            # the same "partitions remaining", and its broker then stops anyway after retries)
             if data:
                 remaining[0] = int(json.loads(data).get("remaining", -1))
-                if remaining[0] == 0:
-                    done.set()
-                    return False
+                done.set()
+                return False
             return not done.is_set()
         try:
             self.store.client.create(path, ephemeral=True)
@@ -221,7 +223,9 @@ class ClusterMember:
         DataWatch(self.store.client, path, watch)
         done.wait(timeout_s)
         log.info("controlled shutdown of broker %d: %s", self.broker_id,
-                 "no leadership left" if remaining[0] == 0 else f"{remaining[0]} partitions still led")
+                 "no leadership left" if remaining[0] == 0 else
+                 "no answer from a controller" if remaining[0] < 0 else
+                 f"{remaining[0]} partitions still led (no other in-sync replica alive)")
         return remaining[0]
 
     # -- watches (kazoo's threads) -----------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from tests.serving import ServeProcess, ZooKeeperProcess, find_zookeeper
 
-SESSION_MS = 3000       # brokers' zookeeper.session.timeout.ms: a SIGKILLed broker is gone in ~3 s
+SESSION_MS = 4000       # brokers' zookeeper.session.timeout.ms: a SIGKILLed broker is gone in ~4 s
 
 
 @pytest.fixture
