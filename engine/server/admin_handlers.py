@@ -42,13 +42,12 @@ import os
 from ..errors import InvalidTopicError, KafkaApiError
 from ..protocol import messages as m
 from .handlers import (
-    NODE_ID,
     _RESOURCE_BROKER,
     _RESOURCE_TOPIC,
     _ZERO_UUID,
     _code,
     _topic_uuid,
-    leader_epoch,
+    partition_entry,
 )
 
 __all__ = ["AdminHandlers"]
@@ -63,6 +62,7 @@ _INVALID_CONFIG = 40
 _INVALID_REQUEST = 42
 _SECURITY_DISABLED = 54
 _ELECTION_NOT_NEEDED = 84
+_PREFERRED_LEADER_NOT_AVAILABLE = 80
 _NO_REASSIGNMENT_IN_PROGRESS = 85
 _TRANSACTIONAL_ID_NOT_FOUND = 105
 
@@ -160,7 +160,8 @@ class AdminHandlers:
     async def _alter_one(self, r, validate_only: bool) -> tuple[int, str | None]:
         eng = self.engine
         if r.resource_type == _RESOURCE_BROKER:
-            return broker_config_change(r.resource_name, [c.name for c in r.configs])
+            return broker_config_change(r.resource_name, [c.name for c in r.configs],
+                                        self.handlers.view.node_id)
         if r.resource_type != _RESOURCE_TOPIC:
             return _INVALID_REQUEST, f"Unknown resource type {r.resource_type}"
         from .._engine import validate_topic_name
@@ -260,15 +261,7 @@ class AdminHandlers:
             "throttle_time": 0, "topics": topics, "next_cursor": next_cursor})]
 
     def _partition(self, name: str, p: int) -> dict:
-        try:
-            epoch = leader_epoch(self.engine.log(name, p))
-        except KafkaApiError as e:
-            return {"error_code": _code(e), "partition_index": p, "leader_id": -1, "leader_epoch": -1,
-                    "replica_nodes": [], "isr_nodes": [], "eligible_leader_replicas": [],
-                    "last_known_elr": [], "offline_replicas": []}
-        return {"error_code": 0, "partition_index": p, "leader_id": NODE_ID, "leader_epoch": epoch,
-                "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID], "eligible_leader_replicas": [],
-                "last_known_elr": [], "offline_replicas": []}
+        return partition_entry(self.handlers.view, name, p, describe=True)
 
     # -- ElectLeaders (43) --------------------------------------------------------------
     async def elect_leaders(self, header, body, conn):
@@ -296,12 +289,24 @@ class AdminHandlers:
                         code, msg = _UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {t.topic}"
                     elif not 0 <= p < count:
                         code, msg = _UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {t.topic}-{p}"
-                    else:   # the only replica already leads: the preferred leader, and no unclean case
-                        code, msg = _ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+                    else:
+                        code, msg = self._election(t.topic, p)
                     parts.append({"partition_id": p, "error_code": code, "error_message": msg})
                 results.append({"topic": t.topic, "partition_result": parts})
         return [m.encode(m.ApiKey.ELECT_LEADERS, v, {
             "throttle_time": 0, "error_code": top, "replica_election_results": results})]
+
+    def _election(self, topic: str, p: int) -> tuple[int, str | None]:
+        """ELECTION_NOT_NEEDED when the preferred replica (the first) leads -- always on a single
+        node; elections themselves are the cluster controller's (engine/cluster), not made here."""
+        try:
+            leader, _epoch, replicas, _isr = self.handlers.view.partition_state(topic, p)
+        except KafkaApiError as e:
+            return _code(e), str(e)[:300]
+        if replicas and leader == replicas[0]:
+            return _ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        return _PREFERRED_LEADER_NOT_AVAILABLE, (
+            f"broker {self.handlers.view.node_id} does not run leader elections (the controller does)")
 
     # -- Partition reassignments (45, 46) -------------------------------------------
     async def list_partition_reassignments(self, header, body, conn):
@@ -319,7 +324,8 @@ class AdminHandlers:
             count = self._partitions(t.name)
             parts = []
             for p in t.partitions:
-                code, msg = _reassignment(t.name, count, p.partition_index, p.replicas)
+                code, msg = _reassignment(t.name, count, p.partition_index, p.replicas,
+                                          self.handlers.view)
                 parts.append({"partition_index": p.partition_index, "error_code": code,
                               "error_message": msg})
             responses.append({"name": t.name, "partitions": parts})
@@ -349,14 +355,14 @@ class AdminHandlers:
 
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
-def broker_config_change(resource_name: str, set_names: list[str]) -> tuple[int, str | None]:
+def broker_config_change(resource_name: str, set_names: list[str], node_id: int) -> tuple[int, str | None]:
     """(error code, message) of setting `set_names` on broker `resource_name` ("" = any broker).
 
     Every broker config here is static (read at start), so any key set gets Kafka's answer for a
     static config; with none set (AlterConfigs' empty set, IncrementalAlterConfigs deletes) there
     is no dynamic value to remove and the answer is success, as Kafka's."""
-    if resource_name not in ("", str(NODE_ID)):
-        return _INVALID_REQUEST, f"Unexpected broker id, expected {NODE_ID}, but received {resource_name}"
+    if resource_name not in ("", str(node_id)):
+        return _INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {resource_name}"
     if set_names:
         return _INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(set_names)})"
     return 0, None
@@ -367,7 +373,7 @@ _TRANSACTION_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAb
                                  "CompleteAbort", "Dead", "PrepareEpochFence"})
 
 
-def _reassignment(topic: str, count: int | None, partition: int, replicas) -> tuple[int, str | None]:
+def _reassignment(topic: str, count: int | None, partition: int, replicas, view) -> tuple[int, str | None]:
     """One partition's AlterPartitionReassignments answer, with Kafka's checks in Kafka's order."""
     if count is None:
         return _UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
@@ -378,8 +384,9 @@ def _reassignment(topic: str, count: int | None, partition: int, replicas) -> tu
     if not replicas:
         return _INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
     prev = None
+    live = view.brokers()
     for broker in sorted(replicas):
-        if broker != NODE_ID:
+        if broker not in live:
             return _INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes broker "
                                                  f"{broker}, but no such broker is registered.")
         if broker == prev:

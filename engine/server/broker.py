@@ -8,7 +8,9 @@
     ...
     await broker.stop()
 
-Single node: node id 0 leads every partition (see handlers.py).  Connections
+Partitions are served through a :class:`~engine.replica.ReplicaManager` (``broker.replicas``)
+and the cluster view it was given (``broker.view``; by default the single-node view: this node,
+``node.id`` of the engine's config, leads every partition).  Connections
 are handled by :class:`~engine.server.connection.Connection`.  Long-polling
 fetches wait on the broker's append sequence: a produce through this broker
 bumps it and wakes them at once; appends by other writers of the same Engine
@@ -41,8 +43,13 @@ class Broker:
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_inflight: int = 16,
                  max_queued_bytes: int = 64 * 1024 * 1024,
                  idle_timeout: float = 600.0, poll_interval: float = 0.1,
-                 use_sendfile: bool = True):
+                 use_sendfile: bool = True, view=None, replica_manager=None):
+        from ..replica import ReplicaManager
         self.engine = engine
+        # the replica layer: who leads what (view), appends/reads/replication (replicas)
+        self.replicas = replica_manager if replica_manager is not None else ReplicaManager(engine, view)
+        self.view = self.replicas.view
+        self.node_id = self.view.node_id
         self.host = host
         self.port = port
         self.advertised_host = advertised_host
@@ -85,6 +92,7 @@ class Broker:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.engine.add_append_listener(self._appended_elsewhere)
+        self.replicas.start(self._loop, self.notify_appended)
         infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
         family, _, _, _, addr = infos[0]
@@ -114,6 +122,7 @@ class Broker:
 
     async def stop(self) -> None:
         self.engine.remove_append_listener(self._appended_elsewhere)
+        await self.replicas.stop()
         if self._own_coordinator is not None:
             await self.engine._release_group_coordinator(self._own_coordinator)
             self._own_coordinator = None

@@ -129,8 +129,7 @@ class GroupHandlers:
             "node_id": a["node_id"], "host": a["host"], "port": a["port"]})]
 
     def _node_id(self) -> int:
-        from .handlers import NODE_ID
-        return NODE_ID
+        return self.handlers.view.node_id
 
     # -- JoinGroup (11) -----------------------------------------------------------------
     async def join_group(self, header, body, conn):

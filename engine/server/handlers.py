@@ -7,10 +7,12 @@ list of parts (``bytes``/``bytearray`` runs and FileSlices, see
 engine failure becomes a Kafka error code in the response.  A request that
 does not parse raises InvalidRequestError, and the connection closes.
 
-Single node: this broker (node id 0) leads every partition; the leader epoch
-of a partition is its log's latest epoch (0 for a new log), the same number
-Metadata advertises and Fetch/ListOffsets check ``current_leader_epoch``
-against (FENCED_LEADER_EPOCH 74 below it, UNKNOWN_LEADER_EPOCH 75 above).
+Who leads what comes from the broker's cluster view (``broker.view``, engine/replica/view.py);
+partitions are appended to and read through its ReplicaManager (``broker.replicas``), which
+answers NOT_LEADER_OR_FOLLOWER for a partition this broker does not lead and checks
+``current_leader_epoch`` (FENCED_LEADER_EPOCH 74 below the partition's epoch,
+UNKNOWN_LEADER_EPOCH 75 above).  With the single-node view (the default) this broker leads every
+partition and the leader epoch is its log's latest epoch (0 for a new log).
 
 Concurrency: runs on the broker's event loop.  Engine calls are synchronous.
 A plain append (validate, ``pwrite``, index update) runs inline; an append to
@@ -29,14 +31,12 @@ import uuid
 
 from ..coordinator.records import OFFSETS_TOPIC
 from ..errors import (
-    FencedLeaderEpochError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaApiError,
     TopicAlreadyExistsError,
-    UnknownLeaderEpochError,
 )
 from ..config import INTERNAL_BROKER_KEYS
 from ..protocol import messages as m
@@ -49,8 +49,6 @@ __all__ = ["Handlers"]
 
 log = logging.getLogger("engine.server")
 
-NODE_ID = 0
-_NO_FLUSH_POLICY = (1 << 63) - 1      # flush.messages default (Long.MAX_VALUE)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -69,18 +67,34 @@ def _record_error(res: dict, e: BaseException, what: str, *args, message: bool =
         res["error_message"] = str(e)[:300]
 
 
-def leader_epoch(plog) -> int:
-    return max(plog.leader_epoch_cache.latest_epoch, 0)
+def partition_entry(view, topic: str, p: int, *, describe: bool = False) -> dict:
+    """A partition of a Metadata (or, `describe`, DescribeTopicPartitions) answer, from the view."""
+    try:
+        leader, epoch, replicas, isr = view.partition_state(topic, p)
+        live = view.brokers()
+        error = 0 if leader in live else 5          # LEADER_NOT_AVAILABLE
+        res = {"error_code": error, "partition_index": p, "leader_id": leader if error == 0 else -1,
+               "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
+               "offline_replicas": [r for r in replicas if r not in live]}
+    except KafkaApiError as e:
+        res = {"error_code": _code(e), "partition_index": p, "leader_id": -1, "leader_epoch": -1,
+               "replica_nodes": [], "isr_nodes": [], "offline_replicas": []}
+    if describe:
+        res["eligible_leader_replicas"] = []
+        res["last_known_elr"] = []
+    return res
 
 
-def _check_epoch(plog, requested: int) -> None:
-    if requested < 0:
-        return
-    ours = leader_epoch(plog)
-    if requested < ours:
-        raise FencedLeaderEpochError(f"leader epoch {requested} is older than {ours}")
-    if requested > ours:
-        raise UnknownLeaderEpochError(f"leader epoch {requested} is newer than {ours}")
+def broker_entries(view, conn, id_key: str = "node_id") -> list[dict]:
+    """The live brokers of the view; this node's address is the one the client connected to
+    (the advertised one) when the view has none for it."""
+    host, port = conn.advertised_address()
+    out = []
+    for node, (h, p, rack) in sorted(view.brokers().items()):
+        if node == view.node_id and h is None:
+            h, p = host, port
+        out.append({id_key: node, "host": h, "port": p, "rack": rack})
+    return out
 
 
 def _topic_uuid(topic_id: str) -> uuid.UUID:
@@ -96,6 +110,8 @@ class Handlers:
     def __init__(self, broker):
         self.broker = broker
         self.engine = broker.engine
+        self.replicas = broker.replicas       # engine/replica: leaders, appends, reads
+        self.view = broker.view
         self._table = {
             m.ApiKey.PRODUCE: self.produce,
             m.ApiKey.FETCH: self.fetch,
@@ -157,16 +173,7 @@ class Handlers:
             try:
                 internal = name == OFFSETS_TOPIC    # made by the group coordinator, never auto-created
                 meta = eng.ensure_topic(name) if auto and not internal else eng.topic_metadata(name)
-                parts = []
-                for p in range(meta.partitions):
-                    try:
-                        epoch = leader_epoch(eng.log(name, p))
-                        parts.append({"error_code": 0, "partition_index": p, "leader_id": NODE_ID,
-                                      "leader_epoch": epoch, "replica_nodes": [NODE_ID],
-                                      "isr_nodes": [NODE_ID], "offline_replicas": []})
-                    except KafkaApiError as e:
-                        parts.append({"error_code": _code(e), "partition_index": p, "leader_id": -1,
-                                      "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
+                parts = [partition_entry(self.view, name, p) for p in range(meta.partitions)]
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
                                "is_internal": internal, "partitions": parts,
                                "topic_authorized_operations": topic_ops})
@@ -181,12 +188,12 @@ class Handlers:
                         e = bad
                 topics.append({"error_code": _code(e), "name": name, "topic_id": _ZERO_UUID,
                                "is_internal": False, "partitions": []})
-        host, port = conn.advertised_address()
         cluster_id = eng.cluster_id
         return [m.encode(m.ApiKey.METADATA, v, {
             "throttle_time": 0,
-            "brokers": [{"node_id": NODE_ID, "host": host, "port": port, "rack": None}],
-            "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": topics, "error_code": 0,
+            "brokers": broker_entries(self.view, conn),
+            "cluster_id": cluster_id, "controller_id": self.view.controller_id(), "topics": topics,
+            "error_code": 0,
             "cluster_authorized_operations": authz.authorized(
                 getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
@@ -203,6 +210,7 @@ class Handlers:
             error = 21   # INVALID_REQUIRED_ACKS
         out = []
         appended = False
+        waiting = []        # acks=all: (results, index in results, waiter)
         for name, parts in req.topics:
             results = []
             for p in parts:
@@ -212,18 +220,15 @@ class Handlers:
                 try:
                     if name == OFFSETS_TOPIC:
                         raise InvalidTopicError(f"cannot append to internal topic {name}")
-                    plog = eng.log(name, p.index)
                     if p.records is None:
                         raise InvalidRequestError("null records")
                     # the frame is ours: a writable view is stamped in place, no copy
                     buf = p.records if not p.records.readonly else bytearray(p.records)
-                    if plog.config["flush.messages"] < _NO_FLUSH_POLICY:
-                        info = await asyncio.get_running_loop().run_in_executor(None, plog.append, buf)
-                    else:
-                        info = plog.append(buf)
+                    info, log_start, waiter = await self.replicas.append(name, p.index, buf, req.acks)
                     appended = True
-                    results.append((p.index, 0, info.first_offset, info.log_append_time,
-                                    plog.log_start_offset, None))
+                    if waiter is not None:
+                        waiting.append((results, len(results), waiter))
+                    results.append((p.index, 0, info.first_offset, info.log_append_time, log_start, None))
                 except Exception as e:
                     if not isinstance(e, KafkaApiError):
                         log.exception("produce to %s-%d failed", name, p.index)
@@ -234,6 +239,11 @@ class Handlers:
             out.append((name, results))
         if appended:
             self.broker.notify_appended()
+        if waiting:
+            outcomes = await self.replicas.wait_for_acks([w for _, _, w in waiting], req.timeout_ms)
+            for (results, i, _), e in zip(waiting, outcomes):
+                if e is not None:
+                    results[i] = (results[i][0], _code(e), -1, -1, -1, str(e)[:200])
         if req.acks == 0 and not error:
             return None
         return [m.encode_produce_response(v, out)]
@@ -257,8 +267,8 @@ class Handlers:
         return parts
 
     def _read_partitions(self, req, max_bytes: int):
-        eng = self.engine
         remaining = max_bytes
+        replica_id = getattr(req, "replica_id", -1)     # >= 0: a follower (v15+ has no field here)
         total = 0
         errors = False
         topics = []
@@ -267,10 +277,11 @@ class Handlers:
             for p in t.partitions:
                 pd = m.FetchPartitionData(p.partition, 0)
                 try:
-                    plog = eng.log(t.topic, p.partition)
-                    _check_epoch(plog, getattr(p, "current_leader_epoch", -1))  # v9+
                     limit = min(p.partition_max_bytes, remaining)
-                    info = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=(total == 0))
+                    info = self.replicas.read(t.topic, p.partition, p.fetch_offset, max(limit, 0),
+                                              replica_id=replica_id,
+                                              current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
+                                              min_one_batch=(total == 0))
                     pd.high_watermark = pd.last_stable_offset = info.high_watermark
                     pd.log_start_offset = info.log_start_offset
                     pd.slices = info.slices
@@ -308,9 +319,9 @@ class Handlers:
                     parts.append(res)
                     continue
                 try:
-                    plog = self.engine.log(t.name, p.partition_index)
-                    if v >= 4:
-                        _check_epoch(plog, getattr(p, "current_leader_epoch", -1))  # v4+
+                    part = self.replicas.leader_partition(
+                        t.name, p.partition_index, getattr(p, "current_leader_epoch", -1) if v >= 4 else -1)
+                    plog = part.log
                     ts = p.timestamp
                     if ts == -3:
                         hit = _max_timestamp(plog)
@@ -318,7 +329,7 @@ class Handlers:
                         hit = plog.offset_for_timestamp(ts)
                     if hit is not None:
                         res["offset"], res["timestamp"] = hit
-                        res["leader_epoch"] = leader_epoch(plog)
+                        res["leader_epoch"] = part.leader_epoch
                 except Exception as e:
                     _record_error(res, e, "list offsets for %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
@@ -408,7 +419,7 @@ class Handlers:
             for p in t.partitions:
                 res = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
                 try:
-                    plog = self.engine.log(t.name, p.partition_index)
+                    plog = self.replicas.leader_log(t.name, p.partition_index)
                     offset = plog.high_watermark if p.offset == -1 else p.offset
                     res["low_watermark"] = plog.delete_records_before(offset)
                 except Exception as e:
@@ -449,8 +460,7 @@ class Handlers:
             for p in t.partitions:
                 res = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
                 try:
-                    plog = self.engine.log(t.topic, p.partition)
-                    _check_epoch(plog, p.current_leader_epoch)
+                    plog = self.replicas.leader_log(t.topic, p.partition, p.current_leader_epoch)
                     res["leader_epoch"], res["end_offset"] = plog.end_offset_for_epoch(p.leader_epoch)
                 except Exception as e:
                     _record_error(res, e, "offset for leader epoch of %s-%d failed", t.topic, p.partition, message=False)
@@ -476,8 +486,9 @@ class Handlers:
                         return config_describe.topic_entry(name, values, cfg.overrides, eng.config,
                                                            req.include_synonyms)
                 elif r.resource_type == _RESOURCE_BROKER:
-                    if r.resource_name not in ("", str(NODE_ID)):
-                        raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({NODE_ID})")
+                    node = self.view.node_id
+                    if r.resource_name not in ("", str(node)):
+                        raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({node})")
                     values = {k: v for k, v in eng.config.values.items() if k not in INTERNAL_BROKER_KEYS}
 
                     def entry(name):
@@ -541,7 +552,8 @@ class Handlers:
                 if r.resource_type == _RESOURCE_BROKER:
                     from .admin_handlers import broker_config_change
                     res["error_code"], res["error_message"] = broker_config_change(
-                        r.resource_name, [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE])
+                        r.resource_name, [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE],
+                        self.view.node_id)
                     responses.append(res)
                     continue
                 if r.resource_type != _RESOURCE_TOPIC:
@@ -563,14 +575,13 @@ class Handlers:
     async def describe_cluster(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_CLUSTER, v, body.buf[body.pos:])
-        host, port = conn.advertised_address()
         endpoint_type = getattr(req, "endpoint_type", 1)
         error = 0 if endpoint_type in (1, 2) else _UNSUPPORTED_ENDPOINT_TYPE
         return [m.encode(m.ApiKey.DESCRIBE_CLUSTER, v, {
             "throttle_time": 0, "error_code": error, "error_message": None,
             "endpoint_type": endpoint_type, "cluster_id": self.engine.cluster_id or "",
-            "controller_id": NODE_ID,
-            "brokers": [{"broker_id": NODE_ID, "host": host, "port": port, "rack": None}] if not error else [],
+            "controller_id": self.view.controller_id(),
+            "brokers": broker_entries(self.view, conn, "broker_id") if not error else [],
             "cluster_authorized_operations": authz.authorized(
                 getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]

@@ -393,8 +393,13 @@ class PartitionLog:
                 idempotent = self._check_idempotent(buf)
                 if isinstance(idempotent, AppendInfo):
                     return idempotent  # a retried batch: its original offsets, nothing written
+            follower_batches = None
+            if not assign_offsets and len(buf) > 61:
+                # a follower: the leader checked the producers; keep their state from the headers
+                follower_batches = _native.list_batches(buf, 0, -1, False)[0]
             first, last, maxts, off_maxts, nb, nrec = _native.assign_offsets(
-                buf, self.log_end_offset, epoch, lat, False, cfg["max.message.bytes"], not assign_offsets)
+                buf, self.log_end_offset, epoch, lat, not assign_offsets, cfg["max.message.bytes"],
+                not assign_offsets)
             size = len(buf)
             seg = self._segments[-1]
             try:
@@ -417,6 +422,12 @@ class PartitionLog:
                                                    h.last_offset_delta, off, off + h.last_offset_delta,
                                                    h.max_timestamp if lat < 0 else lat)
                     off += h.last_offset_delta + 1
+            elif follower_batches:
+                for h in follower_batches:
+                    if h.producer_id >= 0:
+                        self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                                                   h.last_offset_delta, h.base_offset, h.last_offset,
+                                                   h.max_timestamp)
             self.log_end_offset = last + 1
             durable = cfg["flush.messages"] <= self.log_end_offset - self.recovery_point
             if not (durable or cfg.durable):
@@ -770,6 +781,14 @@ class PartitionLog:
                         return None
                     return hit
             return None
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """A new leader: record that `epoch` starts at the log end offset (Kafka's makeLeader),
+        so OffsetForLeaderEpoch answers the previous epoch's end even before the first append."""
+        self._check_writable()
+        with self._lock:
+            if self.leader_epoch_cache.assign(epoch, self.log_end_offset):
+                self._flush_epoch_cache()
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         with self._lock:

@@ -1,0 +1,259 @@
+"""ReplicaFetcher: a follower's thread that replicates the partitions of one leader broker.
+
+Kafka's ReplicaFetcherThread.  For each partition it follows from that leader:
+
+1. *truncate*: OffsetForLeaderEpoch (v4, replica id = this node) for its latest epoch; the log is
+   cut to the leader's end offset of that epoch (or, when the leader answers an older epoch, to
+   the smaller of the leader's and our own end offset of that epoch) -- KIP-101/279, never to the
+   high watermark alone (only a log without any epoch falls back to its HW, as Kafka).
+2. *fetch*: Fetch v12 with ``replica_id`` = this node, ``current_leader_epoch`` and the log end
+   offset as fetch offset; the batches are appended as they are (``assign_offsets=False``, each
+   run of batches with its own leader epoch, so the epoch cache matches the leader's), then the
+   high watermark becomes min(leader HW, LEO) and the log start follows the leader's.
+
+Errors: FENCED_LEADER_EPOCH parks the partition until a newer epoch arrives (become_follower);
+OFFSET_OUT_OF_RANGE goes back to truncation; NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
+lost connections back off ``replica.fetch.backoff.ms`` and retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+
+from .. import _native
+from ..client.wire import KafkaConnectionError, WireClient, _Connection
+from ..errors import KafkaApiError
+from ..protocol.messages import ApiKey, _entity, encode, read_struct
+
+__all__ = ["ReplicaFetcher"]
+
+log = logging.getLogger("engine.replica")
+
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+
+_FENCED_LEADER_EPOCH = 74
+_OFFSET_OUT_OF_RANGE = 1
+
+
+class ReplicaFetcher(threading.Thread):
+    """One thread per leader broker (see the module docstring)."""
+
+    def __init__(self, manager, leader_id: int, *, max_wait_ms: int = 500, min_bytes: int = 1,
+                 max_bytes: int = 10 * 1024 * 1024, partition_max_bytes: int = 1024 * 1024,
+                 backoff_ms: int = 1000, request_timeout_ms: int = 30_000):
+        super().__init__(name=f"replica-fetcher-{manager.node_id}-from-{leader_id}", daemon=True)
+        self.manager = manager
+        self.leader_id = leader_id
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.partition_max_bytes = partition_max_bytes
+        self.backoff_s = backoff_ms / 1000.0
+        self.timeout_s = request_timeout_ms / 1000.0
+        self._parts: dict[tuple[str, int], object] = {}
+        self._lock = threading.Lock()
+        self._wakeup = threading.Event()
+        self._stopped = threading.Event()
+        self._conn: _Connection | None = None
+
+    # -- control (any thread) ------------------------------------------------
+    def add(self, part) -> None:
+        with self._lock:
+            self._parts[(part.topic, part.partition)] = part
+        self._wakeup.set()
+
+    def remove(self, part) -> None:
+        with self._lock:
+            if self._parts.get((part.topic, part.partition)) is part:
+                del self._parts[(part.topic, part.partition)]
+
+    def shutdown(self) -> None:
+        self._stopped.set()
+        self._wakeup.set()
+        conn = self._conn
+        if conn is not None:
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.join(10)
+
+    # -- the loop ------------------------------------------------------------------
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            with self._lock:
+                parts = list(self._parts.values())
+            now = time.monotonic()
+            ready = [p for p in parts if p.fetch_state != "fenced" and p.fetch_backoff_until <= now]
+            if not ready:
+                self._wakeup.wait(0.05 if parts else 1.0)
+                self._wakeup.clear()
+                continue
+            try:
+                conn = self._connection()
+                truncating = [p for p in ready if p.fetch_state == "truncate"]
+                if truncating:
+                    self._truncate(conn, truncating)
+                fetching = [p for p in ready if p.fetch_state == "fetch"]
+                if fetching:
+                    self._fetch(conn, fetching)
+            except (KafkaConnectionError, OSError, KafkaApiError) as e:
+                if self._stopped.is_set():
+                    break
+                log.info("%s: %s; retrying in %.1f s", self.name, e, self.backoff_s)
+                self._close()
+                self._stopped.wait(self.backoff_s)
+            except Exception:
+                if self._stopped.is_set():
+                    break
+                log.exception("%s failed; retrying", self.name)
+                self._close()
+                self._stopped.wait(self.backoff_s)
+        self._close()
+
+    def _connection(self) -> _Connection:
+        if self._conn is None or self._conn.sock.fileno() < 0:
+            brokers = self.manager.view.brokers()
+            if self.leader_id not in brokers or brokers[self.leader_id][0] is None:
+                raise KafkaConnectionError(f"no address for broker {self.leader_id}")
+            host, port, _rack = brokers[self.leader_id]
+            self._conn = _Connection(host, port, f"replica-{self.manager.node_id}".encode(), self.timeout_s)
+        return self._conn
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _still_following(self, part, epoch: int) -> bool:
+        return (not part.is_leader and part.leader_id == self.leader_id and part.leader_epoch == epoch
+                and (part.topic, part.partition) in self._parts)
+
+    def _back_off(self, part, code: int, what: str) -> None:
+        log.info("%s: %s of %s-%d: error %d", self.name, what, part.topic, part.partition, code)
+        if code == _FENCED_LEADER_EPOCH:
+            part.fetch_state = "fenced"          # until become_follower brings a newer epoch
+        else:
+            part.fetch_backoff_until = time.monotonic() + self.backoff_s
+
+    # -- truncation by leader epoch ------------------------------------------------
+    def _truncate(self, conn: _Connection, parts: list) -> None:
+        asked = {}
+        topics: dict[str, list] = {}
+        for part in parts:
+            plog = part.log
+            latest = plog.leader_epoch_cache.latest_epoch
+            if latest < 0:
+                # no epoch in the log (empty, or written before epochs): Kafka's fallback
+                with part.lock:
+                    plog.truncate_to(plog.high_watermark)
+                    part.fetch_state = "fetch"
+                continue
+            asked[(part.topic, part.partition)] = (part, part.leader_epoch, latest)
+            topics.setdefault(part.topic, []).append({
+                "partition": part.partition, "current_leader_epoch": part.leader_epoch,
+                "leader_epoch": latest})
+        if not topics:
+            return
+        v = OFFSET_FOR_LEADER_EPOCH_VERSION
+        body = {"replica_id": self.manager.node_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        r = conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, v,
+                         [encode(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, body, response=False)])
+        resp = read_struct(_entity(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, True), r)
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                got = asked.get((t["topic"], p["partition"]))
+                if got is None:
+                    continue
+                part, epoch, latest = got
+                with part.lock:
+                    if not self._still_following(part, epoch) or part.fetch_state != "truncate":
+                        continue
+                    if p["error_code"]:
+                        self._back_off(part, p["error_code"], "OffsetForLeaderEpoch")
+                        continue
+                    plog = part.log
+                    leader_epoch, end = p["leader_epoch"], p["end_offset"]
+                    if end < 0:
+                        target = plog.high_watermark          # the leader knows no such epoch
+                    elif leader_epoch == latest:
+                        target = min(end, plog.log_end_offset)
+                    else:
+                        ours = plog.end_offset_for_epoch(leader_epoch)[1]
+                        target = min(end, ours) if ours >= 0 else end
+                    if target < plog.log_end_offset:
+                        log.info("%s-%d: truncating from %d to %d (leader epoch %d ends at %d)",
+                                 part.topic, part.partition, plog.log_end_offset, target, leader_epoch, end)
+                        plog.truncate_to(target)
+                    part.fetch_state = "fetch"
+
+    # -- fetching ------------------------------------------------------------------------
+    def _fetch(self, conn: _Connection, parts: list) -> None:
+        asked = {}
+        topics: dict[str, list] = {}
+        for part in parts:
+            plog = part.log
+            offset = plog.log_end_offset
+            asked[(part.topic, part.partition)] = (part, part.leader_epoch, offset)
+            topics.setdefault(part.topic, []).append({
+                "partition": part.partition, "current_leader_epoch": part.leader_epoch,
+                "fetch_offset": offset, "last_fetched_epoch": plog.leader_epoch_cache.latest_epoch,
+                "log_start_offset": plog.log_start_offset, "partition_max_bytes": self.partition_max_bytes})
+        v = FETCH_VERSION
+        body = {"replica_id": self.manager.node_id, "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes,
+                "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+        r = conn.request(ApiKey.FETCH, v, [encode(ApiKey.FETCH, v, body, response=False)])
+        err, _sid, found = WireClient._parse_fetch(r, v)
+        if err:
+            raise KafkaConnectionError(f"fetch from broker {self.leader_id}: error {err}")
+        appended = False
+        for key, res in found.items():
+            got = asked.get(key)
+            if got is None:
+                continue
+            part, epoch, offset = got
+            with part.lock:
+                if not self._still_following(part, epoch) or part.fetch_state != "fetch":
+                    continue
+                plog = part.log
+                if res.error_code:
+                    if res.error_code == _OFFSET_OUT_OF_RANGE:
+                        log.warning("%s-%d: offset %d out of range at leader %d: truncating by epoch",
+                                    part.topic, part.partition, offset, self.leader_id)
+                        part.fetch_state = "truncate"
+                        part.fetch_backoff_until = time.monotonic() + self.backoff_s
+                    else:
+                        self._back_off(part, res.error_code, "Fetch")
+                    continue
+                if plog.log_end_offset != offset:
+                    continue                       # truncated meanwhile: the next fetch asks again
+                if len(res.records):
+                    appended |= self._append(plog, res.records)
+                plog.update_high_watermark(min(res.high_watermark, plog.log_end_offset))
+                if res.log_start_offset > plog.log_start_offset:
+                    plog.delete_records_before(min(res.log_start_offset, plog.high_watermark))
+        if appended:
+            self.manager.follower_appended()
+
+    @staticmethod
+    def _append(plog, records: memoryview) -> bool:
+        """Append the complete batches of a fetch answer, one append per run of one epoch."""
+        headers, _end = _native.list_batches(records, 0, -1, False)
+        if not headers:
+            return False
+        start = headers[0].position
+        epoch = headers[0].partition_leader_epoch
+        for h in headers[1:]:
+            if h.partition_leader_epoch != epoch:
+                plog.append(records[start:h.position], epoch, assign_offsets=False)
+                start, epoch = h.position, h.partition_leader_epoch
+        last = headers[-1]
+        plog.append(records[start:last.position + last.size], epoch, assign_offsets=False)
+        return True

@@ -1,0 +1,360 @@
+"""ReplicaManager: the partitions of one broker, as leader or follower (Kafka's ReplicaManager).
+
+::
+
+    rm = ReplicaManager(engine, view)             # view: engine/replica/view.py
+    rm.start(loop, notify)                         # notify(): wake long-polling fetches
+    info, log_start, waiter = await rm.append(topic, p, buf, acks)
+    await rm.wait_for_acks([waiter, ...], timeout_ms)   # acks=all: raises per waiter
+    info = rm.read(topic, p, offset, max_bytes, replica_id=-1, current_leader_epoch=-1)
+    rm.become_leader(topic, p, leader_epoch, replicas, isr, partition_epoch)
+    rm.become_follower(topic, p, leader_id, leader_epoch, replicas, partition_epoch)
+    rm.stop_replica(topic, p, delete=False)
+
+With the single-node view (``view.local``) every partition of the engine is led here without
+any call (created on first use), the high watermark is the log end offset, acks=all answers at
+once -- today's broker, at today's cost (one dict lookup per partition per request).
+
+Otherwise only partitions given by ``become_leader`` / ``become_follower`` are served: a request
+for another one gets NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION when the view does not
+know it).  The leader tracks its followers from their Fetch requests (``read`` with
+``replica_id >= 0``); ISR changes go through ``view.alter_isr`` in a worker thread; the ISR
+expiration task drops followers not caught up for ``replica.lag.time.max.ms`` (30000).  Followers
+replicate with one :class:`~engine.replica.fetcher.ReplicaFetcher` thread per leader broker.
+
+Threads: ``append``/``read``/``wait_for_acks`` run on the broker's event loop;
+``become_leader``/``become_follower``/``stop_replica`` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+
+from ..errors import UnknownTopicOrPartitionError
+from .errors import NotEnoughReplicasAfterAppendError, NotLeaderOrFollowerError, RequestTimedOutError
+from .partition import Partition, now_ms
+from .view import LocalClusterView
+
+__all__ = ["ReplicaManager"]
+
+log = logging.getLogger("engine.replica")
+
+_NO_FLUSH_POLICY = (1 << 63) - 1      # flush.messages default (Long.MAX_VALUE)
+_FETCHER_KEYS = {"replica.fetch.wait.max.ms": "max_wait_ms", "replica.fetch.min.bytes": "min_bytes",
+                 "replica.fetch.response.max.bytes": "max_bytes", "replica.fetch.max.bytes": "partition_max_bytes",
+                 "replica.fetch.backoff.ms": "backoff_ms", "replica.socket.timeout.ms": "request_timeout_ms"}
+
+
+class ReplicaManager:
+    """See the module docstring."""
+
+    def __init__(self, engine, view=None, *, node_id: int | None = None,
+                 replica_lag_time_max_ms: int | None = None, fetcher_config: dict | None = None,
+                 log_for=None):
+        self.engine = engine
+        if view is None:
+            view = LocalClusterView(engine, engine.config["node.id"] if node_id is None else node_id)
+        self.view = view
+        self.node_id = view.node_id
+        self.local = bool(getattr(view, "local", False))
+        given = getattr(engine.config, "explicit", {})     # Kafka's replica.* broker keys
+        self.replica_lag_time_max_ms = int(replica_lag_time_max_ms if replica_lag_time_max_ms is not None
+                                           else given.get("replica.lag.time.max.ms", 30_000))
+        self.fetcher_config = {arg: int(given[key]) for key, arg in _FETCHER_KEYS.items() if key in given}
+        self.fetcher_config.update(fetcher_config or {})
+        self._log_for = log_for or self._default_log_for
+        self._parts: dict[tuple[str, int], Partition] = {}
+        self._lock = threading.RLock()
+        self._fetchers: dict[int, object] = {}      # leader id -> ReplicaFetcher
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._notify = lambda: None
+        self._expire_task: asyncio.Task | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop, notify=None) -> None:
+        """Bind to the broker's loop; `notify()` wakes long-polling fetches (HW moved)."""
+        self._loop = loop
+        if notify is not None:
+            self._notify = notify
+        if not self.local and self._expire_task is None:
+            self._expire_task = loop.create_task(self._isr_expiration())
+
+    async def stop(self) -> None:
+        if self._expire_task is not None:
+            self._expire_task.cancel()
+            try:
+                await self._expire_task
+            except BaseException:
+                pass
+            self._expire_task = None
+        with self._lock:
+            fetchers, self._fetchers = list(self._fetchers.values()), {}
+            parts = list(self._parts.values())
+        for f in fetchers:
+            f.shutdown()
+        for p in parts:
+            p.fail_waiters(NotLeaderOrFollowerError, "the broker is shutting down")
+
+    def _default_log_for(self, topic: str, partition: int):
+        """The local log of a partition this broker is told to host, created when absent."""
+        eng = self.engine
+        try:
+            return eng.log(topic, partition)
+        except UnknownTopicOrPartitionError:
+            pass
+        try:
+            meta = eng.topic_metadata(topic)
+        except UnknownTopicOrPartitionError:
+            eng.create_topic(topic, partition + 1)
+        else:
+            if meta.partitions <= partition:
+                eng.create_partitions(topic, partition + 1)
+        return eng.log(topic, partition)
+
+    # -- lookup ------------------------------------------------------------
+    def partition(self, topic: str, partition: int) -> Partition:
+        """The local replica (leader or follower); NOT_LEADER_OR_FOLLOWER when this broker
+        hosts none, UNKNOWN_TOPIC_OR_PARTITION when the partition does not exist."""
+        part = self._parts.get((topic, partition))
+        if part is not None and not (part.local and part.log.closed):
+            return part
+        if self.local:
+            plog = self.engine.log(topic, partition)      # UnknownTopicOrPartitionError
+            with self._lock:
+                part = self._parts.get((topic, partition))
+                if part is None or part.log is not plog:
+                    part = self._parts[(topic, partition)] = Partition(
+                        topic, partition, plog, self.node_id, local=True)
+            return part
+        leader = self.view.partition_state(topic, partition)[0]    # UnknownTopicOrPartitionError
+        raise NotLeaderOrFollowerError(f"broker {self.node_id} hosts no replica of {topic}-{partition} "
+                                       f"(leader: {leader})")
+
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it (NOT_LEADER_OR_FOLLOWER otherwise), after
+        checking a request's current_leader_epoch (FENCED / UNKNOWN_LEADER_EPOCH)."""
+        part = self.partition(topic, partition)
+        part.check_leader()
+        part.check_epoch(current_leader_epoch)
+        return part
+
+    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1):
+        return self.leader_partition(topic, partition, current_leader_epoch).log
+
+    def partitions(self) -> list[Partition]:
+        with self._lock:
+            return list(self._parts.values())
+
+    # -- produce -----------------------------------------------------------
+    async def append(self, topic: str, partition: int, buf, acks: int):
+        """Append a produce request's batches as the leader.
+
+        Returns ``(AppendInfo, log_start_offset, waiter)``: ``waiter`` is None when nothing is
+        left to wait for, else a future for :meth:`wait_for_acks` (acks=all until the ISR has
+        the batch).  Raises NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (acks=all, ISR smaller
+        than min.insync.replicas: nothing appended) and the log's own errors.
+        """
+        part = self.leader_partition(topic, partition)
+        plog = part.log
+        if part.local:
+            epoch = None
+        else:
+            if acks == -1:
+                part.check_min_isr()
+            epoch = part.leader_epoch
+        if plog.config["flush.messages"] < _NO_FLUSH_POLICY:
+            info = await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(plog.append, buf, epoch))
+        else:
+            info = plog.append(buf, epoch)
+        if part.local:
+            return info, plog.log_start_offset, None
+        if part.maybe_advance_hw():
+            part.complete_waiters()
+            self._notify()
+        waiter = None
+        if acks == -1 and plog.high_watermark <= info.last_offset:
+            if not part.is_leader:
+                raise NotLeaderOrFollowerError(f"{topic}-{partition} lost its leadership")
+            waiter = asyncio.get_running_loop().create_future()
+            part.waiters.append((info.last_offset + 1, waiter))
+        return info, plog.log_start_offset, waiter
+
+    async def wait_for_acks(self, waiters: list, timeout_ms: int) -> list:
+        """Wait for acks=all waiters (from :meth:`append`) together, at most `timeout_ms`.
+        Returns one entry per waiter: None (committed) or the KafkaApiError to answer
+        (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER)."""
+        live = [w for w in waiters if w is not None]
+        if live:
+            await asyncio.wait(live, timeout=max(timeout_ms, 0) / 1000.0)
+        out = []
+        for w in waiters:
+            if w is None:
+                out.append(None)
+            elif not w.done():
+                w.cancel()
+                out.append(RequestTimedOutError(f"the in-sync replicas did not acknowledge within "
+                                                f"{timeout_ms} ms"))
+            else:
+                out.append(w.exception())
+        return out
+
+    # -- fetch ---------------------------------------------------------------
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, replica_id: int = -1,
+             current_leader_epoch: int = -1, min_one_batch: bool = True):
+        """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark, a
+        follower up to the log end offset (its fetch offset is its LEO: the ISR and the HW move
+        from it).  Returns the log's FetchInfo (its ``high_watermark`` after the update)."""
+        part = self.leader_partition(topic, partition, current_leader_epoch)
+        plog = part.log
+        if replica_id < 0:
+            return plog.read(offset, max_bytes, min_one_batch=min_one_batch)
+        if not part.local:
+            self._follower_fetched(part, replica_id, offset)
+        return plog.read(offset, max_bytes, max_offset=plog.log_end_offset, min_one_batch=min_one_batch)
+
+    def _follower_fetched(self, part: Partition, replica_id: int, offset: int) -> None:
+        part.update_follower(replica_id, offset, now_ms())
+        new_isr = part.isr_to_expand()
+        if new_isr is not None:
+            self._alter_isr(part, new_isr)
+        if part.maybe_advance_hw():
+            part.complete_waiters()
+            self._notify()
+
+    # -- ISR changes ---------------------------------------------------------
+    def _alter_isr(self, part: Partition, new_isr: list[int]) -> None:
+        """Ask the view to change the ISR (a worker thread: it may block); applied on success."""
+        if part.isr_change_inflight or self._loop is None:
+            return
+        part.isr_change_inflight = True
+        epoch, pepoch = part.leader_epoch, part.partition_epoch
+        fut = self._loop.run_in_executor(None, self.view.alter_isr, part.topic, part.partition,
+                                         list(new_isr), epoch, pepoch)
+        fut.add_done_callback(lambda f: self._isr_altered(part, new_isr, epoch, pepoch, f))
+
+    def _isr_altered(self, part: Partition, new_isr, epoch, pepoch, fut) -> None:
+        part.isr_change_inflight = False
+        try:
+            ok = fut.result()
+        except Exception:
+            log.exception("ISR change of %s-%d to %s failed", part.topic, part.partition, new_isr)
+            return
+        if not ok or not part.is_leader or part.leader_epoch != epoch or part.partition_epoch != pepoch:
+            log.info("ISR change of %s-%d to %s refused (epoch %d, partition epoch %d)",
+                     part.topic, part.partition, new_isr, epoch, pepoch)
+            return
+        log.info("ISR of %s-%d: %s -> %s", part.topic, part.partition, part.isr, new_isr)
+        part.isr = list(new_isr)
+        part.partition_epoch = pepoch + 1
+        if part.maybe_advance_hw():
+            part.complete_waiters()
+            self._notify()
+        if len(part.isr) < part.min_isr and part.waiters:
+            part.fail_waiters(NotEnoughReplicasAfterAppendError,
+                              f"the ISR of {part.topic}-{part.partition} shrank to {part.isr}, below "
+                              f"min.insync.replicas={part.min_isr}")
+
+    async def _isr_expiration(self) -> None:
+        """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2."""
+        while True:
+            await asyncio.sleep(max(self.replica_lag_time_max_ms / 2000.0, 0.01))
+            now = now_ms()
+            for part in self.partitions():
+                if part.is_leader and not part.local and not part.isr_change_inflight:
+                    new_isr = part.isr_to_shrink(now, self.replica_lag_time_max_ms)
+                    if new_isr is not None:
+                        self._alter_isr(part, new_isr)
+
+    # -- role changes (any thread) ---------------------------------------------
+    def become_leader(self, topic: str, partition: int, leader_epoch: int, replicas: list[int],
+                      isr: list[int], partition_epoch: int) -> Partition:
+        """Lead `topic`-`partition` from `leader_epoch` on (creating the local log if needed):
+        stop fetching it, track the other replicas as followers."""
+        part = self._hosted(topic, partition)
+        self._remove_from_fetchers(part)
+        if not part.make_leader(leader_epoch, replicas, isr, partition_epoch):
+            log.warning("become_leader %s-%d epoch %d ignored: epoch %d is newer", topic, partition,
+                        leader_epoch, part.leader_epoch)
+        self._wake()
+        return part
+
+    def become_follower(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
+                        replicas: list[int], partition_epoch: int) -> Partition:
+        """Follow `leader_id` from `leader_epoch` on: pending acks=all produces fail with
+        NOT_LEADER_OR_FOLLOWER, the fetcher of that leader truncates by epoch and replicates."""
+        part = self._hosted(topic, partition)
+        was_leader = part.is_leader
+        if not part.make_follower(leader_id, leader_epoch, replicas, partition_epoch):
+            return part
+        if was_leader:
+            self._call_on_loop(part.fail_waiters, NotLeaderOrFollowerError,
+                               f"{topic}-{partition} is now led by {leader_id}")
+        self._remove_from_fetchers(part)
+        if leader_id >= 0 and leader_id != self.node_id:
+            self._fetcher_for(leader_id).add(part)
+        return part
+
+    def stop_replica(self, topic: str, partition: int, delete: bool = False) -> None:
+        """Stop hosting a replica (stop fetching, fail its waiters); `delete` removes its log."""
+        with self._lock:
+            part = self._parts.pop((topic, partition), None)
+        if part is not None:
+            self._remove_from_fetchers(part)
+            with part.lock:
+                part.is_leader = False
+                part.leader_id = -1
+            self._call_on_loop(part.fail_waiters, NotLeaderOrFollowerError,
+                               f"{topic}-{partition} is no longer hosted here")
+        if delete:
+            try:
+                self.engine.logs.delete_log(topic, partition)
+            except UnknownTopicOrPartitionError:
+                pass
+
+    def _hosted(self, topic: str, partition: int) -> Partition:
+        with self._lock:
+            part = self._parts.get((topic, partition))
+            if part is None or part.log.closed:
+                part = self._parts[(topic, partition)] = Partition(
+                    topic, partition, self._log_for(topic, partition), self.node_id)
+            return part
+
+    def _fetcher_for(self, leader_id: int):
+        from .fetcher import ReplicaFetcher
+        with self._lock:
+            f = self._fetchers.get(leader_id)
+            if f is None or not f.is_alive():
+                f = self._fetchers[leader_id] = ReplicaFetcher(self, leader_id, **self.fetcher_config)
+                f.start()
+            return f
+
+    def _remove_from_fetchers(self, part: Partition) -> None:
+        with self._lock:
+            fetchers = list(self._fetchers.values())
+        for f in fetchers:
+            f.remove(part)
+
+    def _call_on_loop(self, fn, *args) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            fn(*args)
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+
+    def _wake(self) -> None:
+        self._call_on_loop(self._notify)
+
+    def follower_appended(self) -> None:
+        """The fetcher appended (any thread): wake long-polls (nothing to commit on a follower)."""
+        self._wake()

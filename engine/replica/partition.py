@@ -1,0 +1,233 @@
+"""One local replica of a partition: its log, its role, and (as leader) its followers.
+
+Kafka's ``Partition``: the leader keeps each follower's log end offset (LEO, the offset of its
+last Fetch) and the last time it was caught up, computes the high watermark (HW = the smallest
+LEO over the ISR, never moving back, and not moving at all while the ISR is smaller than
+``min.insync.replicas`` -- KIP-966), and holds the acks=all produce waiters (the purgatory:
+futures completed once the HW covers their batch).
+
+A *local* partition (the single-node view) is today's broker: this node leads, replicas = ISR =
+[node], the log's own high watermark follows its end offset, the leader epoch is the log's latest.
+
+Threads: the leader-side state (followers, ISR, waiters) is changed on the broker's event loop;
+role changes (``make_leader`` / ``make_follower``) and the follower's fetcher take ``lock``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ..errors import FencedLeaderEpochError, UnknownLeaderEpochError
+from .errors import NotEnoughReplicasError, NotLeaderOrFollowerError
+
+__all__ = ["FollowerState", "Partition"]
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class FollowerState:
+    """What the leader knows of one follower (Kafka's ``Replica``)."""
+
+    __slots__ = ("replica_id", "leo", "last_caught_up_ms", "last_fetch_ms", "last_fetch_leader_leo")
+
+    def __init__(self, replica_id: int, now: int, in_isr: bool):
+        self.replica_id = replica_id
+        self.leo = -1                              # unknown until its first Fetch
+        self.last_caught_up_ms = now if in_isr else -1
+        self.last_fetch_ms = -1
+        self.last_fetch_leader_leo = -1
+
+    def __repr__(self) -> str:
+        return f"FollowerState({self.replica_id}, leo={self.leo}, caught_up={self.last_caught_up_ms})"
+
+
+class Partition:
+    """A local replica (see the module docstring)."""
+
+    def __init__(self, topic: str, partition: int, log, node_id: int, *, local: bool = False):
+        self.topic = topic
+        self.partition = partition
+        self.log = log
+        self.node_id = node_id
+        self.local = local
+        self.lock = threading.RLock()
+        self.is_leader = local
+        self.leader_id = node_id if local else -1
+        self._leader_epoch = -1
+        self.partition_epoch = 0
+        self.replicas: list[int] = [node_id] if local else []
+        self.isr: list[int] = [node_id] if local else []
+        self.followers: dict[int, FollowerState] = {}
+        self.leader_epoch_start_offset = 0
+        self.waiters: list = []                    # [(required offset, asyncio.Future)]
+        self.isr_change_inflight = False
+        # follower side (engine/replica/fetcher.py): "truncate" -> "fetch"; "fenced" waits for a
+        # newer epoch from the cluster
+        self.fetch_state = "truncate"
+        self.fetch_backoff_until = 0.0
+
+    def __repr__(self) -> str:
+        role = "leader" if self.is_leader else f"follower of {self.leader_id}"
+        return (f"Partition({self.topic}-{self.partition}, {role}, epoch={self.leader_epoch}, "
+                f"isr={self.isr}, hw={self.log.high_watermark}, leo={self.log.log_end_offset})")
+
+    # -- role --------------------------------------------------------------
+    @property
+    def leader_epoch(self) -> int:
+        if self.local:
+            return max(self.log.leader_epoch_cache.latest_epoch, 0)
+        return self._leader_epoch
+
+    @property
+    def min_isr(self) -> int:
+        return int(self.log.config["min.insync.replicas"])
+
+    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int],
+                    partition_epoch: int) -> bool:
+        """Lead from now on (Kafka's makeLeader).  False if `leader_epoch` is older than ours."""
+        with self.lock:
+            if leader_epoch < self._leader_epoch:
+                return False
+            new_epoch = leader_epoch != self._leader_epoch or not self.is_leader
+            self.local = False
+            self.log.auto_high_watermark = False
+            self.is_leader = True
+            self.leader_id = self.node_id
+            self._leader_epoch = leader_epoch
+            self.partition_epoch = partition_epoch
+            self.replicas = list(replicas)
+            self.isr = list(isr)
+            now = now_ms()
+            if new_epoch:
+                self.log.assign_leader_epoch(leader_epoch)
+                self.leader_epoch_start_offset = self.log.log_end_offset
+                self.followers = {r: FollowerState(r, now, r in isr) for r in replicas if r != self.node_id}
+            else:
+                for r in replicas:
+                    if r != self.node_id and r not in self.followers:
+                        self.followers[r] = FollowerState(r, now, r in isr)
+                for r in list(self.followers):
+                    if r not in replicas:
+                        del self.followers[r]
+            self.isr_change_inflight = False
+            return True
+
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int],
+                      partition_epoch: int) -> bool:
+        """Follow `leader_id` (Kafka's makeFollower); the fetcher truncates by epoch first.
+        False if `leader_epoch` is older than ours."""
+        with self.lock:
+            if leader_epoch < self._leader_epoch:
+                return False
+            changed = leader_epoch != self._leader_epoch or leader_id != self.leader_id or self.is_leader
+            self.local = False
+            self.log.auto_high_watermark = False
+            self.is_leader = False
+            self.leader_id = leader_id
+            self._leader_epoch = leader_epoch
+            self.partition_epoch = partition_epoch
+            self.replicas = list(replicas)
+            self.isr = []
+            self.followers = {}
+            if changed:
+                self.fetch_state = "truncate"
+                self.fetch_backoff_until = 0.0
+            return changed
+
+    def check_leader(self) -> None:
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.node_id} is not the leader of {self.topic}-{self.partition} "
+                f"(leader: {self.leader_id})")
+
+    def check_epoch(self, requested: int) -> None:
+        """A request's current_leader_epoch against ours (-1: not checked)."""
+        if requested < 0:
+            return
+        ours = self.leader_epoch
+        if requested < ours:
+            raise FencedLeaderEpochError(f"leader epoch {requested} is older than {ours}")
+        if requested > ours:
+            raise UnknownLeaderEpochError(f"leader epoch {requested} is newer than {ours}")
+
+    def check_min_isr(self) -> None:
+        """acks=all: refuse before appending when the ISR is smaller than min.insync.replicas."""
+        need = self.min_isr
+        if len(self.isr) < need:
+            raise NotEnoughReplicasError(
+                f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replicas {self.isr}, "
+                f"min.insync.replicas is {need}")
+
+    # -- leader: followers, ISR, high watermark -----------------------------
+    def update_follower(self, replica_id: int, fetch_offset: int, now: int) -> None:
+        """A follower fetched from `fetch_offset`: its LEO, and whether it is caught up
+        (Kafka's updateFetchState: caught up at this fetch if it asked for the leader's LEO,
+        or at its previous fetch if it now asks for what was the LEO then)."""
+        st = self.followers.get(replica_id)
+        if st is None:
+            raise NotLeaderOrFollowerError(
+                f"broker {replica_id} is not a replica of {self.topic}-{self.partition} ({self.replicas})")
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            st.last_caught_up_ms = now
+        elif st.last_fetch_leader_leo >= 0 and fetch_offset >= st.last_fetch_leader_leo:
+            st.last_caught_up_ms = max(st.last_caught_up_ms, st.last_fetch_ms)
+        st.last_fetch_leader_leo = leo
+        st.last_fetch_ms = now
+        st.leo = fetch_offset
+
+    def isr_to_expand(self) -> list[int] | None:
+        """The ISR with the followers that caught up added (None: no change)."""
+        hw = self.log.high_watermark
+        add = [r for r, st in self.followers.items()
+               if r not in self.isr and st.leo >= hw and st.leo >= self.leader_epoch_start_offset]
+        return self.isr + sorted(add) if add else None
+
+    def isr_to_shrink(self, now: int, lag_max_ms: int) -> list[int] | None:
+        """The ISR without the followers not caught up for `lag_max_ms` (None: no change)."""
+        out = [r for r in self.isr if r == self.node_id or (
+            r in self.followers and now - self.followers[r].last_caught_up_ms <= lag_max_ms)]
+        return out if len(out) != len(self.isr) else None
+
+    def maybe_advance_hw(self) -> bool:
+        """HW = min LEO over the ISR (leader's included), forward only, and only while the ISR has
+        at least min.insync.replicas members.  True if it moved."""
+        if self.local or not self.is_leader:
+            return False
+        if len(self.isr) < self.min_isr:
+            return False
+        log = self.log
+        hw = log.log_end_offset
+        for r in self.isr:
+            if r != self.node_id:
+                st = self.followers.get(r)
+                hw = min(hw, st.leo if st is not None and st.leo >= 0 else 0)
+        if hw > log.high_watermark:
+            log.update_high_watermark(hw)
+            return True
+        return False
+
+    # -- the acks=all purgatory ------------------------------------------------
+    def complete_waiters(self) -> None:
+        """Answer the waiters whose batch the HW now covers."""
+        if not self.waiters:
+            return
+        hw = self.log.high_watermark
+        keep = []
+        for offset, fut in self.waiters:
+            if fut.done():
+                continue
+            if offset <= hw:
+                fut.set_result(None)
+            else:
+                keep.append((offset, fut))
+        self.waiters = keep
+
+    def fail_waiters(self, exc_type, message: str) -> None:
+        waiters, self.waiters = self.waiters, []
+        for _offset, fut in waiters:
+            if not fut.done():
+                fut.set_exception(exc_type(message))

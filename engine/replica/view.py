@@ -1,0 +1,144 @@
+"""The cluster view: what a broker knows of the cluster (brokers, partition leaders, ISR).
+
+The request handlers and the :class:`~engine.replica.manager.ReplicaManager` ask a view, never
+the storage, who leads a partition.  Implementations:
+
+- :class:`LocalClusterView` -- one node (the default: ``python -m engine serve`` without a
+  cluster): this node leads every partition of the local metadata, replicas = ISR = [node],
+  the leader epoch is the partition log's latest epoch (0 for a new log).
+- :class:`StaticClusterView` -- a view held in memory and changed by its owner (tests, or a
+  cluster layer that pushes its metadata in): ``set_brokers`` / ``set_partition``.
+- The ZooKeeper view of ``engine/cluster`` implements the same interface.
+
+Interface (duck-typed; :class:`ClusterView` documents it):
+
+- ``node_id: int`` -- this broker's id.
+- ``local: bool`` -- True only for the single-node view: every partition is led here and its
+  high watermark follows the log end offset (no replication).
+- ``brokers() -> {id: (host, port, rack)}`` -- live brokers.  ``host``/``port`` of this node may
+  be None: the handlers then answer the address the client connected to (the advertised one).
+- ``partition_state(topic, partition) -> (leader, leader_epoch, replicas, isr)`` -- raises
+  ``UnknownTopicOrPartitionError`` when the partition does not exist.
+- ``controller_id() -> int`` (-1 when none).
+- ``alter_isr(topic, partition, new_isr, leader_epoch, partition_epoch) -> bool`` -- the
+  leader asks to change the ISR; a conditional write: accepted only when ``leader_epoch`` and
+  ``partition_epoch`` are still current; on acceptance the partition epoch becomes
+  ``partition_epoch + 1`` (as a ZooKeeper znode version does).  May block (it runs in a worker
+  thread, never on the broker's event loop).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..errors import UnknownTopicOrPartitionError
+
+__all__ = ["ClusterView", "LocalClusterView", "StaticClusterView"]
+
+
+class ClusterView:
+    """The interface (see the module docstring); subclasses override every method."""
+
+    node_id: int = 0
+    local: bool = False
+
+    def brokers(self) -> dict[int, tuple[str | None, int | None, str | None]]:
+        raise NotImplementedError
+
+    def partition_state(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
+        raise NotImplementedError
+
+    def controller_id(self) -> int:
+        raise NotImplementedError
+
+    def alter_isr(self, topic: str, partition: int, new_isr: list[int], leader_epoch: int,
+                  partition_epoch: int) -> bool:
+        raise NotImplementedError
+
+
+class LocalClusterView(ClusterView):
+    """One node that leads every partition of `engine`'s local metadata (today's broker)."""
+
+    local = True
+
+    def __init__(self, engine, node_id: int = 0):
+        self.engine = engine
+        self.node_id = node_id
+
+    def brokers(self):
+        return {self.node_id: (None, None, None)}     # the address the client used
+
+    def partition_state(self, topic, partition):
+        log = self.engine.log(topic, partition)       # UnknownTopicOrPartitionError if absent
+        epoch = max(log.leader_epoch_cache.latest_epoch, 0)
+        return self.node_id, epoch, [self.node_id], [self.node_id]
+
+    def controller_id(self):
+        return self.node_id
+
+    def alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch):
+        return True
+
+
+class StaticClusterView(ClusterView):
+    """A view held in memory: its owner sets brokers and partition states.
+
+    ``alter_isr`` applies the change when the epochs match the stored ones (and bumps the stored
+    partition epoch), as the ZooKeeper view's conditional write does; ``isr_changes`` records
+    every accepted change (topic, partition, new_isr).  Thread-safe.
+    """
+
+    def __init__(self, node_id: int, brokers: dict | None = None, controller: int = -1):
+        self.node_id = node_id
+        self._brokers = dict(brokers or {})
+        self._controller = [controller]
+        self._parts: dict[tuple[str, int], list] = {}   # (topic, p) -> [leader, epoch, replicas, isr, pepoch]
+        self._lock = threading.Lock()
+        self.isr_changes: list[tuple[str, int, list[int]]] = []
+        self.refuse_isr_changes = [False]     # tests: [True] refuses every ISR change
+
+    def for_node(self, node_id: int) -> "StaticClusterView":
+        """The same cluster (shared state) seen by broker `node_id`."""
+        other = object.__new__(StaticClusterView)
+        other.__dict__.update(self.__dict__)
+        other.node_id = node_id
+        return other
+
+    def set_brokers(self, brokers: dict) -> None:
+        with self._lock:
+            self._brokers.clear()
+            self._brokers.update(brokers)
+
+    def set_partition(self, topic: str, partition: int, leader: int, leader_epoch: int,
+                      replicas: list[int], isr: list[int], partition_epoch: int = 0) -> None:
+        with self._lock:
+            self._parts[(topic, partition)] = [leader, leader_epoch, list(replicas), list(isr),
+                                               partition_epoch]
+
+    def partition_epoch(self, topic: str, partition: int) -> int:
+        with self._lock:
+            return self._parts[(topic, partition)][4]
+
+    def brokers(self):
+        with self._lock:
+            return dict(self._brokers)
+
+    def partition_state(self, topic, partition):
+        with self._lock:
+            st = self._parts.get((topic, partition))
+            if st is None:
+                raise UnknownTopicOrPartitionError(f"unknown partition {topic}-{partition}")
+            return st[0], st[1], list(st[2]), list(st[3])
+
+    def controller_id(self):
+        return self._controller[0]
+
+    def alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch):
+        with self._lock:
+            st = self._parts.get((topic, partition))
+            if st is None or self.refuse_isr_changes[0] or st[1] != leader_epoch or st[4] != partition_epoch:
+                return False
+            st[3] = list(new_isr)
+            st[4] = partition_epoch + 1
+            self.isr_changes.append((topic, partition, list(new_isr)))
+            return True
