@@ -370,7 +370,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with open(args.properties) as f:
             settings.update(parse_properties(f.read(), args.properties))
     settings.update(_parse_kv(args.config))
-    from .cli_cluster import apply_serve_flags, start_member, stop_member
+    from .cli_cluster import apply_serve_flags, make_member, start_member, stop_member
     apply_serve_flags(args, settings)
     data_dir = args.data_dir or (settings.pop("log.dirs", None) or settings.get("log.dir")
                                  or "./data").split(",")[0]
@@ -399,16 +399,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if effective:
                 log.info("effective non-default configuration: %s",
                          ", ".join(f"{k}={v}" for k, v in sorted(effective.items())))
+            member = make_member(eng, adv_host or host)       # cluster mode: zookeeper.connect
             broker = Broker(eng, host, port, advertised_host=adv_host, advertised_port=adv_port,
                             max_request_bytes=cfg["socket.request.max.bytes"],
-                            idle_timeout=cfg["connections.max.idle.ms"] / 1000.0)
+                            idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
+                            view=member.view if member is not None else None)
             await broker.start()
             http = []
-            member = None
+            started = None
             try:
-                # cluster mode (zookeeper.connect): register, then serve (ClusterError: id taken)
-                member = await asyncio.get_running_loop().run_in_executor(
-                    None, start_member, broker, eng, adv_host or host, adv_port or broker.port)
+                if member is not None:      # register, then serve (ClusterError: id taken)
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, start_member, member, broker, eng, adv_port or broker.port)
+                    started = member
                 http = _start_operator_endpoints(broker, args, cfg)
                 # last: "serving" means every endpoint asked for is up (tests wait for it)
                 print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
@@ -418,8 +421,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     loop.add_signal_handler(sig, stop.set)
                 await stop.wait()
             finally:
-                if member is not None:      # controlled shutdown while still serving
-                    await asyncio.get_running_loop().run_in_executor(None, stop_member, member, eng)
+                if started is not None:     # controlled shutdown while still serving
+                    await asyncio.get_running_loop().run_in_executor(None, stop_member, started, eng)
                 for server in http:
                     server.stop()
                 await broker.stop()

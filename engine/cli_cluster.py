@@ -34,22 +34,26 @@ def apply_serve_flags(args: argparse.Namespace, settings: dict) -> None:
         settings["zookeeper.connect"] = args.zookeeper
 
 
-def start_member(broker, eng, host: str, port: int):
-    """Join the ZooKeeper cluster when ``zookeeper.connect`` is set (None otherwise): register,
-    start the controller candidate and the metadata watches, hand the view to the broker."""
+def make_member(eng, host: str):
+    """The cluster membership when ``zookeeper.connect`` is set (None otherwise), not yet
+    started: its view goes to the Broker (``Broker(..., view=member.view)``)."""
     cfg = eng.config
     if not cfg["zookeeper.connect"]:
         return None
-    from .cluster.local import use_cluster_producer_ids
     from .cluster.member import ClusterMember
-    member = ClusterMember(eng, cfg["broker.id"], cfg["zookeeper.connect"], host, port, cfg,
-                           rack=cfg["broker.rack"] or None).start()
+    return ClusterMember(eng, cfg["broker.id"], cfg["zookeeper.connect"], host, 0, cfg,
+                         rack=cfg["broker.rack"] or None)
+
+
+def start_member(member, broker, eng, port: int) -> None:
+    """Register (ClusterError when the id is taken), start the controller candidate and the
+    metadata watches, and let the watches drive the broker's replica manager."""
+    from .cluster.local import use_cluster_producer_ids
+    member.port = port
+    member.start()
     use_cluster_producer_ids(eng, member.store, member.broker_id)
     broker.cluster = member
-    attach = getattr(broker, "use_cluster", None)     # the replica layer's hook, when present
-    if attach is not None:
-        attach(member)
-    return member
+    member.attach(broker.replicas)
 
 
 def stop_member(member, eng) -> None:

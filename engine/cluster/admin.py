@@ -126,7 +126,7 @@ def delete_topic(member, name: str, timeout_s: float = 30.0) -> None:
     if member.store.client.exists(f"{TOPICS}/{name}") is None:
         raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
     member.store.mark_for_deletion(name)
-    _wait(lambda: member.store.client.exists(f"{TOPICS}/{name}") is None, timeout_s)
+    _wait(lambda: member.store.client.exists(f"/admin/delete_topics/{name}") is None, timeout_s)
 
 
 # Kafka's codes for ElectLeaders results

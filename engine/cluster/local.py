@@ -20,7 +20,7 @@ import logging
 
 from ..metadata import TopicMetadata, write_partition_metadata
 
-__all__ = ["ensure_local_topic", "use_cluster_producer_ids"]
+__all__ = ["adopt_cluster_id", "ensure_local_topic", "use_cluster_producer_ids"]
 
 log = logging.getLogger("engine.cluster")
 
@@ -58,3 +58,21 @@ def use_cluster_producer_ids(engine, store, broker_id: int) -> None:
     engine._meta.reserve_producer_ids = lambda count: store.allocate_producer_ids(broker_id, count)
     with engine._admin:
         engine._next_producer_id = engine._producer_id_limit    # start a new (cluster) block
+
+
+def adopt_cluster_id(engine, cluster_id: str, broker_id: int) -> None:
+    """The data directory's ``meta.properties`` takes the cluster's id and this broker's id (so
+    Metadata and DescribeCluster answer the same cluster id on every broker)."""
+    import os
+
+    from ..metadata import META_PROPERTIES
+    from ..storage.checkpoint import write_atomic
+    meta = engine._meta
+    if meta.cluster_id == cluster_id:
+        return
+    if meta.cluster_id and engine.list_topics():
+        log.warning("data directory %s belonged to cluster %s; it now joins cluster %s",
+                    engine.path, meta.cluster_id, cluster_id)
+    body = f"#\n#\nversion=1\ncluster.id={cluster_id}\nnode.id={broker_id}\n"
+    write_atomic(os.path.join(engine.path, META_PROPERTIES), body.encode())
+    meta.cluster_id = cluster_id

@@ -112,6 +112,14 @@ class ZkClusterView:
         if st is None or st.leader != self.node_id or st.leader_epoch != leader_epoch \
                 or st.version != partition_epoch:
             return False
+        for b in set(new_isr) - set(st.isr):
+            # as KIP-841: the ISR grows only with brokers that are registered and not in a
+            # controlled shutdown (a stopping follower's last fetch must not bring it back)
+            if m.store.client.exists(f"{BROKER_IDS}/{b}") is None or \
+                    m.store.client.exists(f"{CONTROLLED_SHUTDOWN}/{b}") is not None:
+                log.info("broker %d: ISR of %s-%d may not take broker %d (offline or shutting down)",
+                         self.node_id, topic, partition, b)
+                return False
         new = PartitionState(st.leader, st.leader_epoch, list(new_isr), st.controller_epoch, st.version)
         version = m.store.update_partition_state(topic, partition, new)
         if version is None:
@@ -149,6 +157,7 @@ class ClusterMember:
         self._assignments: dict[str, TopicAssignment] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
         self._applied: dict[tuple[str, int], tuple] = {}
+        self._local_done: dict[str, tuple[str, int]] = {}     # topic -> (id, partitions) made locally
         self._watched_topics: set[str] = set()
         self._watched_parts: set[tuple[str, int]] = set()
         self._rm = None
@@ -157,12 +166,15 @@ class ClusterMember:
         self._worker: threading.Thread | None = None
         self._stopping = False
         self._session_lost = False
+        self._shutting_down = False
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "ClusterMember":
         self.store.start()
         try:
             self.cluster_id = self.store.cluster_id(self.engine.cluster_id or _new_id())
+            from .local import adopt_cluster_id
+            adopt_cluster_id(self.engine, self.cluster_id, self.broker_id)
             self.store.register_broker(self.broker_id, self.host, self.port, self.rack)
         except BaseException:
             self.store.close()
@@ -179,7 +191,9 @@ class ClusterMember:
         return self
 
     def attach(self, replica_manager, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Drive `replica_manager` from now on (every cached state is applied once at once)."""
+        """Drive `replica_manager` from now on (every cached state is applied once at once).
+        `loop`: call it on that event loop (None: from the worker thread, as engine/replica's
+        ReplicaManager allows)."""
         self._rm = replica_manager
         self._loop = loop
         with self._lock:
@@ -203,6 +217,11 @@ class ClusterMember:
         """Ask the controller to move this broker's leaderships away; wait until it says none
         is left (or `timeout_s`).  Returns how many partitions this broker still leads."""
         path = f"{CONTROLLED_SHUTDOWN}/{self.broker_id}"
+        # first stop following (a follower that keeps fetching would be taken back into the ISR
+        # by its leader right after the controller removed it, as Kafka's StopReplica prevents)
+        stopped = threading.Event()
+        self._work.put(("shutdown", stopped))
+        stopped.wait(10)
         done = threading.Event()
         remaining = [-1]
 
@@ -277,6 +296,7 @@ class ClusterMember:
             self._assignments[topic] = a
             new = [p for p in a.partitions if (topic, p) not in self._watched_parts]
             self._watched_parts.update((topic, p) for p in new)
+        self._work.put(("topic", topic))
         for p in new:
             DataWatch(self.store.client, state_path(topic, p),
                       lambda d, s, e=None, t=topic, p=p: self._on_partition(t, p, d, s))
@@ -318,8 +338,19 @@ class ClusterMember:
             try:
                 if kind == "part":
                     self._apply(*arg)
+                elif kind == "topic":
+                    with self._lock:
+                        a = self._assignments.get(arg)
+                    if a is not None:
+                        self._ensure_local(arg, a)
                 elif kind == "delete":
                     self._delete_topic(arg)
+                elif kind == "shutdown":
+                    self._shutting_down = True
+                    for k, key in list(self._applied.items()):
+                        if key[0] != self.broker_id:
+                            self._apply(*k)
+                    arg.set()
                 elif kind == "fence":
                     self._fence()
                 elif kind == "resume":
@@ -346,10 +377,15 @@ class ClusterMember:
 
     def _ensure_local(self, topic: str, a: TopicAssignment) -> None:
         """The topic's local logs (all its partitions, created with the topic's ZooKeeper config
-        and id), so the replica manager finds a log to lead or follow into."""
+        and id) on every broker: the replica manager finds a log to lead or follow into, and the
+        Engine's topic list (which Metadata walks) is the cluster's."""
         from .local import ensure_local_topic
+        known = self._local_done.get(topic)
+        if known == (a.topic_id, len(a.partitions)):
+            return
         ensure_local_topic(self.engine, topic, a.topic_id, max(a.partitions) + 1,
                            self.store.topic_config(topic))
+        self._local_done[topic] = (a.topic_id, len(a.partitions))
 
     def _apply(self, topic: str, p: int) -> None:
         with self._lock:
@@ -363,12 +399,15 @@ class ClusterMember:
                 self._call("stop_replica", topic, p, True)
                 del self._applied[(topic, p)]
             return
-        key = (st.leader, st.leader_epoch, tuple(st.isr), st.version, tuple(replicas), self.fenced)
+        key = (st.leader, st.leader_epoch, tuple(st.isr), st.version, tuple(replicas), self.fenced,
+               self._shutting_down)
         if self._applied.get((topic, p)) == key:
             return
         self._ensure_local(topic, a)
         if st.leader == self.broker_id and not self.fenced:
             self._call("become_leader", topic, p, st.leader_epoch, list(replicas), list(st.isr), st.version)
+        elif self._shutting_down:
+            self._call("stop_replica", topic, p, False)      # controlled shutdown: no more fetching
         else:
             leader = -1 if self.fenced else st.leader
             self._call("become_follower", topic, p, leader, st.leader_epoch, list(replicas), st.version)
@@ -380,6 +419,7 @@ class ClusterMember:
             for k in [k for k in self._states if k[0] == topic]:
                 del self._states[k]
             self._watched_parts.difference_update({k for k in self._watched_parts if k[0] == topic})
+        self._local_done.pop(topic, None)
         for k in [k for k in self._applied if k[0] == topic]:
             self._call("stop_replica", topic, k[1], True)
             del self._applied[k]

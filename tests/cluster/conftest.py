@@ -11,7 +11,7 @@ import pytest
 
 from tests.serving import ServeProcess, ZooKeeperProcess, find_zookeeper
 
-SESSION_MS = 4000       # brokers' zookeeper.session.timeout.ms: a SIGKILLed broker is gone in ~4 s
+SESSION_MS = 6000       # brokers' zookeeper.session.timeout.ms: a SIGKILLed broker is gone in ~6 s
 
 
 @pytest.fixture
@@ -27,8 +27,8 @@ def zk(tmp_path):
 @pytest.fixture
 def zk_client(zk):
     from kazoo.client import KazooClient
-    k = KazooClient(zk.connect)
-    k.start(10)
+    k = KazooClient(zk.connect, timeout=20)
+    k.start(60)
     yield k
     k.stop()
     k.close()
