@@ -7,7 +7,8 @@ Commands:
   configs   describe or alter topic and broker configs
   dump-log  list every batch of a segment file (offsets, sizes, codec, CRC check)
   bench     run the storage benchmarks, print the table and write JSON
-  serve     run the Kafka wire-protocol broker on a data directory
+  serve     run the Kafka wire-protocol broker on a data directory (--zookeeper: in a cluster)
+  cluster   run ZooKeeper and N brokers on 127.0.0.1 (a local cluster)
 """
 
 from __future__ import annotations
@@ -369,6 +370,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with open(args.properties) as f:
             settings.update(parse_properties(f.read(), args.properties))
     settings.update(_parse_kv(args.config))
+    from .cli_cluster import apply_serve_flags, make_member, start_member, stop_member
+    apply_serve_flags(args, settings)
     data_dir = args.data_dir or (settings.pop("log.dirs", None) or settings.get("log.dir")
                                  or "./data").split(",")[0]
     settings.pop("log.dirs", None)
@@ -396,12 +399,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if effective:
                 log.info("effective non-default configuration: %s",
                          ", ".join(f"{k}={v}" for k, v in sorted(effective.items())))
+            member = make_member(eng, adv_host or host)       # cluster mode: zookeeper.connect
             broker = Broker(eng, host, port, advertised_host=adv_host, advertised_port=adv_port,
                             max_request_bytes=cfg["socket.request.max.bytes"],
-                            idle_timeout=cfg["connections.max.idle.ms"] / 1000.0)
+                            idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
+                            view=member.view if member is not None else None)
             await broker.start()
             http = []
+            started = None
             try:
+                if member is not None:      # register, then serve (ClusterError: id taken)
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, start_member, member, broker, eng, adv_port or broker.port)
+                    started = member
                 http = _start_operator_endpoints(broker, args, cfg)
                 # last: "serving" means every endpoint asked for is up (tests wait for it)
                 print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
@@ -411,6 +421,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     loop.add_signal_handler(sig, stop.set)
                 await stop.wait()
             finally:
+                if started is not None:     # controlled shutdown while still serving
+                    await asyncio.get_running_loop().run_in_executor(None, stop_member, started, eng)
                 for server in http:
                     server.stop()
                 await broker.stop()
@@ -594,7 +606,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve Prometheus metrics at http://HOST:PORT/metrics (default: metrics.port, off)")
     s.add_argument("--console-listen", default=None, metavar="HOST:PORT",
                    help="serve the web console at http://HOST:PORT/ (default: console.port, off)")
+    from .cli_cluster import add_cluster_parser, add_serve_flags
+    add_serve_flags(s)
     s.set_defaults(func=cmd_serve)
+    add_cluster_parser(sub)
 
     co = sub.add_parser("console", help="a web console (topics, groups, messages) for a running broker")
     co.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker")

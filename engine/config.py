@@ -139,6 +139,17 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "log.cleaner.dedupe.buffer.size": (134217728, _int(1024)),
     "broker.id": (0, _int(-1)),
     "node.id": (0, _int(-1)),
+    # cluster mode (engine/cluster): ZooKeeper-era Kafka's keys; "" = single node, no ZooKeeper
+    "zookeeper.connect": ("", lambda k, v: str(v).strip()),
+    "zookeeper.session.timeout.ms": (18000, _int(1)),
+    "zookeeper.connection.timeout.ms": (18000, _int(1)),
+    "broker.rack": ("", lambda k, v: str(v).strip()),
+    "replica.lag.time.max.ms": (30000, _int(1)),
+    "auto.leader.rebalance.enable": (True, _bool),
+    "leader.imbalance.check.interval.seconds": (300, _int(1)),
+    "leader.imbalance.per.broker.percentage": (10, _int(0, 100)),
+    "controlled.shutdown.enable": (True, _bool),
+    "controlled.shutdown.timeout.ms": (30000, _int(0)),   # ours: how long SIGTERM waits for it
     # broker (network) keys, read by engine.server
     "listeners": ("PLAINTEXT://127.0.0.1:9092", lambda k, v: str(v)),
     "advertised.listeners": ("", lambda k, v: str(v)),
@@ -161,7 +172,7 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "group.max.session.timeout.ms": (1800000, _int(0)),
     "group.max.size": (2147483647, _int(1)),
     "offsets.topic.num.partitions": (50, _int(1)),
-    "offsets.topic.replication.factor": (3, _int(1)),   # accepted; one node keeps one replica
+    "offsets.topic.replication.factor": (3, _int(1)),   # cluster mode; capped by live brokers
     "offsets.retention.minutes": (10080, _int(1)),
     "offsets.retention.check.interval.ms": (600000, _int(1)),
     "offset.metadata.max.bytes": (4096, _int(0)),
@@ -181,9 +192,8 @@ _NO_EFFECT_KEYS = frozenset({
     "log.flush.scheduler.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
     "num.recovery.threads.per.data.dir", "queued.max.requests", "process.roles",
     "controller.quorum.voters", "controller.listener.names", "listener.security.protocol.map",
-    "inter.broker.listener.name", "default.replication.factor", "offsets.topic.replication.factor",
+    "inter.broker.listener.name",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
-    "min.insync.replicas", "unclean.leader.election.enable",
 })
 # Kafka's internal broker keys (defined, undocumented, not listed by DescribeConfigs).
 INTERNAL_BROKER_KEYS = frozenset({"producer.id.expiration.check.interval.ms"})

@@ -182,3 +182,27 @@ class KafkaProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(30)
+
+
+# -- ZooKeeper (cluster mode) -------------------------------------------------------------------
+def find_zookeeper() -> tuple[str | None, str]:
+    """(the jars' classpath, '') or (None, why not: Debian's zookeeper package or java missing)."""
+    from engine.cluster.zkserver import find_zookeeper as find
+    return find()
+
+
+class ZooKeeperProcess:
+    """A standalone ZooKeeper on a free 127.0.0.1 port with its own data dir (Debian's package,
+    engine/cluster/zkserver.py); ``start()`` returns once it answers ``ruok``."""
+
+    def __init__(self, directory):
+        from engine.cluster.zkserver import ZooKeeperServer
+        self.server = ZooKeeperServer(str(directory))
+        self.connect = self.server.connect
+
+    def start(self) -> "ZooKeeperProcess":
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()

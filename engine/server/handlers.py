@@ -319,6 +319,7 @@ class Handlers:
         eng = self.engine
         results = []
         seen: set[str] = set()
+        member = getattr(self.broker, "cluster", None)      # cluster mode: engine/cluster/admin.py
         for t in req.topics:
             res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
                    "num_partitions": -1, "replication_factor": -1, "configs": []}
@@ -330,9 +331,16 @@ class Handlers:
                     raise InvalidRequestError("both num_partitions and assignments given")
                 n = len(t.assignments) if t.assignments else (
                     None if t.num_partitions == -1 else t.num_partitions)
-                rf = 1 if t.replication_factor == -1 else t.replication_factor
+                rf = eng.config["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
                 config = {c.name: c.value for c in t.configs if c.value is not None}
-                if req.validate_only:
+                if member is not None:
+                    from ..cluster import admin as cluster_admin
+                    plan = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+                    tid, n, rf = await asyncio.get_running_loop().run_in_executor(
+                        None, cluster_admin.create_topic, member, t.name, n, rf, config, plan,
+                        req.validate_only, req.timeout.total_seconds())
+                    res["topic_id"] = _topic_uuid(tid)
+                elif req.validate_only:
                     from .._engine import validate_topic_name
                     validate_topic_name(t.name)
                     if n is not None and n < 1:
@@ -364,6 +372,13 @@ class Handlers:
         for name in req.topic_names:
             res = {"name": name, "error_code": 0, "error_message": None}
             try:
+                member = getattr(self.broker, "cluster", None)
+                if member is not None:          # cluster mode: the controller deletes it everywhere
+                    from ..cluster import admin as cluster_admin
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, cluster_admin.delete_topic, member, name, req.timeout.total_seconds())
+                    results.append(res)
+                    continue
                 await asyncio.get_running_loop().run_in_executor(None, self.engine.delete_topic, name)
             except Exception as e:
                 _record_error(res, e, "delete topic %r failed", name)
@@ -493,6 +508,15 @@ class Handlers:
         for t in req.topics:
             res = {"name": t.name, "error_code": 0, "error_message": None}
             try:
+                member = getattr(self.broker, "cluster", None)
+                if member is not None:          # cluster mode: a new assignment in ZooKeeper
+                    from ..cluster import admin as cluster_admin
+                    plan = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, cluster_admin.create_partitions, member, t.name, t.count, plan,
+                        req.validate_only, req.timeout.total_seconds())
+                    results.append(res)
+                    continue
                 current = eng.topic_metadata(t.name).partitions
                 if t.assignments is not None and len(t.assignments) != t.count - current:
                     raise InvalidRequestError(

@@ -1,0 +1,12 @@
+"""Cluster mode: brokers sharing metadata in ZooKeeper (Kafka's ZooKeeper-era layout).
+
+- :mod:`engine.cluster.zk` -- the znode layout and its conditional writes (kazoo).
+- :mod:`engine.cluster.controller` -- the controller (one broker, elected through ``/controller``).
+- :mod:`engine.cluster.member` -- a broker's registration, metadata cache (the cluster view) and
+  the watches that drive its replica manager.
+- :mod:`engine.cluster.admin` -- CreateTopics / CreatePartitions / DeleteTopics / ElectLeaders
+  in cluster mode (written to ZooKeeper; the controller and the brokers act on them).
+- :mod:`engine.cluster.assign` -- replica assignment (Kafka's algorithm).
+
+Nothing here is imported on the single-node path (no kazoo import without ``zookeeper.connect``).
+"""

@@ -1,0 +1,78 @@
+"""The local side of cluster metadata: a broker's own logs for the topics ZooKeeper assigns it.
+
+In cluster mode ZooKeeper is the source of truth for which topics exist, their ids, partition
+counts and configs; the Engine's local metadata (``engine-topics.json``) only mirrors the topics
+this broker holds replicas of, so the storage layer keeps working unchanged.  A topic is created
+locally with *all* its partitions (the Engine's topics are whole), under the topic id ZooKeeper
+holds (so ``partition.metadata`` names the cluster's id, as Kafka's does); partitions this broker
+does not replicate stay empty and are never served (the cluster view says who leads them).
+
+A local topic whose id differs from ZooKeeper's is an older incarnation (deleted and re-created
+while this broker was away): its logs are removed and the topic created afresh.
+
+Producer ids come from ZooKeeper's ``/latest_producer_id_block`` in cluster mode
+(:func:`use_cluster_producer_ids`), so two brokers never hand out the same id.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..metadata import TopicMetadata, write_partition_metadata
+
+__all__ = ["adopt_cluster_id", "ensure_local_topic", "use_cluster_producer_ids"]
+
+log = logging.getLogger("engine.cluster")
+
+
+def ensure_local_topic(engine, topic: str, topic_id: str, partitions: int, config: dict) -> None:
+    """Create or grow `topic` locally to `partitions` partitions with ZooKeeper's id and config.
+
+    Uses the Engine's admin lock and metadata store (engine/_engine.py) to keep ZooKeeper's
+    topic id: Engine.create_topic would draw a fresh one."""
+    with engine._admin:
+        meta = engine._meta.topics().get(topic)
+        if meta is not None and topic_id and meta.topic_id != topic_id:
+            log.warning("local topic %s has id %s, the cluster's is %s: removing the old logs",
+                        topic, meta.topic_id, topic_id)
+            engine.delete_topic(topic)
+            meta = None
+        if meta is None:
+            engine.create_topic(topic, partitions, _known_keys(engine, config))
+            meta = engine._meta.topics()[topic]
+            if topic_id and meta.topic_id != topic_id:
+                for p in range(meta.partitions):
+                    write_partition_metadata(engine.log(topic, p).dir, topic_id)
+                engine._meta.put_topic(TopicMetadata(topic, topic_id, meta.partitions, meta.config))
+        elif meta.partitions < partitions:
+            engine.create_partitions(topic, partitions)
+
+
+def _known_keys(engine, config: dict) -> dict:
+    """The topic config as stored in ZooKeeper (strings), typed by the Engine's LogConfig."""
+    return {k: v for k, v in (config or {}).items() if v is not None}
+
+
+def use_cluster_producer_ids(engine, store, broker_id: int) -> None:
+    """Make the Engine reserve producer-id blocks in ZooKeeper instead of its local file."""
+    engine._meta.reserve_producer_ids = lambda count: store.allocate_producer_ids(broker_id, count)
+    with engine._admin:
+        engine._next_producer_id = engine._producer_id_limit    # start a new (cluster) block
+
+
+def adopt_cluster_id(engine, cluster_id: str, broker_id: int) -> None:
+    """The data directory's ``meta.properties`` takes the cluster's id and this broker's id (so
+    Metadata and DescribeCluster answer the same cluster id on every broker)."""
+    import os
+
+    from ..metadata import META_PROPERTIES
+    from ..storage.checkpoint import write_atomic
+    meta = engine._meta
+    if meta.cluster_id == cluster_id:
+        return
+    if meta.cluster_id and engine.list_topics():
+        log.warning("data directory %s belonged to cluster %s; it now joins cluster %s",
+                    engine.path, meta.cluster_id, cluster_id)
+    body = f"#\n#\nversion=1\ncluster.id={cluster_id}\nnode.id={broker_id}\n"
+    write_atomic(os.path.join(engine.path, META_PROPERTIES), body.encode())
+    meta.cluster_id = cluster_id

@@ -1,0 +1,476 @@
+"""A broker's part in a ZooKeeper cluster: registration, the metadata cache, leader/follower changes.
+
+::
+
+    member = ClusterMember(engine, broker_id=1, zookeeper="127.0.0.1:2181", host="127.0.0.1",
+                           port=9092, config=engine.config)
+    member.start()                      # registers /brokers/ids/1 (ClusterError if taken)
+    member.attach(replica_manager, loop)  # from now on state changes drive the replica manager
+    member.view                         # the cluster view (engine/replica/view.py's interface)
+    member.controlled_shutdown(30)      # before stopping: the controller moves leaderships away
+    member.stop()
+
+Propagation: every broker watches the znodes (ZooKeeper watches) -- ``/brokers/ids``,
+``/controller``, ``/brokers/topics`` and each topic's assignment and partition states -- and keeps
+the latest of each in a cache (the view).  A change of a partition state this broker replicates
+becomes ``become_leader`` / ``become_follower`` on the replica manager; a topic that disappears
+becomes ``stop_replica(delete=True)`` and its local logs are removed.  Changes are applied in order
+by one worker thread, on the broker's event loop.
+
+Fencing: when the ZooKeeper connection is suspended (kazoo notices after about 2/3 of the
+session timeout without an answer, i.e. before the server expires the session and the
+controller can elect anyone else) this broker stops acting as leader: the view reports no
+leader for the partitions it led (Produce and Fetch answer NOT_LEADER_OR_FOLLOWER) and the
+replica manager is told it follows nobody.  On reconnection within the session it resumes from
+the znodes; after an expiry it registers again (a new session) and re-reads everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import queue
+import threading
+
+from kazoo.client import KazooState
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from ..errors import UnknownTopicOrPartitionError
+from .controller import Controller
+from .zk import (BROKER_IDS, CONTROLLED_SHUTDOWN, CONTROLLER, TOPICS, ClusterError, PartitionState,
+                 TopicAssignment, ZkStore, state_path)
+
+__all__ = ["ClusterMember", "ZkClusterView"]
+
+log = logging.getLogger("engine.cluster")
+
+
+class ZkClusterView:
+    """The cluster view (engine/replica/view.py's interface) fed by ZooKeeper watches.
+
+    Besides the interface: ``topics() -> {name: (topic_id, partition count)}``, ``cluster_id``,
+    ``assignment(topic)`` and ``state(topic, p)`` (the cached :class:`PartitionState`)."""
+
+    local = False
+
+    def __init__(self, member: "ClusterMember"):
+        self._m = member
+        self.node_id = member.broker_id
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self._m.cluster_id
+
+    def brokers(self) -> dict[int, tuple[str | None, int | None, str | None]]:
+        with self._m._lock:
+            return dict(self._m._brokers)
+
+    def controller_id(self) -> int:
+        return self._m._controller_id
+
+    def topics(self) -> dict[str, tuple[str, int]]:
+        with self._m._lock:
+            return {t: (a.topic_id, len(a.partitions)) for t, a in self._m._assignments.items()}
+
+    def assignment(self, topic: str) -> TopicAssignment | None:
+        with self._m._lock:
+            return self._m._assignments.get(topic)
+
+    def state(self, topic: str, partition: int) -> PartitionState | None:
+        with self._m._lock:
+            return self._m._states.get((topic, partition))
+
+    def partition_state(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
+        m = self._m
+        with m._lock:
+            a = m._assignments.get(topic)
+            if a is None or partition not in a.partitions:
+                raise UnknownTopicOrPartitionError(f"unknown partition {topic}-{partition}")
+            replicas = list(a.partitions[partition])
+            st = m._states.get((topic, partition))
+            if st is None:
+                return -1, 0, replicas, []
+            leader = st.leader
+            if leader == self.node_id and m.fenced:
+                leader = -1
+            return leader, st.leader_epoch, replicas, list(st.isr)
+
+    def partition_epoch(self, topic: str, partition: int) -> int:
+        st = self.state(topic, partition)
+        return -1 if st is None else st.version
+
+    def alter_isr(self, topic: str, partition: int, new_isr: list[int], leader_epoch: int,
+                  partition_epoch: int) -> bool:
+        """The leader's ISR change: a write conditional on the znode version (the partition
+        epoch); refused when the leader epoch moved on or this broker is fenced."""
+        m = self._m
+        if m.fenced:
+            return False
+        st = m.store.partition_state(topic, partition)
+        if st is None or st.leader != self.node_id or st.leader_epoch != leader_epoch \
+                or st.version != partition_epoch:
+            return False
+        for b in set(new_isr) - set(st.isr):
+            # as KIP-841: the ISR grows only with brokers that are registered and not in a
+            # controlled shutdown (a stopping follower's last fetch must not bring it back)
+            if m.store.client.exists(f"{BROKER_IDS}/{b}") is None or \
+                    m.store.client.exists(f"{CONTROLLED_SHUTDOWN}/{b}") is not None:
+                log.info("broker %d: ISR of %s-%d may not take broker %d (offline or shutting down)",
+                         self.node_id, topic, partition, b)
+                return False
+        new = PartitionState(st.leader, st.leader_epoch, list(new_isr), st.controller_epoch, st.version)
+        version = m.store.update_partition_state(topic, partition, new)
+        if version is None:
+            return False
+        new.version = version
+        log.info("broker %d: ISR of %s-%d is now %s (partition epoch %d)", self.node_id, topic,
+                 partition, new.isr, version)
+        with m._lock:
+            cur = m._states.get((topic, partition))
+            if cur is None or cur.version < version:
+                m._states[(topic, partition)] = new
+        return True
+
+
+class ClusterMember:
+    def __init__(self, engine, broker_id: int, zookeeper: str, host: str, port: int, config=None,
+                 rack: str | None = None):
+        cfg = config if config is not None else engine.config
+        self.engine = engine
+        self.broker_id = broker_id
+        self.host, self.port, self.rack = host, port, rack
+        self.store = ZkStore(zookeeper, cfg["zookeeper.session.timeout.ms"],
+                             cfg["zookeeper.connection.timeout.ms"] / 1000.0)
+        self.controller = Controller(
+            self.store, broker_id, unclean_default=cfg["unclean.leader.election.enable"],
+            auto_rebalance=cfg["auto.leader.rebalance.enable"],
+            rebalance_interval_s=cfg["leader.imbalance.check.interval.seconds"],
+            imbalance_pct=cfg["leader.imbalance.per.broker.percentage"])
+        self.cluster_id: str | None = None
+        self.view = ZkClusterView(self)
+        self.fenced = False
+        self._lock = threading.RLock()
+        self._brokers: dict[int, tuple[str, int, str | None]] = {}
+        self._controller_id = -1
+        self._assignments: dict[str, TopicAssignment] = {}
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._applied: dict[tuple[str, int], tuple] = {}
+        self._local_done: dict[str, tuple[str, int]] = {}     # topic -> (id, partitions) made locally
+        self._watched_topics: set[str] = set()
+        self._watched_parts: set[tuple[str, int]] = set()
+        self._rm = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._work: queue.Queue = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._stopping = False
+        self._session_lost = False
+        self._shutting_down = False
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> "ClusterMember":
+        self.store.start()
+        try:
+            self.cluster_id = self.store.cluster_id(self.engine.cluster_id or _new_id())
+            from .local import adopt_cluster_id
+            adopt_cluster_id(self.engine, self.cluster_id, self.broker_id)
+            self.store.register_broker(self.broker_id, self.host, self.port, self.rack)
+        except BaseException:
+            self.store.close()
+            raise
+        log.info("broker %d registered in ZooKeeper at %s (cluster %s)", self.broker_id,
+                 self.store.connect, self.cluster_id)
+        self.store.client.add_listener(self._on_state)
+        self._worker = threading.Thread(target=self._work_loop, name=f"cluster-{self.broker_id}", daemon=True)
+        self._worker.start()
+        ChildrenWatch(self.store.client, BROKER_IDS, self._on_brokers)
+        DataWatch(self.store.client, CONTROLLER, self._on_controller)
+        ChildrenWatch(self.store.client, TOPICS, self._on_topics)
+        self.controller.start()
+        return self
+
+    def attach(self, replica_manager, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Drive `replica_manager` from now on (every cached state is applied once at once).
+        `loop`: call it on that event loop (None: from the worker thread, as engine/replica's
+        ReplicaManager allows)."""
+        self._rm = replica_manager
+        self._loop = loop
+        with self._lock:
+            keys = list(self._states)
+        for k in keys:
+            self._work.put(("part", k))
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._work.put(("stop", None))
+        self.controller.stop()
+        if self._worker is not None:
+            self._worker.join(10)
+        try:
+            self.store.client.remove_listener(self._on_state)
+        except Exception:
+            pass
+        self.store.close()
+
+    def controlled_shutdown(self, timeout_s: float = 30.0) -> int:
+        """Ask the controller to move this broker's leaderships away; wait until it says none
+        is left (or `timeout_s`).  Returns how many partitions this broker still leads."""
+        path = f"{CONTROLLED_SHUTDOWN}/{self.broker_id}"
+        # first stop following (a follower that keeps fetching would be taken back into the ISR
+        # by its leader right after the controller removed it, as Kafka's StopReplica prevents)
+        stopped = threading.Event()
+        self._work.put(("shutdown", stopped))
+        stopped.wait(10)
+        done = threading.Event()
+        remaining = [-1]
+
+        def watch(data, stat, event=None):
+            # the controller's answer comes from a pass that already moved every leadership it
+            # could; what remains has no other live in-sync replica (Kafka's controller answers
+            # the same "partitions remaining", and its broker then stops anyway after retries)
+            if data:
+                remaining[0] = int(json.loads(data).get("remaining", -1))
+                done.set()
+                return False
+            return not done.is_set()
+        try:
+            self.store.client.create(path, ephemeral=True)
+        except Exception as e:
+            log.warning("controlled shutdown: cannot ask the controller (%s)", e)
+            return -1
+        DataWatch(self.store.client, path, watch)
+        done.wait(timeout_s)
+        log.info("controlled shutdown of broker %d: %s", self.broker_id,
+                 "no leadership left" if remaining[0] == 0 else
+                 "no answer from a controller" if remaining[0] < 0 else
+                 f"{remaining[0]} partitions still led (no other in-sync replica alive)")
+        return remaining[0]
+
+    # -- watches (kazoo's threads) -----------------------------------------------------
+    def _on_brokers(self, children):
+        if self._stopping:
+            return False
+        brokers = {}
+        for b in children:
+            info = self.store.broker(int(b))
+            if info is not None:
+                brokers[int(b)] = info
+        with self._lock:
+            self._brokers = brokers
+        return True
+
+    def _on_controller(self, data, stat, event=None):
+        if self._stopping:
+            return False
+        self._controller_id = int(json.loads(data)["brokerid"]) if data else -1
+        return True
+
+    def _on_topics(self, children):
+        if self._stopping:
+            return False
+        current = set(children)
+        with self._lock:
+            gone = [t for t in self._assignments if t not in current]
+            new = [t for t in current if t not in self._watched_topics]
+            self._watched_topics.update(new)
+            self._watched_topics.difference_update(gone)
+        for t in gone:
+            self._work.put(("delete", t))
+        for t in new:
+            DataWatch(self.store.client, f"{TOPICS}/{t}", lambda d, s, e=None, t=t: self._on_assignment(t, d, s))
+        return True
+
+    def _on_assignment(self, topic, data, stat):
+        if self._stopping:
+            return False
+        if data is None:
+            with self._lock:
+                self._watched_topics.discard(topic)
+                had = topic in self._assignments
+            if had:
+                self._work.put(("delete", topic))
+            return False
+        a = TopicAssignment.from_json(data, stat.version)
+        with self._lock:
+            self._assignments[topic] = a
+            new = [p for p in a.partitions if (topic, p) not in self._watched_parts]
+            self._watched_parts.update((topic, p) for p in new)
+        self._work.put(("topic", topic))
+        for p in new:
+            DataWatch(self.store.client, state_path(topic, p),
+                      lambda d, s, e=None, t=topic, p=p: self._on_partition(t, p, d, s))
+        return True
+
+    def _on_partition(self, topic, p, data, stat):
+        if self._stopping:
+            return False
+        with self._lock:
+            if topic not in self._watched_topics:
+                self._watched_parts.discard((topic, p))
+                self._states.pop((topic, p), None)
+                return False
+            if data is None:
+                self._states.pop((topic, p), None)
+                return True
+            st = PartitionState.from_json(data, stat.version)
+            self._states[(topic, p)] = st
+        self._work.put(("part", (topic, p)))
+        return True
+
+    def _on_state(self, state):
+        """kazoo connection state listener (must not block)."""
+        if state == KazooState.SUSPENDED:
+            self._work.put(("fence", None))
+        elif state == KazooState.LOST:
+            self._session_lost = True
+            self.controller.session_lost()
+            self._work.put(("fence", None))
+        elif state == KazooState.CONNECTED:
+            self._work.put(("resume", None))
+
+    # -- the worker: applies changes in order -------------------------------------------------
+    def _work_loop(self) -> None:
+        while True:
+            kind, arg = self._work.get()
+            if kind == "stop":
+                return
+            try:
+                if kind == "part":
+                    self._apply(*arg)
+                elif kind == "topic":
+                    with self._lock:
+                        a = self._assignments.get(arg)
+                    if a is not None:
+                        self._ensure_local(arg, a)
+                elif kind == "delete":
+                    self._delete_topic(arg)
+                elif kind == "shutdown":
+                    self._shutting_down = True
+                    for k, key in list(self._applied.items()):
+                        if key[0] != self.broker_id:
+                            self._apply(*k)
+                    arg.set()
+                elif kind == "fence":
+                    self._fence()
+                elif kind == "resume":
+                    self._resume()
+            except Exception:
+                if not self._stopping:
+                    log.exception("broker %d: applying %s %s failed", self.broker_id, kind, arg)
+
+    def _call(self, name: str, *args):
+        """Call replica_manager.<name>(*args) on the broker's loop (awaiting it if a coroutine)."""
+        rm = self._rm
+        if rm is None:
+            return None
+        fn = getattr(rm, name)
+        if self._loop is None:
+            return fn(*args)
+
+        async def run():
+            r = fn(*args)
+            if inspect.isawaitable(r):
+                r = await r
+            return r
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(60)
+
+    def _ensure_local(self, topic: str, a: TopicAssignment) -> None:
+        """The topic's local logs (all its partitions, created with the topic's ZooKeeper config
+        and id) on every broker: the replica manager finds a log to lead or follow into, and the
+        Engine's topic list (which Metadata walks) is the cluster's."""
+        from .local import ensure_local_topic
+        known = self._local_done.get(topic)
+        if known == (a.topic_id, len(a.partitions)):
+            return
+        ensure_local_topic(self.engine, topic, a.topic_id, max(a.partitions) + 1,
+                           self.store.topic_config(topic))
+        self._local_done[topic] = (a.topic_id, len(a.partitions))
+
+    def _apply(self, topic: str, p: int) -> None:
+        with self._lock:
+            a = self._assignments.get(topic)
+            st = self._states.get((topic, p))
+        if a is None or st is None or p not in a.partitions:
+            return
+        replicas = a.partitions[p]
+        if self.broker_id not in replicas:
+            if (topic, p) in self._applied:
+                self._call("stop_replica", topic, p, True)
+                del self._applied[(topic, p)]
+            return
+        key = (st.leader, st.leader_epoch, tuple(st.isr), st.version, tuple(replicas), self.fenced,
+               self._shutting_down)
+        if self._applied.get((topic, p)) == key:
+            return
+        self._ensure_local(topic, a)
+        if st.leader == self.broker_id and not self.fenced:
+            self._call("become_leader", topic, p, st.leader_epoch, list(replicas), list(st.isr), st.version)
+        elif self._shutting_down:
+            self._call("stop_replica", topic, p, False)      # controlled shutdown: no more fetching
+        else:
+            leader = -1 if self.fenced else st.leader
+            self._call("become_follower", topic, p, leader, st.leader_epoch, list(replicas), st.version)
+        self._applied[(topic, p)] = key
+
+    def _delete_topic(self, topic: str) -> None:
+        with self._lock:
+            a = self._assignments.pop(topic, None)
+            for k in [k for k in self._states if k[0] == topic]:
+                del self._states[k]
+            self._watched_parts.difference_update({k for k in self._watched_parts if k[0] == topic})
+        self._local_done.pop(topic, None)
+        for k in [k for k in self._applied if k[0] == topic]:
+            self._call("stop_replica", topic, k[1], True)
+            del self._applied[k]
+        if a is not None and topic in self.engine.list_topics():
+            log.info("broker %d: topic %s deleted: removing its local logs", self.broker_id, topic)
+            self.engine.delete_topic(topic)
+
+    def _fence(self) -> None:
+        if self.fenced or self._stopping:
+            return
+        self.fenced = True
+        led = [k for k, key in self._applied.items() if key[0] == self.broker_id]
+        log.warning("broker %d: ZooKeeper connection %s: no longer acting as leader of %d partitions",
+                    self.broker_id, "lost (session expired)" if self._session_lost else "suspended", len(led))
+        for k in led:
+            self._apply(*k)
+
+    def _resume(self) -> None:
+        if self._stopping:
+            return
+        if self._session_lost:
+            self._session_lost = False
+            try:
+                self.store.register_broker(self.broker_id, self.host, self.port, self.rack)
+                log.info("broker %d registered again after its ZooKeeper session expired", self.broker_id)
+            except ClusterError as e:
+                log.error("%s", e)
+                return
+            self.controller.session_renewed()
+            self._refresh_all()
+        self.fenced = False
+        with self._lock:
+            keys = list(self._states)
+        for k in keys:
+            self._apply(*k)
+
+    def _refresh_all(self) -> None:
+        """Re-read every topic's assignment and state (after a new session)."""
+        for t in self.store.topics():
+            a = self.store.assignment(t)
+            if a is None:
+                continue
+            with self._lock:
+                self._assignments[t] = a
+            for p in a.partitions:
+                st = self.store.partition_state(t, p)
+                if st is not None:
+                    with self._lock:
+                        self._states[(t, p)] = st
+
+
+def _new_id() -> str:
+    from ..metadata import new_topic_id
+    return new_topic_id()

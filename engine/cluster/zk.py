@@ -1,0 +1,342 @@
+"""Cluster metadata in ZooKeeper: Kafka's ZooKeeper-era znode layout, read and written with kazoo.
+
+::
+
+    /cluster/id                                   {"version":"1","id":"<22-char base64>"}
+    /brokers/ids/<id>                   ephemeral {"version":5,"host":..,"port":..,"endpoints":[..],
+                                                   "rack":..,"jmx_port":-1,"timestamp":"<ms>",..}
+    /brokers/topics/<t>                           {"version":3,"topic_id":"..","partitions":{"0":[1,2,3]},
+                                                   "adding_replicas":{},"removing_replicas":{}}
+    /brokers/topics/<t>/partitions/<p>/state      {"controller_epoch":..,"leader":..,"version":1,
+                                                   "leader_epoch":..,"isr":[..]}
+    /controller                         ephemeral {"version":1,"brokerid":..,"timestamp":"<ms>"}
+    /controller_epoch                             "<int>"
+    /config/topics/<t>                            {"version":1,"config":{"retention.ms":"..",..}}
+    /admin/delete_topics/<t>                      (empty: a deletion the controller carries out)
+    /admin/preferred_replica_election             {"version":1,"partitions":[{"topic":..,"partition":..}]}
+    /admin/controlled_shutdown/<id>     ephemeral (ours: a broker asking the controller to move its
+                                                   leaderships away; the controller writes
+                                                   {"remaining":N} when done)
+    /latest_producer_id_block                     {"version":1,"broker":..,"block_start":..,"block_end":..}
+
+The partition state's znode version is the *partition epoch*: every change to a state is a
+conditional write on it (``set(path, data, version)``), so two writers never overwrite each
+other's change unseen.  The controller's writes also check ``/controller_epoch`` in the same
+transaction, so a controller that lost its seat (a newer epoch exists) cannot write at all.
+
+Thread-safety: kazoo's client is thread-safe; this module keeps no state besides the client.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient
+
+from ..errors import EngineError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+__all__ = ["PartitionState", "TopicAssignment", "ZkStore", "BadVersionError", "NodeExistsError",
+           "NoNodeError", "ClusterError"]
+
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_TOPICS = "/config/topics"
+DELETE_TOPICS = "/admin/delete_topics"
+PREFERRED_ELECTION = "/admin/preferred_replica_election"
+CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+CLUSTER_ID = "/cluster/id"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+
+class ClusterError(EngineError):
+    """A cluster-level misconfiguration (e.g. a broker id already registered)."""
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+@dataclass
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    version: int = -1          # the znode version: the partition epoch
+
+    def to_json(self) -> bytes:
+        return _dumps({"controller_epoch": self.controller_epoch, "leader": self.leader,
+                       "version": 1, "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
+
+    @classmethod
+    def from_json(cls, data: bytes, version: int) -> "PartitionState":
+        d = json.loads(data)
+        return cls(int(d["leader"]), int(d["leader_epoch"]), [int(x) for x in d["isr"]],
+                   int(d.get("controller_epoch", 0)), version)
+
+
+@dataclass
+class TopicAssignment:
+    topic_id: str
+    partitions: dict[int, list[int]]
+    version: int = -1
+    config: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        return _dumps({"version": 3, "topic_id": self.topic_id,
+                       "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
+                       "adding_replicas": {}, "removing_replicas": {}})
+
+    @classmethod
+    def from_json(cls, data: bytes, version: int) -> "TopicAssignment":
+        d = json.loads(data)
+        return cls(d.get("topic_id", ""), {int(p): [int(x) for x in r] for p, r in d["partitions"].items()},
+                   version)
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+class ZkStore:
+    """Reads and conditional writes of the layout above over one kazoo session."""
+
+    def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_s: float = 15.0):
+        self.connect = connect
+        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0,
+                                  connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0},
+                                  command_retry={"max_tries": 3, "delay": 0.1, "max_delay": 1.0})
+        self._connection_timeout_s = connection_timeout_s
+
+    def start(self) -> "ZkStore":
+        try:
+            self.client.start(timeout=self._connection_timeout_s)
+        except Exception as e:
+            self.client.stop()
+            self.client.close()
+            raise ClusterError(f"cannot connect to ZooKeeper at {self.connect}: {e}") from None
+        for path in (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN):
+            self.client.ensure_path(path)
+        return self
+
+    def close(self) -> None:
+        try:
+            self.client.stop()
+        finally:
+            self.client.close()
+
+    # -- cluster id ----------------------------------------------------------------
+    def cluster_id(self, proposal: str) -> str:
+        """The cluster's id (the first broker's `proposal` when none is stored yet)."""
+        try:
+            self.client.create(CLUSTER_ID, _dumps({"version": "1", "id": proposal}), makepath=True)
+            return proposal
+        except NodeExistsError:
+            data, _ = self.client.get(CLUSTER_ID)
+            return json.loads(data)["id"]
+
+    # -- brokers -------------------------------------------------------------------
+    def register_broker(self, broker_id: int, host: str, port: int, rack: str | None) -> None:
+        reg = {"features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+               "endpoints": [f"PLAINTEXT://{host}:{port}"], "jmx_port": -1, "host": host,
+               "timestamp": _now_ms(), "port": port, "version": 5}
+        if rack:
+            reg["rack"] = rack
+        try:
+            self.client.create(f"{BROKER_IDS}/{broker_id}", _dumps(reg), ephemeral=True)
+        except NodeExistsError:
+            data, stat = self.client.get(f"{BROKER_IDS}/{broker_id}")
+            if stat.ephemeralOwner == self.client.client_id[0]:
+                return          # ours already (a retried create after a lost answer)
+            other = json.loads(data)
+            raise ClusterError(
+                f"broker id {broker_id} is already registered in ZooKeeper at {self.connect} by "
+                f"{other.get('host')}:{other.get('port')} (session 0x{stat.ephemeralOwner:x}); "
+                "give each broker its own broker.id") from None
+
+    def broker_ids(self, watch=None) -> list[int]:
+        return sorted(int(x) for x in self.client.get_children(BROKER_IDS, watch=watch))
+
+    def broker(self, broker_id: int) -> tuple[str, int, str | None] | None:
+        try:
+            data, _ = self.client.get(f"{BROKER_IDS}/{broker_id}")
+        except NoNodeError:
+            return None
+        d = json.loads(data)
+        return d["host"], int(d["port"]), d.get("rack")
+
+    def brokers(self) -> dict[int, tuple[str, int, str | None]]:
+        out = {}
+        for b in self.broker_ids():
+            info = self.broker(b)
+            if info is not None:
+                out[b] = info
+        return out
+
+    # -- controller ------------------------------------------------------------------
+    def controller_id(self, watch=None) -> int:
+        try:
+            data, _ = self.client.get(CONTROLLER, watch=watch)
+        except NoNodeError:
+            return -1
+        return int(json.loads(data)["brokerid"])
+
+    def try_become_controller(self, broker_id: int) -> int | None:
+        """Create /controller; on success bump /controller_epoch and return the new epoch."""
+        try:
+            self.client.create(CONTROLLER, _dumps({"version": 1, "brokerid": broker_id,
+                                                   "timestamp": _now_ms()}), ephemeral=True)
+        except NodeExistsError:
+            return None
+        while True:
+            try:
+                data, stat = self.client.get(CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self.client.create(CONTROLLER_EPOCH, b"1")
+                    return 1
+                except NodeExistsError:
+                    continue
+            epoch = int(data) + 1
+            try:
+                self.client.set(CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+                return epoch
+            except BadVersionError:
+                continue
+
+    def controller_epoch(self) -> tuple[int, int]:
+        """(epoch, znode version) of /controller_epoch ((0, -1) when absent)."""
+        try:
+            data, stat = self.client.get(CONTROLLER_EPOCH)
+        except NoNodeError:
+            return 0, -1
+        return int(data), stat.version
+
+    # -- topics ------------------------------------------------------------------------
+    def topics(self, watch=None) -> list[str]:
+        return sorted(self.client.get_children(TOPICS, watch=watch))
+
+    def assignment(self, topic: str, watch=None) -> TopicAssignment | None:
+        try:
+            data, stat = self.client.get(f"{TOPICS}/{topic}", watch=watch)
+        except NoNodeError:
+            return None
+        return TopicAssignment.from_json(data, stat.version)
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        try:
+            data, _ = self.client.get(f"{CONFIG_TOPICS}/{topic}")
+        except NoNodeError:
+            return {}
+        return dict(json.loads(data).get("config", {}))
+
+    def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
+        """Config first, then the assignment (what the controller watches), in one transaction."""
+        tx = self.client.transaction()
+        tx.create(f"{CONFIG_TOPICS}/{topic}", _dumps({"version": 1, "config": config}))
+        tx.create(f"{TOPICS}/{topic}", assignment.to_json())
+        results = tx.commit()
+        for r in results:
+            if isinstance(r, NodeExistsError):
+                raise NodeExistsError(f"topic {topic!r} exists")
+            if isinstance(r, Exception):
+                raise r
+
+    def set_assignment(self, topic: str, assignment: TopicAssignment) -> None:
+        """Conditional on the version the assignment was read at (BadVersionError otherwise)."""
+        self.client.set(f"{TOPICS}/{topic}", assignment.to_json(), version=assignment.version)
+
+    def mark_for_deletion(self, topic: str) -> None:
+        try:
+            self.client.create(f"{DELETE_TOPICS}/{topic}")
+        except NodeExistsError:
+            pass
+
+    def topics_to_delete(self, watch=None) -> list[str]:
+        return sorted(self.client.get_children(DELETE_TOPICS, watch=watch))
+
+    def delete_topic_nodes(self, topic: str) -> None:
+        for path in (f"{TOPICS}/{topic}", f"{CONFIG_TOPICS}/{topic}", f"{DELETE_TOPICS}/{topic}"):
+            try:
+                self.client.delete(path, recursive=True)
+            except NoNodeError:
+                pass
+
+    # -- partition states -----------------------------------------------------------------
+    def partition_state(self, topic: str, partition: int, watch=None) -> PartitionState | None:
+        try:
+            data, stat = self.client.get(state_path(topic, partition), watch=watch)
+        except NoNodeError:
+            return None
+        return PartitionState.from_json(data, stat.version)
+
+    def create_partition_state(self, topic: str, partition: int, state: PartitionState,
+                               controller_epoch_version: int) -> bool:
+        """Create a new partition's state (False if it already exists or the controller is stale)."""
+        tx = self.client.transaction()
+        tx.check(CONTROLLER_EPOCH, controller_epoch_version)
+        path = state_path(topic, partition)
+        parent = path.rsplit("/", 1)[0]
+        if self.client.exists(parent) is None:
+            self.client.ensure_path(parent)
+        tx.create(path, state.to_json())
+        results = tx.commit()
+        return not any(isinstance(r, Exception) for r in results)
+
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState,
+                               controller_epoch_version: int | None = None) -> int | None:
+        """Write `state` if its znode is still at ``state.version``; the new version, or None
+        when someone else changed it first (or the controller epoch moved on)."""
+        path = state_path(topic, partition)
+        if controller_epoch_version is None:
+            try:
+                return self.client.set(path, state.to_json(), version=state.version).version
+            except (BadVersionError, NoNodeError):
+                return None
+        tx = self.client.transaction()
+        tx.check(CONTROLLER_EPOCH, controller_epoch_version)
+        tx.set_data(path, state.to_json(), version=state.version)
+        results = tx.commit()
+        if any(isinstance(r, Exception) for r in results):
+            return None
+        return results[1].version
+
+    # -- admin requests -------------------------------------------------------------------
+    def request_preferred_election(self, partitions: list[tuple[str, int]]) -> bool:
+        """Queue a preferred-leader election; False if one is already pending (as Kafka)."""
+        body = _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+        try:
+            self.client.create(PREFERRED_ELECTION, body, makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    # -- producer ids ---------------------------------------------------------------------
+    def allocate_producer_ids(self, broker_id: int, count: int) -> int:
+        """Reserve a block of `count` producer ids cluster-wide; returns its first id."""
+        while True:
+            try:
+                data, stat = self.client.get(PRODUCER_ID_BLOCK)
+                start = int(json.loads(data)["block_end"]) + 1
+                version = stat.version
+            except NoNodeError:
+                start, version = 0, None
+            body = _dumps({"version": 1, "broker": broker_id, "block_start": start,
+                           "block_end": start + count - 1})
+            try:
+                if version is None:
+                    self.client.create(PRODUCER_ID_BLOCK, body)
+                else:
+                    self.client.set(PRODUCER_ID_BLOCK, body, version=version)
+                return start
+            except (NodeExistsError, BadVersionError):
+                continue
