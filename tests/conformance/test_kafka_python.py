@@ -643,20 +643,45 @@ def test_admin_describe_producers(admin, boot, topic_name):
     assert (ps.producer_id, ps.last_sequence, ps.current_transaction_start_offset) == (pid, 2, -1)
 
 
-@covers(KafkaAdminClient, "abort_transaction", "update_features", "alter_replica_log_dirs",
+@covers(KafkaAdminClient, "abort_transaction")
+def test_admin_abort_transaction_ends_a_hanging_one(admin, boot, topic_name):
+    """kafka-transactions.sh abort's call: WriteTxnMarkers from an admin client aborts a
+    transaction its producer left open; the partition's last stable offset moves past it."""
+    _topic(admin, topic_name)
+    tp = TopicPartition(topic_name, 0)
+    p = KafkaProducer(bootstrap_servers=boot, transactional_id="hang-" + uuid.uuid4().hex[:6],
+                      transaction_timeout_ms=600000)
+    p.init_transactions()
+    p.begin_transaction()
+    for _ in range(3):
+        p.send(topic_name, b"x", partition=0)
+    p.flush()
+    pe = p._transaction_manager.producer_id_and_epoch
+    committed = _consumer(boot, isolation_level="read_committed")
+    try:
+        assert committed.end_offsets([tp])[tp] == 0                 # the open transaction holds the LSO
+        [ps] = admin.describe_producers([tp])[tp].active_producers
+        assert (ps.producer_id, ps.current_transaction_start_offset) == (pe.producer_id, 0)
+        admin.abort_transaction(AbortTransactionSpec(tp, pe.producer_id, pe.epoch, -1))
+        assert committed.end_offsets([tp])[tp] == 4                 # 3 records + the abort marker
+        committed.assign([tp])
+        committed.seek_to_beginning()
+        assert committed.poll(timeout_ms=1000) == {}                # aborted: nothing to read
+    finally:
+        committed.close()
+        p.close(timeout=0)
+
+
+@covers(KafkaAdminClient, "update_features", "alter_replica_log_dirs",
         "describe_metadata_quorum", "list_config_resources")
 def test_admin_not_served_refused_promptly(admin, node, topic_name):
-    """Not served (and not planned in branch apis): WriteTxnMarkers (transactions),
-    UpdateFeatures, AlterReplicaLogDirs (one log dir), DescribeQuorum (KRaft), ListConfigResources
-    (client-metrics resources). Each gets the client's typed IncompatibleBrokerVersion from
-    ApiVersions at once."""
+    """Not served: UpdateFeatures, AlterReplicaLogDirs (one log dir), DescribeQuorum (KRaft),
+    ListConfigResources (client-metrics resources). Each gets the client's typed
+    IncompatibleBrokerVersion from ApiVersions at once."""
     if EXTERNAL:
         pytest.skip("the reference broker serves these")
     _topic(admin, topic_name)
-    tp = TopicPartition(topic_name, 0)
     for feature, call in [
-            ("transactions (WriteTxnMarkers)",
-             lambda: admin.abort_transaction(AbortTransactionSpec(tp, 1234, 0))),
             ("UpdateFeatures", lambda: admin.update_features({"group.version": 1}, validate_only=True)),
             ("AlterReplicaLogDirs",
              lambda: admin.alter_replica_log_dirs({TopicPartitionReplica(topic_name, 0, node): "/x"})),
