@@ -283,6 +283,12 @@ class ProducerStateManager:
         """producer id -> last offset of its last batch (the cleaner keeps that batch, Kafka's rule)."""
         return {pid: e.batches[-1].last_offset for pid, e in self._producers.items() if e.batches}
 
+    def last_entries(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (epoch, last offset of its last data batch or -1) (the cleaner keeps a
+        marker that is its producer's last entry)."""
+        return {pid: (e.epoch, e.batches[-1].last_offset if e.batches else -1)
+                for pid, e in self._producers.items()}
+
     def active_producers(self) -> list[SnapshotEntry]:
         """Every known producer as Kafka describes it (DescribeProducers, snapshots), by producer id."""
         out = []

@@ -621,8 +621,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and unlink the files (open FileSlices keep reading the unlinked inode)."""
         self.close()
-        for p in (self.log_path, self.index_path, self.time_index_path, self.txn_index.path,
-                  os.path.join(self.dir, files.segment_file(self.base_offset, files.TXN_INDEX_SUFFIX))):
+        for p in (self.log_path, self.index_path, self.time_index_path, self.txn_index.path):
             try:
                 os.unlink(p)
             except FileNotFoundError:
