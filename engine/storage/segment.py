@@ -477,6 +477,7 @@ class LogSegment:
             raise CorruptIndexError("index file is missing", self.index_path, None)
         self.index.sanity_check(self.size)
         self.time_index.sanity_check()
+        self.txn_index.sanity_check(self.base_offset)
         if not deep or self.size == 0:
             return
         data = self._data()

@@ -86,13 +86,15 @@ class TransactionIndex:
         self._entries = None
         self._loaded_size = -1
 
-    def sanity_check(self) -> None:
-        """Raise CorruptIndexError when the file is unreadable or not in lastOffset order."""
+    def sanity_check(self, base_offset: int = 0) -> None:
+        """Raise CorruptIndexError when the file is unreadable, not in lastOffset order, or an
+        entry's marker lies below the segment's base offset (Kafka's sanityCheck)."""
         self._entries = None
         prev = -1
         for i, e in enumerate(self._load()):
-            if e.last_offset < prev or e.first_offset > e.last_offset:
-                raise CorruptIndexError(f"entry {i} is out of order", self.path, i * ENTRY_SIZE)
+            if e.last_offset < prev or e.first_offset > e.last_offset or e.last_offset < base_offset:
+                raise CorruptIndexError(f"entry {i} {tuple(e)} is out of order or below the segment",
+                                        self.path, i * ENTRY_SIZE)
             prev = e.last_offset
 
     def append(self, entry: AbortedTxn) -> None:

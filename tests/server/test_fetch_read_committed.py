@@ -160,3 +160,24 @@ def test_kafka_python_consumer_read_committed(clientbroker):
         assert c.end_offsets([tp])[tp] == clientbroker.lso
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("version", [3, m.SUPPORTED[0][1]])
+def test_produce_of_a_control_batch_is_invalid_record_and_nothing_is_written(tmp_path, version):
+    """Reliability contract B12: a marker in a client's Produce gets Kafka's INVALID_RECORD."""
+    from engine import _native
+
+    from .conftest import BrokerThread
+    b = BrokerThread(str(tmp_path / "d"))
+    try:
+        b.call(lambda: b.engine.create_topic("p", 1))
+        for pid in (-1, 7):
+            resp = call(b.port, 0, version, {
+                "transactional_id": None, "acks": -1, "timeout": 1000,
+                "topic_data": [{"name": "p", "partition_data": [
+                    {"index": 0, "records": bytes(_native.build_control_batch(pid, 0, True, 0))}]}]})
+            (part,) = resp.responses[0].partition_responses
+            assert int(part.error_code) == 87                    # INVALID_RECORD
+        assert b.call(lambda: b.engine.log("p", 0).log_end_offset) == 0
+    finally:
+        b.stop()

@@ -167,6 +167,19 @@ def test_control_batch_from_a_client_is_invalid_record(tmp_path):
         assert log.log_end_offset == 2 and log.last_stable_offset == 0
 
 
+def test_non_transactional_write_inside_an_open_transaction_is_invalid_txn_state(tmp_path):
+    with manager(str(tmp_path)) as m:
+        log = m.create_log(T, 0)
+        log.append(txn(6, 0, 0))
+        idem = bytearray(build_batch([b"x"], producer_id=6, producer_epoch=0, base_sequence=2))
+        with pytest.raises(Exception) as ei:
+            log.append(idem)
+        assert ei.value.code == 48 and "INVALID_TXN_STATE" in str(ei.value)
+        assert log.log_end_offset == 2
+        log.append_control(6, 0, True, 0)
+        assert log.append(idem).first_offset == 3                # after the marker it is fine
+
+
 def test_follower_append_replays_markers(tmp_path):
     with manager(str(tmp_path / "a")) as m, manager(str(tmp_path / "b")) as f:
         leader, follower = m.create_log(T, 0), f.create_log(T, 0)
@@ -247,6 +260,24 @@ def test_txnindex_rebuilt_after_deleting_it_and_after_an_unclean_shutdown(tmp_pa
         assert txn_entries(log) == expected
         assert log.producer_state.ongoing_transactions() == {99: lso}
         assert log.last_stable_offset == lso
+
+
+def test_garbage_txnindex_after_a_clean_shutdown_is_rebuilt(tmp_path):
+    d = str(tmp_path)
+    with manager(d) as m:
+        log = m.create_log(T, 0)
+        log.append(txn(1, 0, 0))
+        log.append_control(1, 0, False, 0)
+        log.append(plain())
+        expected = txn_entries(log)
+        path = log.segments[0].txn_index.path
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 5)                                    # not a multiple of 34 bytes
+    with manager(d) as m:
+        log = m.get_log(T, 0)
+        assert any("txnindex" in ev.path for ev in log.recovery_stats.events)
+        assert txn_entries(log) == expected
+        assert log.aborted_transactions(0, log.high_watermark) == [(1, 0)]
 
 
 def test_open_transaction_survives_restart_through_the_snapshot(tmp_path):
