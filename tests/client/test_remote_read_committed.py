@@ -59,3 +59,10 @@ def test_remote_consumer_read_uncommitted_sees_every_data_record(txbroker):
         c.assign([("tx", 0)])
         assert _drain(c, hw) == txbroker.uncommitted
         c.close()
+
+
+def test_remote_read_arrow_isolation_levels(txbroker):
+    with engine.connect(txbroker.bootstrap, **{"max.partition.fetch.bytes": 400}) as eng:
+        assert eng.read_arrow("tx", 0)["value"].to_pylist() == txbroker.uncommitted
+        t = eng.read_arrow("tx", 0, isolation_level="read_committed")
+        assert t["value"].to_pylist() == txbroker.committed
