@@ -82,9 +82,18 @@ class TransactionIndex:
         return list(self._entries if self._entries is not None else self._load())
 
     def refresh(self) -> None:
-        """Read-only opens: re-read the file (a writer may have appended)."""
-        self._entries = None
-        self._loaded_size = -1
+        """Read-only opens: re-read the file when its size changed (a writer appended or cut it)."""
+        try:
+            st = os.stat(self.path)
+            ident = (st.st_size, st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            ident = None
+        if self._entries is None or ident != self._seen:
+            self._entries = None
+            self._loaded_size = -1
+        self._seen = ident
+
+    _seen = None
 
     def sanity_check(self, base_offset: int = 0) -> None:
         """Raise CorruptIndexError when the file is unreadable, not in lastOffset order, or an
