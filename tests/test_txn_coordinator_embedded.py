@@ -150,3 +150,34 @@ def test_concurrent_transactions_while_completing(tmp_path):
         assert coord.call(end_then_race, timeout=T) == [0, 51, 51, 48, 51]
         assert _wait_state(coord, "busy", "CompleteCommit").state == "CompleteCommit"
         assert coord.call(coord.add_partitions, "busy", pid, epoch, [("t", 0)], timeout=T) == {("t", 0): 0}
+
+
+def test_kafka_dump_log_decodes_transaction_state(tmp_path):
+    """Kafka's own decoder (kafka-dump-log.sh --transaction-log-decoder) reads our
+    __transaction_state records: Kafka's TransactionLogKey/Value format."""
+    import os
+    import subprocess
+
+    import pytest
+
+    from engine.coordinator import partition_for
+    from tests.serving import find_kafka
+    home, why = find_kafka()
+    if home is None:
+        pytest.skip(why)
+    tool = os.path.join(home, "bin", "kafka-dump-log.sh")
+    with engine.open(tmp_path) as eng:
+        eng.create_topic("t", 1)
+        coord = eng.transaction_coordinator
+        err, pid, epoch = _init(coord, "dumped")
+        coord.call(coord.add_partitions, "dumped", pid, epoch, [("t", 0)], timeout=T)
+        coord.call(coord.end_txn, "dumped", pid, epoch, True, timeout=T)
+        _wait_state(coord, "dumped", "CompleteCommit")
+    seg = tmp_path / f"__transaction_state-{partition_for('dumped', 50)}" / "00000000000000000000.log"
+    out = subprocess.run([tool, "--transaction-log-decoder", "--files", str(seg)], capture_output=True,
+                         text=True, timeout=120).stdout
+    payloads = [ln.split("payload: ", 1)[1] for ln in out.splitlines() if "transactionalId=dumped" in ln]
+    prefix = f"producerId:{pid},producerEpoch:{epoch},state="
+    assert [p.split("txnLastUpdateTimestamp")[0] for p in payloads] == [
+        f"{prefix}Empty,partitions=[],", f"{prefix}Ongoing,partitions=[t-0],",
+        f"{prefix}PrepareCommit,partitions=[t-0],", f"{prefix}CompleteCommit,partitions=[],"], out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 
 import pytest
@@ -19,8 +18,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from serving import ROOT, ServeProcess  # noqa: E402
+from tests.serving import ServeProcess, find_kafka  # noqa: E402
 
 from engine import _native  # noqa: E402
 from engine.client.wire import WireClient  # noqa: E402
@@ -334,19 +332,10 @@ def test_recovery_after_kill9(tmp_path):
         s.stop()
 
 
-def _kafka_home() -> str | None:
-    for cand in (os.environ.get("KAFKA_HOME"), os.path.join(ROOT, "..", "shared", "kafka")):
-        if cand:
-            for sub in ("", "kafka_2.13-4.0.0"):
-                if os.path.exists(os.path.join(cand, sub, "bin", "kafka-transactions.sh")):
-                    return os.path.join(cand, sub)
-    return None
-
-
 def test_kafka_transactions_tool(srv):
-    home = _kafka_home()
+    home, why = find_kafka()
     if home is None:
-        pytest.skip("Kafka's tools not found (set KAFKA_HOME to a Kafka 4.0 installation)")
+        pytest.skip(why)
     topic = _topic(srv.bootstrap, "tx-tool", 1)
     p = _producer(srv.bootstrap, "tx-tool-id")
     p.begin_transaction()
