@@ -21,10 +21,6 @@ CONFIG = {"transaction.state.log.num.partitions": 2, "offsets.topic.num.partitio
           "transaction.abort.timed.out.transaction.cleanup.interval.ms": 100}
 PRODUCER_FENCED, INVALID_TXN_STATE = 90, 48
 
-needs_read_committed = pytest.mark.xfail(
-    strict=True, reason="txstore: the embedded consumer's isolation_level and read_arrow's "
-                        "isolation_level are not in its branch yet")
-
 
 @pytest.fixture
 def eng(tmp_path):
@@ -267,7 +263,6 @@ def test_wire_client_and_embedded_producer_share_the_coordinator(eng):
     assert got == [(0, b"embedded-committed"), (4, b"wire-committed")]
 
 
-@needs_read_committed
 def test_read_committed_consumer_and_read_arrow(eng):
     eng.create_topic("t", partitions=1)
     p = _txn(eng, "tx")
