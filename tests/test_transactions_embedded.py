@@ -299,3 +299,25 @@ def test_read_committed_consumer_and_read_arrow(eng):
     assert got == [(8, b"open")]
     c.close()
     p.close()
+
+
+def test_read_only_open_reads_committed_beside_the_writer(eng, tmp_path):
+    """A read-only open of the directory (no lock; another process in real use) reads
+    read_committed up to the LSO the writer publishes, without aborted records."""
+    eng.create_topic("t", partitions=1)
+    p = _txn(eng, "tx")
+    p.begin_transaction()
+    p.send_batch("t", [b"c0"], partition=0)
+    p.commit_transaction()
+    p.begin_transaction()
+    p.send_batch("t", [b"a0"], partition=0)
+    p.abort_transaction()
+    p.begin_transaction()
+    p.send_batch("t", [b"open"], partition=0)
+    with engine.open(str(tmp_path / "data"), read_only=True) as ro:
+        assert ro.read_arrow("t", 0, isolation_level="read_committed").column("value").to_pylist() == [b"c0"]
+        assert ro.read_arrow("t", 0).column("value").to_pylist() == [b"c0", b"a0", b"open"]
+        p.commit_transaction()
+        assert ro.read_arrow("t", 0, isolation_level="read_committed").column("value").to_pylist() == \
+            [b"c0", b"open"]
+    p.close()
