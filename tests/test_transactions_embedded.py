@@ -195,6 +195,22 @@ def test_send_offsets_commit_with_the_transaction_and_abort_without(eng):
     p.send_offsets_to_transaction({("in", 0): 6}, Meta())
     p.commit_transaction()                   # offsets only, no records
     assert c.committed([("in", 0)]) == {("in", 0): 6}
+
+    class Stale(Meta):                       # KIP-447: the group's generation is checked
+        generation_id = 7
+
+    class Consumerish:                       # a consumer with group_metadata(), as kafka-python's
+        def group_metadata(self):
+            return Stale()
+    p.begin_transaction()
+    with pytest.raises(KafkaApiError) as ei:
+        p.send_offsets_to_transaction({("in", 0): 1}, Consumerish())
+    assert ei.value.code == 22               # ILLEGAL_GENERATION; the transaction must be aborted
+    with pytest.raises(KafkaApiError) as ei:
+        p.commit_transaction()
+    assert ei.value.code == INVALID_TXN_STATE
+    p.abort_transaction()
+    assert c.committed([("in", 0)]) == {("in", 0): 6}
     c.close()
     p.close()
 

@@ -319,6 +319,10 @@ def _first_error(result) -> int:
 
 
 def _group_fields(meta: Any) -> tuple[str, int, str, str | None]:
+    """(group id, generation, member id, instance id) from a group id, a group metadata object
+    (kafka-python's ConsumerGroupMetadata shape), or a consumer with ``group_metadata()``."""
+    if callable(getattr(meta, "group_metadata", None)):
+        meta = meta.group_metadata()
     if isinstance(meta, str):
         return meta, -1, "", None
     group_id = getattr(meta, "group_id", None)
