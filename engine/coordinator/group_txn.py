@@ -18,6 +18,7 @@ from typing import Iterable, Mapping
 from ..errors import KafkaApiError
 from . import records as rec
 from .group import DEAD, GroupMetadata
+from .group_store import _as_offset
 from .runtime import LOADED, NotCoordinatorError, storage_code
 
 __all__ = ["TxnOffsetsMixin"]
@@ -41,7 +42,6 @@ class TxnOffsetsMixin:
                                  offsets: Mapping, *, generation_id: int = -1, member_id: str = "",
                                  group_instance_id: str | None = None) -> dict[tuple[str, int], int]:
         """Write `offsets` as part of the producer's transaction: {tp: error}."""
-        from .coordinator import _as_offset
         tps = list(offsets)
         member_id = member_id or ""
 
@@ -97,9 +97,14 @@ class TxnOffsetsMixin:
         return result
 
     async def complete_txn(self, producer_id: int, producer_epoch: int, partition: int, commit: bool,
-                           coordinator_epoch: int) -> None:
+                           coordinator_epoch: int) -> bool:
         """Write the COMMIT/ABORT marker of the producer's transaction to our `partition` of
-        ``__consumer_offsets`` and apply it: pending offsets become committed, or are dropped."""
+        ``__consumer_offsets`` and apply it: pending offsets become committed, or are dropped.
+        True when written; False when ``__consumer_offsets`` does not exist (nothing to end)."""
+        if self._num_partitions is None:
+            await self._ensure_topic_known()
+            if self._num_partitions is None:
+                return False
         st = self._partitions.get(partition)
         if st is None or st.state != LOADED:
             raise NotCoordinatorError(f"partition {partition} of {rec.OFFSETS_TOPIC} is not loaded here")
@@ -117,6 +122,17 @@ class TxnOffsetsMixin:
                 if commit and pending and group.state != DEAD:
                     group.offsets.update(pending)
         self.engine.notify_appended()
+        return True
+
+    async def _ensure_topic_known(self) -> None:
+        """``__consumer_offsets`` made by someone else since we started: take it up (loaded
+        empty partitions), without creating it."""
+        from ..errors import UnknownTopicOrPartitionError
+        try:
+            self.engine.topic_metadata(rec.OFFSETS_TOPIC)
+        except UnknownTopicOrPartitionError:
+            return
+        await self._ensure_topic()
 
     async def unstable_partitions(self, group_id: str, partitions: Iterable[tuple[str, int]] | None
                                   ) -> set[tuple[str, int]]:

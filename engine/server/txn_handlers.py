@@ -218,7 +218,7 @@ class TxnHandlers:
                         if t.name == OFFSETS_TOPIC:
                             res = await call(self.engine, "complete_txn", mk.producer_id, mk.producer_epoch, p,
                                              bool(mk.transaction_result), mk.coordinator_epoch, kind="group")
-                            if res is None and coordinator(self.engine, "group") is None:
+                            if res is None:
                                 code = COORDINATOR_NOT_AVAILABLE
                         else:
                             await write_marker(self.engine, loop, t.name, p, mk.producer_id, mk.producer_epoch,
