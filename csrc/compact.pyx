@@ -23,6 +23,10 @@
 #                  tombstone in a batch whose horizon has passed is dropped.
 #   check_keys     append-time check for compacted topics: every record of a
 #                  non-control batch has a key (else InvalidRecordError, 87).
+#   empty_batch    a batch's header alone (Kafka's RETAIN_EMPTY), for the
+#                  cleaner's aborted-transaction and marker removal.
+#   with_delete_horizon  a copy of an uncompressed batch (a transaction
+#                  marker) with the KIP-534 delete horizon set, timestamps kept.
 #
 # Inputs are complete, structure-checked batches; a record that fails to parse
 # raises CorruptRecordError.
@@ -221,12 +225,14 @@ cdef class OffsetMap:
 
 
 def index_keys(data, Py_ssize_t start, Py_ssize_t end, OffsetMap offset_map, int64_t max_offset,
-               path=None, Py_ssize_t base_position=0, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
+               path=None, Py_ssize_t base_position=0, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT,
+               skip=None):
     """offset_map[key] = offset for every keyed record below `max_offset` in data[start:end].
 
     Walks complete batches only (stops at a partial tail, or as soon as a new
-    key does not fit).  Returns (records_seen, end_position, last_offset_seen,
-    stopped_full).
+    key does not fit).  `skip`: a set of base offsets of batches to leave out
+    (aborted transactions' batches: their keys must not hide older records).
+    Returns (records_seen, end_position, last_offset_seen, stopped_full).
     """
     cdef const uint8_t[::1] mv = data
     cdef Py_ssize_t pos, size
@@ -248,6 +254,9 @@ def index_keys(data, Py_ssize_t start, Py_ssize_t end, OffsetMap offset_map, int
         base = load_i64(&mv[pos] + OFF_BASE_OFFSET)
         if base >= max_offset:
             break
+        if skip is not None and base in skip:
+            pos += size
+            continue
         if not (load_u16(&mv[pos] + OFF_ATTRIBUTES) & ATTR_CONTROL):
             count = load_i32(&mv[pos] + OFF_RECORDS_COUNT)
             pl = batch_payload(&mv[pos], size, max_size, path, base_position + pos)
@@ -477,3 +486,73 @@ cdef object _compact_payload(const uint8_t* b, Py_ssize_t size, BatchPayload pl,
     store_i32(w + OFF_RECORDS_COUNT, kept)
     store_u32(w + OFF_CRC, crc_of(w + OFF_ATTRIBUTES, len(out) - OFF_ATTRIBUTES))
     return out, kept, removed, tomb_removed, tomb_kept
+
+
+def empty_batch(data, Py_ssize_t position=0):
+    """The header alone of the batch at `position` (no records, same offsets and producer fields)."""
+    cdef const uint8_t[::1] mv = data
+    cdef Py_ssize_t size
+    if position < 0 or position >= mv.shape[0]:
+        raise ValueError("position outside the buffer")
+    if check_batch(&mv[position], mv.shape[0] - position, False, &size) != WALK_OK:
+        raise corrupt("not a complete batch", None, position)
+    return _empty_batch(&mv[position], load_i64(&mv[position] + OFF_MAX_TIMESTAMP))
+
+
+def with_delete_horizon(data, Py_ssize_t position, int64_t horizon_ms):
+    """A copy of the uncompressed batch at `position` with the delete horizon (attribute 0x40,
+    baseTimestamp = `horizon_ms`) set and record timestamp deltas re-based, or None when the
+    batch is compressed or already has a horizon."""
+    cdef const uint8_t[::1] mv = data
+    cdef Py_ssize_t size, wpos, rest
+    cdef const uint8_t* b
+    cdef const uint8_t* p
+    cdef const uint8_t* q
+    cdef const uint8_t* end
+    cdef uint16_t attrs
+    cdef int64_t base_ts, ts_delta
+    cdef int32_t new_len
+    cdef int k, st
+    cdef RecordView rv
+    cdef bytearray out
+    cdef uint8_t* w
+    if position < 0 or position >= mv.shape[0]:
+        raise ValueError("position outside the buffer")
+    if check_batch(&mv[position], mv.shape[0] - position, False, &size) != WALK_OK:
+        raise corrupt("not a complete batch", None, position)
+    b = &mv[position]
+    attrs = load_u16(b + OFF_ATTRIBUTES)
+    if (attrs & ATTR_CODEC_MASK) != CODEC_NONE or (attrs & ATTR_DELETE_HORIZON):
+        return None
+    base_ts = load_i64(b + OFF_BASE_TIMESTAMP)
+    out = PyByteArray_FromStringAndSize(NULL, size + 16 * <Py_ssize_t>load_i32(b + OFF_RECORDS_COUNT) + 16)
+    w = <uint8_t*>PyByteArray_AS_STRING(out)
+    memcpy(w, b, BATCH_HEADER_SIZE)
+    wpos = BATCH_HEADER_SIZE
+    p = b + BATCH_HEADER_SIZE
+    end = b + size
+    while p < end:
+        st = parse_record(p, end, &rv)
+        if st != REC_OK:
+            raise corrupt(record_reason(st, 0, p - b), None, position)
+        k = read_varint(p, end, &new_len)
+        q = p + k + 1
+        k = read_varlong(q, rv.end, &ts_delta)
+        q += k
+        rest = rv.end - q
+        ts_delta = base_ts + ts_delta - horizon_ms
+        new_len = <int32_t>(1 + varlong_size(ts_delta) + rest)
+        wpos += write_varint(w + wpos, new_len)
+        w[wpos] = p[read_varint(p, end, &new_len)]
+        wpos += 1
+        wpos += write_varlong(w + wpos, ts_delta)
+        memcpy(w + wpos, q, rest)
+        wpos += rest
+        p = rv.end
+    PyByteArray_Resize(out, wpos)
+    w = <uint8_t*>PyByteArray_AS_STRING(out)
+    store_i32(w + OFF_BATCH_LENGTH, <int32_t>(wpos - LOG_OVERHEAD))
+    store_u16(w + OFF_ATTRIBUTES, attrs | ATTR_DELETE_HORIZON)
+    store_i64(w + OFF_BASE_TIMESTAMP, horizon_ms)
+    store_u32(w + OFF_CRC, crc_of(w + OFF_ATTRIBUTES, wpos - OFF_ATTRIBUTES))
+    return out

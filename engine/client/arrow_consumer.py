@@ -23,6 +23,12 @@ once the broker has failed for longer than ``request.timeout.ms``; a corrupt
 batch (CRC with ``check.crcs``, structure always) raises ``CorruptRecordError``
 naming broker, topic-partition and fetch offset; OFFSET_OUT_OF_RANGE applies
 ``auto.offset.reset`` (``none``: ``OffsetOutOfRangeError``).
+
+Transactions: ``isolation.level=read_committed`` sends isolation_level 1
+(Fetch stops at the last stable offset; latest / ``end_offsets`` /
+``seek_to_end`` are the LSO) and hands each Fetch answer's aborted list to the
+scanner, which drops aborted records natively; control batches never become
+rows under either level.
 """
 
 from __future__ import annotations
@@ -49,10 +55,10 @@ class RemoteConsumer:
     """See the module docstring.  Made by ``engine.connect(...).consumer()``."""
 
     def __init__(self, make_client, bootstrap: str, cfg: dict[str, Any]):
-        if str(cfg["isolation.level"]) != "read_uncommitted":
+        if str(cfg["isolation.level"]) not in ("read_uncommitted", "read_committed"):
             raise InvalidConfigError(
-                f"isolation.level={cfg['isolation.level']!r} is not supported: this client reads "
-                "read_uncommitted only (transactions are not implemented yet)")
+                f"isolation.level must be read_uncommitted or read_committed, got {cfg['isolation.level']!r}")
+        self._isolation = 1 if str(cfg["isolation.level"]) == "read_committed" else 0
         if cfg["auto.offset.reset"] not in ("earliest", "latest", "none"):
             raise InvalidConfigError(f"auto.offset.reset must be earliest, latest or none, "
                                      f"got {cfg['auto.offset.reset']!r}")
@@ -121,7 +127,8 @@ class RemoteConsumer:
         return self._positions[tp]
 
     def _list(self, req: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
-        out = self._client.list_offsets({(tp.topic, tp.partition): ts for tp, ts in req.items()})
+        out = self._client.list_offsets({(tp.topic, tp.partition): ts for tp, ts in req.items()},
+                                        isolation_level=self._isolation)
         return {TopicPartition(*k): v for k, v in out.items()}
 
     def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:

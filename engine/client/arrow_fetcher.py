@@ -131,7 +131,7 @@ class _Fetcher(threading.Thread):
                     self.node, {(tp.topic, tp.partition): o for tp, o in mine.items()},
                     max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
                     max_bytes=cfg["fetch.max.bytes"], partition_max_bytes=cfg["max.partition.fetch.bytes"],
-                    session=True)
+                    session=True, isolation_level=1 if str(cfg["isolation.level"]) == "read_committed" else 0)
             except (KafkaApiError, KafkaConnectionError) as e:
                 self._failed(gen, e, list(mine), timeout_s, backoff,
                              broker=self.client.node_address(self.node))
@@ -180,6 +180,8 @@ class _Fetcher(threading.Thread):
             if not len(r.records):
                 continue
             sc = _native.ColumnScanner(check_crc=check)
+            if r.aborted_transactions is not None:      # read_committed: drop aborted records natively
+                sc.set_aborted(r.aborted_transactions)
             try:
                 nxt, _ = sc.feed(r.records, 0, -1, off)
             except CorruptRecordError as e:

@@ -127,13 +127,17 @@ class RemoteEngine:
 
     # -- reading -------------------------------------------------------------------------
     def read_arrow(self, topic: str, partition: int, start: int | None = None, end: int | None = None,
-                   check_crc: bool = True):
+                   check_crc: bool = True, isolation_level: str = "read_uncommitted"):
         """Records ``start <= offset < end`` of one partition as a ``pyarrow.Table``
-        (``engine.KAFKA_SCHEMA``); start defaults to the log start, end to the high watermark now."""
+        (``engine.KAFKA_SCHEMA``); start defaults to the log start, end to the high watermark now
+        (the last stable offset with ``isolation_level="read_committed"``, which also leaves out
+        aborted transactions -- dropped by the native scanner from each Fetch answer's list)."""
         from .. import _native
+        from ..arrow import is_read_committed
+        iso = 1 if is_read_committed(isolation_level) else 0
         c = self._client
         lo = c.list_offsets({(topic, partition): EARLIEST})[(topic, partition)][0]
-        hi = c.list_offsets({(topic, partition): LATEST})[(topic, partition)][0]
+        hi = c.list_offsets({(topic, partition): LATEST}, isolation_level=iso)[(topic, partition)][0]
         start = lo if start is None else max(int(start), lo)
         end = hi if end is None else min(int(end), hi)
         import time
@@ -144,9 +148,11 @@ class RemoteEngine:
         deadline = None
         while pos < end:
             res = c.fetch(topic, partition, pos, max_bytes=self._config.get("max.partition.fetch.bytes", 1048576),
-                          max_wait_ms=0 if deadline is None else 100)
+                          max_wait_ms=0 if deadline is None else 100, isolation_level=iso)
             if res.error_code:
                 raise api_error(res.error_code, f"read of {topic}-{partition} at offset {pos}")
+            if iso:
+                sc.set_aborted(res.aborted_transactions or [])
             nxt, _ = sc.feed(res.records, 0, -1, pos, end)
             if nxt > pos:
                 pos, deadline = nxt, None

@@ -29,6 +29,11 @@ One cleaning of a log:
    idempotent producer (kept as an empty batch so its last sequence stays in
    the log).  Kept batches keep their offsets, timestamps, codec and
    producer fields; offset gaps are normal in a compacted log.
+   Transactions (cleaner_txn.py, Kafka's rules): aborted transactions' batches
+   are removed (and left out of the offset map), markers whose transaction
+   has no data left get a delete horizon and go after it; retained ABORT
+   markers keep their ``.txnindex`` entry in the cleaned segment.  Nothing at
+   or above the last stable offset is cleaned.
 4. **Swap** (crash-safe, Kafka's file steps): fsync the cleaned files; under
    the log lock check the group's segments are still in the log, unchanged;
    rename ``.cleaned`` -> ``.swap``; replace the group in the segment list;
@@ -61,6 +66,8 @@ from dataclasses import dataclass
 from .. import _native
 from ..errors import ClosedError, CorruptRecordError
 from . import checkpoint, files
+from .cleaner_txn import COMPACT, KEEP, CleanedTxnMetadata, aborted_entries, in_range, skip_aborted, \
+    transactional_batch
 from .segment import LogSegment
 
 __all__ = ["CleanStats", "LogCleaner", "clean_log", "cleanable", "read_cleaner_checkpoint"]
@@ -92,6 +99,8 @@ class CleanStats:
     records_kept: int = 0
     records_removed: int = 0
     tombstones_removed: int = 0
+    aborted_batches_removed: int = 0  # batches of aborted transactions removed (or emptied)
+    markers_removed: int = 0          # transaction markers removed after their delete horizon
     elapsed_s: float = 0.0
 
 
@@ -172,13 +181,15 @@ class _Plan:
     dirty_bytes: int
     must_clean: bool     # max.compaction.lag.ms or a passed delete horizon
     last_offsets: dict   # producer id -> last offset of its last batch (retain its batch)
+    producers: dict      # producer id -> (epoch, last data offset): a marker that is a producer's last entry stays
+    aborted: list        # every .txnindex entry (AbortedTxn) of the log
 
 
 def _plan(log, now: int) -> _Plan | None:
     """Snapshot the cleanable segments (caller holds log._lock)."""
     cfg = log.config
     segs = log._segments
-    hw = log.high_watermark
+    hw = min(log.high_watermark, log.last_stable_offset)  # open transactions are never cleaned
     snaps: list[_Snap] = []
     lag = cfg["min.compaction.lag.ms"]
     for i in range(len(segs) - 1):
@@ -206,7 +217,8 @@ def _plan(log, now: int) -> _Plan | None:
     if due is not None and now >= due:
         must = True
     last_offsets = log.producer_state.last_offsets()
-    return _Plan(snaps, first_dirty, dirty, clean_bytes, dirty_bytes, must, last_offsets)
+    return _Plan(snaps, first_dirty, dirty, clean_bytes, dirty_bytes, must, last_offsets,
+                 log.producer_state.last_entries(), aborted_entries(log))
 
 
 def cleanable(log, now_ms: int | None = None) -> tuple[bool, float]:
@@ -307,11 +319,16 @@ def clean_log(log, now_ms: int | None = None, *, force: bool = True,
         # 1. the offset map over the dirty segments
         offset_map = _native.OffsetMap(dedupe_buffer_size)
         end_offset = plan.first_dirty
+        map_txn = None
+        if plan.dirty:
+            dirty_aborted = in_range(plan.aborted, plan.first_dirty, plan.dirty[-1].next_base)
+            map_txn = CleanedTxnMetadata(dirty_aborted) if dirty_aborted else None
         for k, snap in enumerate(plan.dirty):
             full = False
-            for data, _headers, pos in _chunks(snap, False, headers=False):
+            for data, headers, pos in _chunks(snap, False, headers=map_txn is not None):
+                skip = skip_aborted(map_txn, headers, data, pos) if map_txn is not None else None
                 nrec, _end, _last, full = _native.index_keys(data, 0, len(data), offset_map, LONG_MAX,
-                                                             snap.seg.log_path, pos)
+                                                             snap.seg.log_path, pos, skip=skip)
                 stats.records_read += nrec
                 stats.bytes_read += _end
                 if full:
@@ -351,7 +368,7 @@ def clean_log(log, now_ms: int | None = None, *, force: bool = True,
             if stop is not None and stop.is_set():
                 stats.reason = "stopped"
                 break
-            res = _clean_group(log, cfg, group, offset_map, now, plan.last_offsets, stats, _on_step)
+            res = _clean_group(log, cfg, group, offset_map, now, plan, stats, _on_step)
             if res is False:
                 stats.groups_aborted += 1
             elif res is not None:
@@ -366,7 +383,7 @@ def clean_log(log, now_ms: int | None = None, *, force: bool = True,
         return stats
 
 
-def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, last_offsets: dict,
+def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, plan: _Plan,
                  stats: CleanStats, on_step):
     """Write one cleaned segment for `group` and swap it in.
 
@@ -378,7 +395,9 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, last_offset
     d = log.dir
     retention = cfg["delete.retention.ms"]
     interval = cfg["index.interval.bytes"]
-    for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+    last_offsets = plan.last_offsets
+    txn = CleanedTxnMetadata(in_range(plan.aborted, base, group[-1].next_base))
+    for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
         stale = os.path.join(d, files.segment_file(base, suffix) + files.CLEANED_SUFFIX)
         if os.path.exists(stale):
             os.unlink(stale)
@@ -407,6 +426,28 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, last_offset
                     # the old segments it replaces (loader.py).
                     group_end = snap is last_snap and h.position + h.size == snap.size
                     rel = h.position - chunk_pos
+                    piece = COMPACT
+                    if h.producer_id >= 0 and (h.attributes & 0x30):
+                        piece = transactional_batch(h, data, rel, txn, plan, now, retention, group_end, stats)
+                    if piece is not COMPACT:
+                        if piece is KEEP:
+                            piece = mv[rel:rel + h.size]
+                        else:
+                            changed = True
+                            if piece is None:
+                                continue
+                        max_ts = h.max_timestamp
+                        if piece[22] & 0x40 and piece[22] & 0x20:  # a marker with a delete horizon
+                            horizon = int.from_bytes(piece[27:35], "big", signed=True)
+                            horizon_due = horizon if horizon_due is None else min(horizon_due, horizon)
+                        pending.append(piece)
+                        pend_bytes += len(piece)
+                        pend_last = h.last_offset
+                        if max_ts > pend_max_ts:
+                            pend_max_ts, pend_max_off = max_ts, h.last_offset
+                        if pend_bytes > interval:
+                            flush_pending()
+                        continue
                     out, kept, removed, tomb_removed, tomb_kept = _native.compact_batch(
                         data, rel, offset_map, now, retention, True, snap.seg.log_path)
                     stats.records_kept += kept
@@ -443,6 +484,8 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, last_offset
         if not changed:
             cleaned.delete()  # one segment, nothing to remove: leave it as it is
             return horizon_due
+        if txn.cleaned_index:
+            cleaned.txn_index.rewrite(txn.cleaned_index)
         cleaned.on_become_inactive()
         cleaned.flush()
         checkpoint.fsync_dir(d)

@@ -161,6 +161,7 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
                 seg.sanity_check(deep=not had_clean_shutdown)
             except CorruptIndexError as e:
                 need, reason = True, f"index failed its sanity check: {e.reason}"
+                bad_index = getattr(e, "path", None) or seg.index_path
             if not need and is_last and seg.size > 0:
                 seg.next_offset  # walks the tail after the last index entry
                 if seg.tail_valid_end != seg.size:
@@ -186,7 +187,7 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
             stats.segments_scanned += 1
             stats.bytes_scanned += before
             if reason.startswith("index"):
-                _event(stats, seg.index_path, None, 0, reason + "; rebuilt")
+                _event(stats, bad_index, None, 0, reason + "; rebuilt")
             if truncated > 0:
                 _event(stats, seg.log_path, r.valid_end, truncated,
                        f"{reason}: {r.reason}" if r.status not in (0,) else reason)

@@ -412,20 +412,19 @@ class PartitionLog:
         lastStableOffset reaches `upper_offset`.  What a read_committed Fetch
         answers with, and what the scanner drops.
         """
-        with self._lock:
-            segs = self._segments[self._floor_index(start_offset):]
         out = []
-        for seg in segs:
-            if self.read_only:
-                seg.txn_index.refresh()
-            try:
-                found, complete = seg.txn_index.collect(start_offset, upper_offset)
-            except CorruptIndexError as e:
-                _log.warning("%s", e)
-                found, complete = [], False
-            out.extend((a.producer_id, a.first_offset) for a in found)
-            if complete:
-                break
+        with self._lock:   # the writer appends entries under it; the entries are in memory once read
+            for seg in self._segments[self._floor_index(start_offset):]:
+                if self.read_only:
+                    seg.txn_index.refresh()
+                try:
+                    found, complete = seg.txn_index.collect(start_offset, upper_offset)
+                except (CorruptIndexError, OSError) as e:
+                    _log.warning("%s", e)
+                    found, complete = [], False
+                out.extend((a.producer_id, a.first_offset) for a in found)
+                if complete:
+                    break
         return out
 
     def _maybe_advance_hw(self, offset: int) -> None:
@@ -569,7 +568,7 @@ class PartitionLog:
             if h.producer_id < 0:
                 continue
             dup = self.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence,
-                                            h.last_offset_delta, staged)
+                                            h.last_offset_delta, staged, bool(h.attributes & 0x10))
             if dup is not None:
                 if len(headers) != 1:
                     raise OutOfOrderSequenceError(

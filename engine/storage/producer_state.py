@@ -147,16 +147,23 @@ class ProducerStateManager:
         return len(self._producers)
 
     def check(self, producer_id: int, epoch: int, base_seq: int, last_delta: int,
-              staged: dict[int, tuple[int, int]] | None = None) -> BatchMetadata | None:
+              staged: dict[int, tuple[int, int]] | None = None,
+              transactional: bool = False) -> BatchMetadata | None:
         """Validate one batch; return the original batch if it is a duplicate, else None.
 
         `staged` carries (epoch, last sequence) of batches accepted earlier in
-        the same append, so a multi-batch append is checked in order.
+        the same append, so a multi-batch append is checked in order.  A
+        non-transactional batch from a producer with an open transaction is
+        INVALID_TXN_STATE (48), as Kafka's ProducerAppendInfo.
         """
         if base_seq < 0:
             raise InvalidRecordError(f"idempotent batch of producer {producer_id} has sequence {base_seq}")
         last_seq = (base_seq + last_delta) % _SEQ_MOD
         entry = self._producers.get(producer_id)
+        if not transactional and entry is not None and entry.current_txn_first_offset >= 0:
+            from ..errors import api_error
+            raise api_error(48, f"expected a transactional write from producer {producer_id}: its "
+                                f"transaction is open since offset {entry.current_txn_first_offset}")
         if staged and producer_id in staged:
             cur_epoch, cur_last = staged[producer_id]
         elif entry is not None and entry.batches:
@@ -282,6 +289,12 @@ class ProducerStateManager:
     def last_offsets(self) -> dict[int, int]:
         """producer id -> last offset of its last batch (the cleaner keeps that batch, Kafka's rule)."""
         return {pid: e.batches[-1].last_offset for pid, e in self._producers.items() if e.batches}
+
+    def last_entries(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (epoch, last offset of its last data batch or -1) (the cleaner keeps a
+        marker that is its producer's last entry)."""
+        return {pid: (e.epoch, e.batches[-1].last_offset if e.batches else -1)
+                for pid, e in self._producers.items()}
 
     def active_producers(self) -> list[SnapshotEntry]:
         """Every known producer as Kafka describes it (DescribeProducers, snapshots), by producer id."""

@@ -477,6 +477,7 @@ class LogSegment:
             raise CorruptIndexError("index file is missing", self.index_path, None)
         self.index.sanity_check(self.size)
         self.time_index.sanity_check()
+        self.txn_index.sanity_check(self.base_offset)
         if not deep or self.size == 0:
             return
         data = self._data()
@@ -621,8 +622,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and unlink the files (open FileSlices keep reading the unlinked inode)."""
         self.close()
-        for p in (self.log_path, self.index_path, self.time_index_path, self.txn_index.path,
-                  os.path.join(self.dir, files.segment_file(self.base_offset, files.TXN_INDEX_SUFFIX))):
+        for p in (self.log_path, self.index_path, self.time_index_path, self.txn_index.path):
             try:
                 os.unlink(p)
             except FileNotFoundError:

@@ -82,17 +82,28 @@ class TransactionIndex:
         return list(self._entries if self._entries is not None else self._load())
 
     def refresh(self) -> None:
-        """Read-only opens: re-read the file (a writer may have appended)."""
-        self._entries = None
-        self._loaded_size = -1
+        """Read-only opens: re-read the file when its size changed (a writer appended or cut it)."""
+        try:
+            st = os.stat(self.path)
+            ident = (st.st_size, st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            ident = None
+        if self._entries is None or ident != self._seen:
+            self._entries = None
+            self._loaded_size = -1
+        self._seen = ident
 
-    def sanity_check(self) -> None:
-        """Raise CorruptIndexError when the file is unreadable or not in lastOffset order."""
+    _seen = None
+
+    def sanity_check(self, base_offset: int = 0) -> None:
+        """Raise CorruptIndexError when the file is unreadable, not in lastOffset order, or an
+        entry's marker lies below the segment's base offset (Kafka's sanityCheck)."""
         self._entries = None
         prev = -1
         for i, e in enumerate(self._load()):
-            if e.last_offset < prev or e.first_offset > e.last_offset:
-                raise CorruptIndexError(f"entry {i} is out of order", self.path, i * ENTRY_SIZE)
+            if e.last_offset < prev or e.first_offset > e.last_offset or e.last_offset < base_offset:
+                raise CorruptIndexError(f"entry {i} {tuple(e)} is out of order or below the segment",
+                                        self.path, i * ENTRY_SIZE)
             prev = e.last_offset
 
     def append(self, entry: AbortedTxn) -> None:

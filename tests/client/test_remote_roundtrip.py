@@ -155,10 +155,11 @@ def test_config_errors_are_kafkas():
         engine.connect("127.0.0.1:1", **{"linger.ms": "soon"})
 
 
-def test_read_committed_is_refused_clearly(ours):
+def test_isolation_level_is_checked_and_other_settings_refused_clearly(ours):
     with engine.connect(ours.bootstrap) as eng:
-        with pytest.raises(InvalidConfigError, match="read_committed.*not supported|transactions"):
-            eng.consumer(**{"isolation.level": "read_committed"})
+        with pytest.raises(InvalidConfigError, match="read_uncommitted or read_committed"):
+            eng.consumer(**{"isolation.level": "committed"})
+        eng.consumer(**{"isolation.level": "read_committed"}).close()
         with pytest.raises(InvalidConfigError, match="acks=all"):
             eng.producer(acks=1, enable_idempotence=True)
 

@@ -108,3 +108,76 @@ def test_after_the_open_transaction_commits_everything_is_visible(tmp_path):
         assert [r.value for r in decode(bytes(p.records))] == [b"x0", b"x1"]
     finally:
         b.stop()
+
+
+# -- real clients filter with our answers ---------------------------------------------------
+@pytest.fixture(scope="module")
+def clientbroker(tmp_path_factory):
+    from tests.txn_data import fill
+
+    from .conftest import BrokerThread
+    b = BrokerThread(str(tmp_path_factory.mktemp("rc-clients")))
+
+    def setup():
+        b.engine.create_topic("tx", 1, config={"segment.bytes": 2048})
+        return fill(b.engine.log("tx", 0)), b.engine.log("tx", 0).last_stable_offset
+    (b.committed, b.uncommitted), b.lso = b.call(setup)
+    yield b
+    b.stop()
+
+
+@pytest.mark.parametrize("level", ["read_committed", "read_uncommitted"])
+def test_confluent_kafka_consumer_isolation_levels(clientbroker, level):
+    ck = pytest.importorskip("confluent_kafka")
+    c = ck.Consumer({"bootstrap.servers": clientbroker.bootstrap, "group.id": f"g-{level}",
+                     "isolation.level": level, "enable.auto.commit": False,
+                     "max.partition.fetch.bytes": 1000})
+    try:
+        c.assign([ck.TopicPartition("tx", 0, 0)])
+        got, deadline = [], time.monotonic() + 30
+        want = clientbroker.committed if level == "read_committed" else clientbroker.uncommitted
+        while len(got) < len(want) and time.monotonic() < deadline:
+            for msg in c.consume(100, timeout=0.5):
+                if msg.error() is None:
+                    got.append(msg.value())
+        assert got == want
+        lo, hi = c.get_watermark_offsets(ck.TopicPartition("tx", 0), timeout=10)
+        if level == "read_committed":
+            assert c.position([ck.TopicPartition("tx", 0)])[0].offset <= clientbroker.lso
+    finally:
+        c.close()
+
+
+def test_kafka_python_consumer_read_committed(clientbroker):
+    kafka = pytest.importorskip("kafka")
+    c = kafka.KafkaConsumer(bootstrap_servers=clientbroker.bootstrap, isolation_level="read_committed",
+                            enable_auto_commit=False, consumer_timeout_ms=3000, max_partition_fetch_bytes=700)
+    try:
+        tp = kafka.TopicPartition("tx", 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        assert [m.value for m in c] == clientbroker.committed
+        assert c.end_offsets([tp])[tp] == clientbroker.lso
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("version", [3, m.SUPPORTED[0][1]])
+def test_produce_of_a_control_batch_is_invalid_record_and_nothing_is_written(tmp_path, version):
+    """Reliability contract B12: a marker in a client's Produce gets Kafka's INVALID_RECORD."""
+    from engine import _native
+
+    from .conftest import BrokerThread
+    b = BrokerThread(str(tmp_path / "d"))
+    try:
+        b.call(lambda: b.engine.create_topic("p", 1))
+        for pid in (-1, 7):
+            resp = call(b.port, 0, version, {
+                "transactional_id": None, "acks": -1, "timeout": 1000,
+                "topic_data": [{"name": "p", "partition_data": [
+                    {"index": 0, "records": bytes(_native.build_control_batch(pid, 0, True, 0))}]}]})
+            (part,) = resp.responses[0].partition_responses
+            assert int(part.error_code) == 87                    # INVALID_RECORD
+        assert b.call(lambda: b.engine.log("p", 0).log_end_offset) == 0
+    finally:
+        b.stop()

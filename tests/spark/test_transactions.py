@@ -57,3 +57,17 @@ def test_read_committed_latest_is_the_lso(spark, txbroker):
         (spark.read.format("kafka-engine").option("path", txbroker.engine.path).option("subscribe", "tx")
          .option("kafka.isolation.level", "read_committed")
          .option("endingOffsets", json.dumps({"tx": {"0": lsos[0] + 3, "1": -1}})).load().count())
+
+
+def test_streaming_offsets_are_the_lso_under_read_committed(txbroker):
+    from spark_udfs.options import parse_options
+    from spark_udfs.stream import KafkaEngineStreamReader
+    lsos, hws = txbroker.call(lambda: ([txbroker.engine.log("tx", p).last_stable_offset for p in range(2)],
+                                       [txbroker.engine.log("tx", p).high_watermark for p in range(2)]))
+    assert all(lso < hw for lso, hw in zip(lsos, hws))
+    for level, want in (("read_committed", lsos), ("read_uncommitted", hws)):
+        r = KafkaEngineStreamReader(parse_options(
+            {"path": txbroker.engine.path, "subscribe": "tx", "kafka.isolation.level": level}, streaming=True))
+        expect = {"tx": {str(p): want[p] for p in range(2)}}
+        assert r.initialOffset() == expect                     # streaming default: latest
+        assert r.latestOffset({"tx": {"0": 0, "1": 0}}) == expect

@@ -167,6 +167,19 @@ def test_control_batch_from_a_client_is_invalid_record(tmp_path):
         assert log.log_end_offset == 2 and log.last_stable_offset == 0
 
 
+def test_non_transactional_write_inside_an_open_transaction_is_invalid_txn_state(tmp_path):
+    with manager(str(tmp_path)) as m:
+        log = m.create_log(T, 0)
+        log.append(txn(6, 0, 0))
+        idem = bytearray(build_batch([b"x"], producer_id=6, producer_epoch=0, base_sequence=2))
+        with pytest.raises(Exception) as ei:
+            log.append(idem)
+        assert ei.value.code == 48 and "INVALID_TXN_STATE" in str(ei.value)
+        assert log.log_end_offset == 2
+        log.append_control(6, 0, True, 0)
+        assert log.append(idem).first_offset == 3                # after the marker it is fine
+
+
 def test_follower_append_replays_markers(tmp_path):
     with manager(str(tmp_path / "a")) as m, manager(str(tmp_path / "b")) as f:
         leader, follower = m.create_log(T, 0), f.create_log(T, 0)
@@ -249,6 +262,24 @@ def test_txnindex_rebuilt_after_deleting_it_and_after_an_unclean_shutdown(tmp_pa
         assert log.last_stable_offset == lso
 
 
+def test_garbage_txnindex_after_a_clean_shutdown_is_rebuilt(tmp_path):
+    d = str(tmp_path)
+    with manager(d) as m:
+        log = m.create_log(T, 0)
+        log.append(txn(1, 0, 0))
+        log.append_control(1, 0, False, 0)
+        log.append(plain())
+        expected = txn_entries(log)
+        path = log.segments[0].txn_index.path
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 5)                                    # not a multiple of 34 bytes
+    with manager(d) as m:
+        log = m.get_log(T, 0)
+        assert any("txnindex" in ev.path for ev in log.recovery_stats.events)
+        assert txn_entries(log) == expected
+        assert log.aborted_transactions(0, log.high_watermark) == [(1, 0)]
+
+
 def test_open_transaction_survives_restart_through_the_snapshot(tmp_path):
     d = str(tmp_path)
     with manager(d) as m:
@@ -321,3 +352,101 @@ def test_kafka_dump_log_reads_our_txnindex_and_control_batches(tmp_path):
     assert "isvalid: false" not in out
     deep = dump([paths[1]], "--deep-iteration", "--index-sanity-check")
     assert "Exception" not in deep and "corrupt" not in deep.lower()
+
+
+# -- compaction ------------------------------------------------------------------------------
+def _kv(pid, seq, pairs, txn_flag=True):
+    ts = int(time.time() * 1000)
+    return bytearray(build_batch([(v, k, [], ts) for k, v in pairs], producer_id=pid, producer_epoch=0,
+                                 base_sequence=seq, is_transactional=txn_flag))
+
+
+def _batches(log):
+    out = []
+    for seg in log.segments:
+        if seg.size:
+            out += _native.list_batches(seg._data(), 0, seg.size)[0]
+    return out
+
+
+def _markers(log):
+    out = []
+    for seg in log.segments:
+        if seg.size:
+            data = seg._data()
+            for h in _native.list_batches(data, 0, seg.size)[0]:
+                if h.is_control:
+                    kind = _native.read_control_record(data, h.position)[0] if h.records_count else None
+                    out.append((h.base_offset, h.producer_id, kind, bool(h.attributes & 0x40)))
+    return out
+
+
+def test_cleaner_removes_aborted_data_then_markers_after_delete_retention(tmp_path):
+    with manager(str(tmp_path), cleanup_policy="compact", delete_retention_ms=1000) as m:
+        log = m.create_log(T, 0)
+        log.append(_kv(1, 0, [(b"k1", b"v1")]))                    # 0   txn A (committed)
+        log.append_control(1, 0, True, 0)                          # 1
+        log.append(_kv(2, 0, [(b"k1", b"bad"), (b"k3", b"bad3")]))  # 2-3 txn B (aborted)
+        log.append_control(2, 0, False, 0)                         # 4
+        log.append(_kv(2, 2, [(b"k4", b"c4")]))                    # 5   txn C (committed)
+        log.append_control(2, 0, True, 0)                          # 6
+        log.roll()
+        log.append(_kv(1, 1, [(b"k1", b"v1b")]))                   # 7   txn D (committed)
+        log.append_control(1, 0, True, 0)                          # 8
+        log.append(_kv(-1, -1, [(b"k2", b"x")], txn_flag=False))   # 9   plain
+        log.roll()
+        log.append(_kv(-1, -1, [(b"k9", b"active")], txn_flag=False))
+        assert txn_entries(log) == [txnindex.AbortedTxn(2, 2, 4, 5)]
+        now = int(time.time() * 1000)
+
+        s1 = log.clean(now_ms=now)
+        assert s1.cleaned and s1.aborted_batches_removed == 1
+        # aborted data gone (even for read_uncommitted), k1 keeps its committed value
+        assert log_values(log) == {b"k1": b"v1b", b"k4": b"c4", b"k2": b"x", b"k9": b"active"}
+        # markers of transactions whose data was seen in this pass stay, the abort keeps its entry
+        assert [(o, p, k) for o, p, k, _h in _markers(log)] == [(1, 1, 1), (4, 2, 0), (6, 2, 1), (8, 1, 1)]
+        assert txn_entries(log) == [txnindex.AbortedTxn(2, 2, 4, 5)]
+
+        s2 = log.clean(now_ms=now + 10)
+        assert s2.cleaned
+        # no data left for txn A's COMMIT and txn B's ABORT: they get a delete horizon
+        assert [(o, h) for o, _p, _k, h in _markers(log)] == [(1, True), (4, True), (6, False), (8, False)]
+        assert txn_entries(log) == []
+        assert log_values(log) == {b"k1": b"v1b", b"k4": b"c4", b"k2": b"x", b"k9": b"active"}
+
+        s3 = log.clean(now_ms=now + 10 + 1000 + 1)
+        assert s3.markers_removed == 2
+        assert [o for o, _p, _k, _h in _markers(log)] == [6, 8]
+        assert log_values(log) == {b"k1": b"v1b", b"k4": b"c4", b"k2": b"x", b"k9": b"active"}
+        seg = log.segments[0]
+        paths = [seg.log_path]
+    if kafka_home() is not None:
+        out = dump(paths, "--print-data-log", "--deep-iteration")
+        assert "isvalid: false" not in out and "endTxnMarker: COMMIT" in out
+
+
+def test_cleaner_never_cleans_an_open_transaction(tmp_path):
+    with manager(str(tmp_path), cleanup_policy="compact") as m:
+        log = m.create_log(T, 0)
+        log.append(_kv(-1, -1, [(b"a", b"1")], txn_flag=False))
+        log.roll()
+        log.append(_kv(5, 0, [(b"a", b"2")]))                      # open: LSO 1
+        log.roll()
+        log.append(_kv(-1, -1, [(b"a", b"3")], txn_flag=False))
+        log.roll()
+        log.append(_kv(-1, -1, [(b"z", b"z")], txn_flag=False))
+        stats = log.clean(now_ms=int(time.time() * 1000))
+        assert log.last_stable_offset == 1
+        # the first segment ends at the LSO and is cleanable; nothing at/after the open txn is touched
+        assert [h.base_offset for h in _batches(log)] == [0, 1, 2, 3]
+        assert stats.end_offset <= 1
+
+
+def log_values(log):
+    """key -> value of every data record left in the log (read_uncommitted, as stored)."""
+    out = {}
+    for seg in log.segments:
+        if seg.size:
+            for off, _ts, k, v, _h in _native.decode_batches(seg._data(), 0, seg.size)[0]:
+                out[k] = v
+    return out
