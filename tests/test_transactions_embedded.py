@@ -337,3 +337,34 @@ def test_read_only_open_reads_committed_beside_the_writer(eng, tmp_path):
         assert ro.read_arrow("t", 0, isolation_level="read_committed").column("value").to_pylist() == \
             [b"c0", b"open"]
     p.close()
+
+
+def test_linger_thread_and_keyed_send_batch_append_inside_the_transaction(eng):
+    """Batches appended by the linger thread and keyed send_batch over several partitions join
+    the transaction like the rest (the partitions are added before their first batch)."""
+    eng.create_topic("t", partitions=3)
+    p = eng.producer(transactional_id="tx", linger_ms=5)
+    p.init_transactions()
+    p.begin_transaction()
+    fut = p.send("t", b"lingered", partition=2)
+    deadline = time.monotonic() + 10
+    while eng.log("t", 2).high_watermark == 0:           # appended by the linger thread
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert eng.log("t", 2).last_stable_offset == 0
+    keys = [b"k%d" % i for i in range(30)]
+    results = p.send_batch("t", [b"v%d" % i for i in range(30)], keys=keys)
+    assert {r.partition for r in results} == {0, 1, 2}
+    p.commit_transaction()
+    assert fut.result().offset == 0
+    c = eng.consumer(auto_offset_reset="earliest", isolation_level="read_committed")
+    c.assign([("t", 0), ("t", 1), ("t", 2)])
+    got = []
+    for _ in range(5):
+        got += [r.value for r in c.poll(timeout_ms=10)]
+    assert sorted(got) == sorted([b"lingered"] + [b"v%d" % i for i in range(30)])
+    for part in range(3):
+        log = eng.log("t", part)
+        assert log.last_stable_offset == log.high_watermark
+    c.close()
+    p.close()
