@@ -21,10 +21,6 @@ CONFIG = {"transaction.state.log.num.partitions": 2, "offsets.topic.num.partitio
           "transaction.abort.timed.out.transaction.cleanup.interval.ms": 100}
 PRODUCER_FENCED, INVALID_TXN_STATE = 90, 48
 
-needs_read_committed = pytest.mark.xfail(
-    strict=True, reason="txstore: the embedded consumer's isolation_level and read_arrow's "
-                        "isolation_level are not in its branch yet")
-
 
 @pytest.fixture
 def eng(tmp_path):
@@ -199,6 +195,22 @@ def test_send_offsets_commit_with_the_transaction_and_abort_without(eng):
     p.send_offsets_to_transaction({("in", 0): 6}, Meta())
     p.commit_transaction()                   # offsets only, no records
     assert c.committed([("in", 0)]) == {("in", 0): 6}
+
+    class Stale(Meta):                       # KIP-447: the group's generation is checked
+        generation_id = 7
+
+    class Consumerish:                       # a consumer with group_metadata(), as kafka-python's
+        def group_metadata(self):
+            return Stale()
+    p.begin_transaction()
+    with pytest.raises(KafkaApiError) as ei:
+        p.send_offsets_to_transaction({("in", 0): 1}, Consumerish())
+    assert ei.value.code == 22               # ILLEGAL_GENERATION; the transaction must be aborted
+    with pytest.raises(KafkaApiError) as ei:
+        p.commit_transaction()
+    assert ei.value.code == INVALID_TXN_STATE
+    p.abort_transaction()
+    assert c.committed([("in", 0)]) == {("in", 0): 6}
     c.close()
     p.close()
 
@@ -267,7 +279,6 @@ def test_wire_client_and_embedded_producer_share_the_coordinator(eng):
     assert got == [(0, b"embedded-committed"), (4, b"wire-committed")]
 
 
-@needs_read_committed
 def test_read_committed_consumer_and_read_arrow(eng):
     eng.create_topic("t", partitions=1)
     p = _txn(eng, "tx")
@@ -302,5 +313,58 @@ def test_read_committed_consumer_and_read_arrow(eng):
     for _ in range(3):
         got += [(r.offset, r.value) for r in c.poll(timeout_ms=10)]
     assert got == [(8, b"open")]
+    c.close()
+    p.close()
+
+
+def test_read_only_open_reads_committed_beside_the_writer(eng, tmp_path):
+    """A read-only open of the directory (no lock; another process in real use) reads
+    read_committed up to the LSO the writer publishes, without aborted records."""
+    eng.create_topic("t", partitions=1)
+    p = _txn(eng, "tx")
+    p.begin_transaction()
+    p.send_batch("t", [b"c0"], partition=0)
+    p.commit_transaction()
+    p.begin_transaction()
+    p.send_batch("t", [b"a0"], partition=0)
+    p.abort_transaction()
+    p.begin_transaction()
+    p.send_batch("t", [b"open"], partition=0)
+    with engine.open(str(tmp_path / "data"), read_only=True) as ro:
+        assert ro.read_arrow("t", 0, isolation_level="read_committed").column("value").to_pylist() == [b"c0"]
+        assert ro.read_arrow("t", 0).column("value").to_pylist() == [b"c0", b"a0", b"open"]
+        p.commit_transaction()
+        assert ro.read_arrow("t", 0, isolation_level="read_committed").column("value").to_pylist() == \
+            [b"c0", b"open"]
+    p.close()
+
+
+def test_linger_thread_and_keyed_send_batch_append_inside_the_transaction(eng):
+    """Batches appended by the linger thread and keyed send_batch over several partitions join
+    the transaction like the rest (the partitions are added before their first batch)."""
+    eng.create_topic("t", partitions=3)
+    p = eng.producer(transactional_id="tx", linger_ms=5)
+    p.init_transactions()
+    p.begin_transaction()
+    fut = p.send("t", b"lingered", partition=2)
+    deadline = time.monotonic() + 10
+    while eng.log("t", 2).high_watermark == 0:           # appended by the linger thread
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert eng.log("t", 2).last_stable_offset == 0
+    keys = [b"k%d" % i for i in range(30)]
+    results = p.send_batch("t", [b"v%d" % i for i in range(30)], keys=keys)
+    assert {r.partition for r in results} == {0, 1, 2}
+    p.commit_transaction()
+    assert fut.result().offset == 0
+    c = eng.consumer(auto_offset_reset="earliest", isolation_level="read_committed")
+    c.assign([("t", 0), ("t", 1), ("t", 2)])
+    got = []
+    for _ in range(5):
+        got += [r.value for r in c.poll(timeout_ms=10)]
+    assert sorted(got) == sorted([b"lingered"] + [b"v%d" % i for i in range(30)])
+    for part in range(3):
+        log = eng.log("t", part)
+        assert log.last_stable_offset == log.high_watermark
     c.close()
     p.close()

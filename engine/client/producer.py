@@ -261,9 +261,10 @@ class Producer(_native.ProducerCore):
                                     timeout: float | None = None) -> None:
         """Commit a consumer group's offsets with the transaction: `offsets` is
         ``{(topic, partition): offset}`` (or TopicPartition keys, or a list of objects with
-        ``topic``/``partition``/``offset``, as confluent-kafka's); `group_metadata` a group id or an
+        ``topic``/``partition``/``offset``, as confluent-kafka's); `group_metadata` a group id, an
         object with ``group_id`` (and ``generation_id``, ``member_id``, ``group_instance_id``,
-        checked against the group as KIP-447 does)."""
+        checked against the group as KIP-447 does), or a consumer whose ``group_metadata()``
+        returns one."""
         self._transactional().send_offsets(offsets, group_metadata, timeout)
 
     def commit_transaction(self, timeout: float | None = None) -> None:

@@ -106,7 +106,7 @@ class TransactionManager:
     def _coord(self):
         return self.engine.transaction_coordinator
 
-    def _call(self, what: str, fn_name: str, *args, timeout: float | None = None, **kwargs):
+    def _call(self, fn_name: str, *args, timeout: float | None = None, **kwargs):
         """Call a coordinator coroutine, retrying the codes Kafka's client retries (a busy or
         loading coordinator, CONCURRENT_TRANSACTIONS) until `timeout` (max_block_ms)."""
         deadline = time.monotonic() + (self.max_block_s if timeout is None else timeout)
@@ -152,11 +152,10 @@ class TransactionManager:
     def init(self, timeout: float | None) -> None:
         with self.lock:
             self._require(UNINITIALIZED, action="init_transactions")
-            (code, _msg), code = self._call("find coordinator", "find_coordinator", self.transactional_id,
-                                            timeout=timeout)
+            _r, code = self._call("find_coordinator", self.transactional_id, timeout=timeout)
             if code:
                 raise api_error(code, f"init_transactions({self.transactional_id!r})")
-            (code, pid, epoch), code = self._call("init", "init_producer_id", self.transactional_id,
+            (code, pid, epoch), code = self._call("init_producer_id", self.transactional_id,
                                                   self.timeout_ms, timeout=timeout)
             if code:
                 self._raise(code, f"init_transactions({self.transactional_id!r})")
@@ -189,8 +188,7 @@ class TransactionManager:
             return
         with self.lock:
             self._require(IN_TRANSACTION, action="append")
-            result, code = self._call("add partitions", "add_partitions", self.transactional_id,
-                                      self.producer_id, self.epoch, new)
+            _r, code = self._call("add_partitions", self.transactional_id, self.producer_id, self.epoch, new)
             if code:
                 self._raise(code, f"adding {', '.join(f'{t}-{p}' for t, p in new)} to the transaction")
             self.partitions.update(new)
@@ -237,14 +235,14 @@ class TransactionManager:
         with self.lock:
             self._require(IN_TRANSACTION, action="send_offsets_to_transaction")
             if group_id not in self.groups:
-                _r, code = self._call("add offsets", "add_offsets", self.transactional_id, self.producer_id,
+                _r, code = self._call("add_offsets", self.transactional_id, self.producer_id,
                                       self.epoch, group_id, timeout=timeout)
                 if code:
                     self._raise(code, f"adding group {group_id!r} to the transaction")
                 self.groups.add(group_id)
-            result, code = self._call("txn offset commit", "txn_offset_commit", self.transactional_id,
-                                      group_id, self.producer_id, self.epoch, todo, generation_id=generation,
-                                      member_id=member, group_instance_id=instance, timeout=timeout)
+            _r, code = self._call("txn_offset_commit", self.transactional_id, group_id, self.producer_id,
+                                  self.epoch, todo, generation_id=generation, member_id=member,
+                                  group_instance_id=instance, timeout=timeout)
             if code:
                 self._raise(code, f"committing offsets of group {group_id!r} in the transaction")
 
@@ -270,7 +268,7 @@ class TransactionManager:
         """EndTxn, then wait for the markers (the coordinator writes them after answering)."""
         what = "commit" if commit else "abort"
         if self.partitions or self.groups:
-            _r, code = self._call(what, "end_txn", self.transactional_id, self.producer_id, self.epoch,
+            _r, code = self._call("end_txn", self.transactional_id, self.producer_id, self.epoch,
                                   commit, timeout=timeout)
             if code:
                 self._raise(code, f"{what}_transaction")
@@ -319,6 +317,10 @@ def _first_error(result) -> int:
 
 
 def _group_fields(meta: Any) -> tuple[str, int, str, str | None]:
+    """(group id, generation, member id, instance id) from a group id, a group metadata object
+    (kafka-python's ConsumerGroupMetadata shape), or a consumer with ``group_metadata()``."""
+    if callable(getattr(meta, "group_metadata", None)):
+        meta = meta.group_metadata()
     if isinstance(meta, str):
         return meta, -1, "", None
     group_id = getattr(meta, "group_id", None)

@@ -41,12 +41,13 @@ def pytest_configure(config):
 
 
 class Broker:
-    """What a test needs of a broker: its kind ('ours' or 'kafka') and bootstrap address."""
+    """What a test needs of a broker: its kind ('ours' or 'kafka'), bootstrap address, data directory."""
 
-    def __init__(self, kind: str, bootstrap: str, proc):
+    def __init__(self, kind: str, bootstrap: str, proc, data_dir: str):
         self.kind = kind
         self.bootstrap = bootstrap
         self.proc = proc
+        self.data_dir = data_dir          # where its partition directories are
 
     def __repr__(self) -> str:
         return f"Broker({self.kind}, {self.bootstrap})"
@@ -69,7 +70,7 @@ def broker(request, tmp_path_factory):
         for kv in BROKER_SETTINGS:
             args += ["--config", kv]
         srv = ServeProcess(tmp_path_factory.mktemp("txn-ours"), *args).start()
-        yield Broker("ours", srv.bootstrap, srv)
+        yield Broker("ours", srv.bootstrap, srv, srv.data)
         _code, log = srv.stop()
         assert "Traceback" not in log, f"the broker logged a traceback:\n{log[-4000:]}"
         return
@@ -81,7 +82,7 @@ def broker(request, tmp_path_factory):
     except (FileNotFoundError, RuntimeError) as e:
         pytest.skip(f"Apache Kafka 4.0 could not be started here: {e}")
     try:
-        yield Broker("kafka", k.bootstrap, k)
+        yield Broker("kafka", k.bootstrap, k, os.path.join(k.dir, "kafka", "log"))   # run-kafka.sh's log.dirs
     finally:
         k.stop()
 

@@ -20,7 +20,7 @@ import time
 
 from .clients import create_topic, end_offsets, producer, read_all
 
-TXN_TIMEOUT_MS = 4000
+TXN_TIMEOUT_MS = 5000      # long enough that the check right after the kill still sees it open
 
 
 def test_open_transaction_holds_back_read_committed(broker, unique):
