@@ -391,8 +391,8 @@ class ClusterMember:
         with self._lock:
             a = self._assignments.get(topic)
             st = self._states.get((topic, p))
-        if a is None or st is None or p not in a.partitions:
-            return
+        if a is None or st is None or p not in a.partitions or self._rm is None:
+            return          # (before attach(): applied then, from the cache)
         replicas = a.partitions[p]
         if self.broker_id not in replicas:
             if (topic, p) in self._applied:

@@ -176,3 +176,60 @@ def test_kafka_topics_describe_shows_leader_replicas_isr(zk_client, cluster_fact
         assert int(fields["Leader"]) == st["leader"]
         assert [int(x) for x in fields["Replicas"].split(",")] == a
         assert sorted(int(x) for x in fields["Isr"].split(",")) == sorted(st["isr"])
+
+
+def _wait_full_isr(zkc, topic, partitions, timeout=60):
+    wait_for(lambda: all(len(_state(zkc, topic, p)["isr"]) == 3 for p in range(partitions)),
+             timeout=timeout, what="every ISR back to 3 replicas")
+
+
+def _preferred_leaders(zkc, topic, partitions):
+    a = zk_json(zkc, f"/brokers/topics/{topic}")[0]["partitions"]
+    return all(_state(zkc, topic, p)["leader"] == a[str(p)][0] for p in range(partitions))
+
+
+def test_preferred_leader_election_api(zk_client, cluster_factory):
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    c = cluster_factory(3, "--config", "auto.leader.rebalance.enable=false",
+                        "--config", "replica.lag.time.max.ms=2000")
+    topic = f"pref-{uuid.uuid4().hex[:6]}"
+    _create(c.brokers[1].bootstrap, topic, 3, 3)
+    wait_for(lambda: len(zk_client.get_children(f"/brokers/topics/{topic}/partitions")) == 3,
+             what="partition states")
+    a = zk_json(zk_client, f"/brokers/topics/{topic}")[0]["partitions"]
+    victim = a["0"][0]
+    c.brokers[victim].kill9()
+    wait_for(lambda: _state(zk_client, topic, 0)["leader"] not in (victim, -1), timeout=SESSION_MS / 1000 + 30,
+             what="leadership moved off the killed broker")
+    c.brokers[victim].start()
+    _wait_full_isr(zk_client, topic, 3)            # the returning follower caught up and rejoined
+    assert _state(zk_client, topic, 0)["leader"] != victim      # no automatic move back
+    admin = AdminClient({"bootstrap.servers": c.bootstrap, "broker.address.family": "v4"})
+    res = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p) for p in range(3)],
+                              ).result(60)
+    codes = {tp.partition: (err.code() if err is not None else 0) for tp, err in res.items()}
+    for p in range(3):
+        # elected now, or ELECTION_NOT_NEEDED where the preferred replica already led
+        assert codes[p] in (0, 84), codes
+        assert _state(zk_client, topic, p)["leader"] == a[str(p)][0]
+    assert codes[0] == 0
+
+
+def test_auto_leader_rebalance(zk_client, cluster_factory):
+    c = cluster_factory(3, "--config", "leader.imbalance.check.interval.seconds=1",
+                        "--config", "replica.lag.time.max.ms=2000")
+    topic = f"auto-{uuid.uuid4().hex[:6]}"
+    _create(c.brokers[1].bootstrap, topic, 3, 3)
+    wait_for(lambda: len(zk_client.get_children(f"/brokers/topics/{topic}/partitions")) == 3,
+             what="partition states")
+    a = zk_json(zk_client, f"/brokers/topics/{topic}")[0]["partitions"]
+    victim = a["1"][0]
+    c.brokers[victim].kill9()
+    wait_for(lambda: _state(zk_client, topic, 1)["leader"] not in (victim, -1), timeout=SESSION_MS / 1000 + 30,
+             what="leadership moved off the killed broker")
+    epoch = _state(zk_client, topic, 1)["leader_epoch"]
+    c.brokers[victim].start()
+    wait_for(lambda: _preferred_leaders(zk_client, topic, 3), timeout=60,
+             what="the preferred replicas leading again")
+    assert _state(zk_client, topic, 1)["leader_epoch"] == epoch + 1
