@@ -128,14 +128,15 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                     break
             time.sleep(0.2)
     finally:
+        # one at a time: each controlled shutdown moves leaderships to brokers still running
         for _n, p, _l in procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
-        for _n, p, _l in procs:
             try:
                 p.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
         zk.stop()
         print(f"stopped; data kept in {base}", file=sys.stderr, flush=True)
     return 0

@@ -35,6 +35,7 @@ import queue
 import threading
 
 from kazoo.client import KazooState
+from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..errors import UnknownTopicOrPartitionError
@@ -106,8 +107,17 @@ class ZkClusterView:
         """The leader's ISR change: a write conditional on the znode version (the partition
         epoch); refused when the leader epoch moved on or this broker is fenced."""
         m = self._m
-        if m.fenced:
+        if m.fenced or m._stopping:
             return False
+        try:
+            return self._alter_isr(topic, partition, new_isr, leader_epoch, partition_epoch)
+        except KazooException as e:          # connection lost or closed: the change did not happen
+            log.warning("broker %d: ISR change of %s-%d not written (ZooKeeper: %s)", self.node_id,
+                        topic, partition, type(e).__name__)
+            return False
+
+    def _alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch) -> bool:
+        m = self._m
         st = m.store.partition_state(topic, partition)
         if st is None or st.leader != self.node_id or st.leader_epoch != leader_epoch \
                 or st.version != partition_epoch:
