@@ -263,7 +263,10 @@ class ClusterMember:
             return False
         brokers = {}
         for b in children:
-            info = self.store.broker(int(b))
+            try:
+                info = self.store.broker(int(b))
+            except KazooException:
+                info = self._brokers.get(int(b))      # keep what we knew; the watch re-fires
             if info is not None:
                 brokers[int(b)] = info
         with self._lock:
@@ -365,6 +368,10 @@ class ClusterMember:
                     self._fence()
                 elif kind == "resume":
                     self._resume()
+            except KazooException as e:      # ZooKeeper unreachable: the watches re-fire later
+                if not self._stopping:
+                    log.warning("broker %d: applying %s %s deferred (ZooKeeper: %s)", self.broker_id,
+                                kind, arg, type(e).__name__)
             except Exception:
                 if not self._stopping:
                     log.exception("broker %d: applying %s %s failed", self.broker_id, kind, arg)
