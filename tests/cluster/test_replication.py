@@ -143,9 +143,16 @@ def test_controlled_shutdown_no_client_errors(zk_client, cluster_factory):
     load = Load(c.bootstrap, topic).start()
     wait_for(lambda: len(load.acked) >= 1000, timeout=60, what="1000 acknowledged records")
     victim = _state(zk_client, topic, 0)["leader"]
+    states = {p: _state(zk_client, topic, p) for p in range(3)}
     before = len(load.acked)
     code, log = c.brokers[victim].stop()
     assert code == 0 and f"controlled shutdown of broker {victim}: no leadership left" in log
+    # before it stopped, the controller moved its leaderships (epoch + 1) and took it out of the ISRs
+    for p in range(3):
+        st = _state(zk_client, topic, p)
+        assert st["leader"] != victim and victim not in st["isr"]
+        if states[p]["leader"] == victim:
+            assert st["leader_epoch"] == states[p]["leader_epoch"] + 1
     wait_for(lambda: len(load.acked) >= before + 1000, timeout=60, what="1000 more acknowledgements")
     load.stop()
     assert load.errors == []

@@ -165,23 +165,6 @@ def test_no_leader_without_isr_unless_unclean(zk_client, cluster_factory, unclea
         assert back["leader_epoch"] == 2
 
 
-def test_controlled_shutdown_moves_leaders_first(zk_client, cluster_factory):
-    c = cluster_factory(3)
-    topic = f"cs-{uuid.uuid4().hex[:6]}"
-    _create(c.brokers[1].bootstrap, topic, 3, 3)
-    states = wait_for(lambda: len(zk_client.get_children(f"/brokers/topics/{topic}/partitions")) == 3
-                      and _states(zk_client, topic), what="states")
-    victim = states[0][1]["leader"]
-    code, log = c.brokers[victim].stop()
-    assert code == 0 and "stopped cleanly" in log
-    assert f"controlled shutdown of broker {victim}: no leadership left" in log
-    after = _states(zk_client, topic)
-    for p, (replicas, st, _v) in after.items():
-        assert st["leader"] != victim and victim not in st["isr"]
-        if states[p][1]["leader"] == victim:
-            assert st["leader_epoch"] == states[p][1]["leader_epoch"] + 1
-
-
 def test_create_partitions_and_delete_topic(zk_client, cluster_factory):
     c = cluster_factory(3)
     topic = f"cp-{uuid.uuid4().hex[:6]}"
