@@ -40,7 +40,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..errors import UnknownTopicOrPartitionError
 from .controller import Controller
-from .zk import (BROKER_IDS, CONTROLLED_SHUTDOWN, CONTROLLER, TOPICS, ClusterError, PartitionState,
+from .zk import (BROKER_IDS, CONFIG_TOPICS, CONTROLLED_SHUTDOWN, CONTROLLER, TOPICS, ClusterError, PartitionState,
                  TopicAssignment, ZkStore, state_path)
 
 __all__ = ["ClusterMember", "ZkClusterView"]
@@ -169,6 +169,7 @@ class ClusterMember:
         self._applied: dict[tuple[str, int], tuple] = {}
         self._local_done: dict[str, tuple[str, int]] = {}     # topic -> (id, partitions) made locally
         self._watched_topics: set[str] = set()
+        self._config_watched: set[str] = set()
         self._watched_parts: set[tuple[str, int]] = set()
         self._rm = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -310,9 +311,21 @@ class ClusterMember:
             new = [p for p in a.partitions if (topic, p) not in self._watched_parts]
             self._watched_parts.update((topic, p) for p in new)
         self._work.put(("topic", topic))
+        if topic not in self._config_watched:
+            self._config_watched.add(topic)
+            DataWatch(self.store.client, f"{CONFIG_TOPICS}/{topic}",
+                      lambda d, s, e=None, t=topic: self._on_config(t, d))
         for p in new:
             DataWatch(self.store.client, state_path(topic, p),
                       lambda d, s, e=None, t=topic, p=p: self._on_partition(t, p, d, s))
+        return True
+
+    def _on_config(self, topic, data):
+        if self._stopping or topic not in self._watched_topics:
+            self._config_watched.discard(topic)
+            return False
+        if data is not None:
+            self._work.put(("config", (topic, dict(json.loads(data).get("config", {})))))
         return True
 
     def _on_partition(self, topic, p, data, stat):
@@ -351,6 +364,9 @@ class ClusterMember:
             try:
                 if kind == "part":
                     self._apply(*arg)
+                elif kind == "config":
+                    from .local import apply_topic_config
+                    apply_topic_config(self.engine, *arg)
                 elif kind == "topic":
                     with self._lock:
                         a = self._assignments.get(arg)

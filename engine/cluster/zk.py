@@ -239,6 +239,14 @@ class ZkStore:
             return {}
         return dict(json.loads(data).get("config", {}))
 
+    def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        """Replace a topic's config overrides (every broker's watch applies them)."""
+        body = _dumps({"version": 1, "config": config})
+        try:
+            self.client.set(f"{CONFIG_TOPICS}/{topic}", body)
+        except NoNodeError:
+            self.client.create(f"{CONFIG_TOPICS}/{topic}", body, makepath=True)
+
     def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
         """Config first, then the assignment (what the controller watches), in one transaction."""
         tx = self.client.transaction()

@@ -6,6 +6,7 @@ engine/cluster/zk.py), read with kazoo, while real ``python -m engine serve`` pr
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 
@@ -178,6 +179,19 @@ def test_create_partitions_and_delete_topic(zk_client, cluster_factory):
     assert all(len(r) == 2 and len(set(r)) == 2 for r in a["partitions"].values())
     wait_for(lambda: len(zk_client.get_children(f"/brokers/topics/{topic}/partitions")) == 5,
              what="states of the new partitions")
+    # a config change through one broker lands in /config/topics and on every broker
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    res = ConfigResource("TOPIC", topic, incremental_configs=[
+        ConfigEntry("retention.ms", "1234567", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(30)
+    assert zk_json(zk_client, f"/config/topics/{topic}")[0]["config"] == {"retention.ms": "1234567"}
+
+    def local_config(b):
+        with open(os.path.join(b.data, "engine-topics.json")) as f:
+            return json.load(f)["topics"][topic]["config"]
+    for b in c.brokers.values():
+        wait_for(lambda: local_config(b).get("retention.ms") in (1234567, "1234567"), timeout=10,
+                 what=f"retention.ms on {b.data}")
     admin.delete_topics([topic], operation_timeout=20)[topic].result(30)
     assert zk_client.exists(f"/brokers/topics/{topic}") is None
     assert zk_client.exists(f"/config/topics/{topic}") is None
