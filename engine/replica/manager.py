@@ -221,14 +221,15 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, replica_id: int = -1,
-             current_leader_epoch: int = -1, log_start_offset: int = -1, min_one_batch: bool = True):
-        """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark, a
-        follower up to the log end offset (its fetch offset is its LEO: the ISR and the HW move
+             current_leader_epoch: int = -1, log_start_offset: int = -1, isolation_level: int = 0,
+             min_one_batch: bool = True):
+        """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark (the last
+        stable offset with ``isolation_level`` 1, read_committed), a follower up to the log end offset (its fetch offset is its LEO: the ISR and the HW move
         from it).  Returns the log's FetchInfo (its ``high_watermark`` after the update)."""
         part = self.leader_partition(topic, partition, current_leader_epoch)
         plog = part.log
         if replica_id < 0:
-            return plog.read(offset, max_bytes, min_one_batch=min_one_batch)
+            return plog.read(offset, max_bytes, min_one_batch=min_one_batch, isolation_level=isolation_level)
         if not part.local:
             self._follower_fetched(part, replica_id, offset, log_start_offset)
         return plog.read(offset, max_bytes, max_offset=plog.log_end_offset, min_one_batch=min_one_batch)

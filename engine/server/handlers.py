@@ -230,6 +230,7 @@ class Handlers:
         total = 0
         errors = False
         topics = []
+        isolation = 1 if getattr(req, "isolation_level", 0) == 1 else 0   # v4+: read_committed
         for t in req.topics:
             parts = []
             for p in t.partitions:
@@ -240,9 +241,11 @@ class Handlers:
                                               replica_id=replica_id,
                                               current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
                                               log_start_offset=getattr(p, "log_start_offset", -1),
-                                              min_one_batch=(total == 0))
-                    pd.high_watermark = pd.last_stable_offset = info.high_watermark
+                                              isolation_level=isolation, min_one_batch=(total == 0))
+                    pd.high_watermark = info.high_watermark
+                    pd.last_stable_offset = info.last_stable_offset
                     pd.log_start_offset = info.log_start_offset
+                    pd.aborted_transactions = info.aborted_transactions
                     pd.slices = info.slices
                     n = info.size
                     total += n
@@ -265,6 +268,7 @@ class Handlers:
         asked = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         dups = {k for k in asked if asked.count(k) > 1} if len(set(asked)) < len(asked) else set()
         by_topic: dict[str, list] = {}
+        committed = v >= 2 and getattr(req, "isolation_level", 0) == 1
         for t in req.topics:
             parts = by_topic.setdefault(t.name, [])
             for p in t.partitions:
@@ -284,6 +288,8 @@ class Handlers:
                     ts = p.timestamp
                     if ts == -3:
                         hit = _max_timestamp(plog)
+                    elif ts == -1 and committed:
+                        hit = plog.last_stable_offset, -1     # read_committed: latest = the LSO
                     else:
                         hit = plog.offset_for_timestamp(ts)
                     if hit is not None:
