@@ -771,3 +771,40 @@ def partition_keys(keys, int num_partitions, int null_partition=0):
             ln = mv.shape[0]
             dst[i] = (murmur2_of(&mv[0] if ln else <const uint8_t*>"", ln) & 0x7fffffff) % num_partitions
     return out
+
+
+# ---------------------------------------------------------------- control batches
+#
+# A transaction marker (Kafka's EndTransactionMarker, ControlRecordType):
+# one batch with attributes transactional 0x10 | control 0x20, the producer id
+# and epoch of the transaction, baseSequence -1, and one record whose
+#   key   = version int16 (0) + type int16 (0 = ABORT, 1 = COMMIT)
+#   value = version int16 (0) + coordinatorEpoch int32
+# (big-endian), no headers.  78 bytes in all.
+
+def build_control_batch(int64_t producer_id, int producer_epoch, bint commit,
+                        int32_t coordinator_epoch, timestamp=None,
+                        int32_t partition_leader_epoch=-1):
+    """The v2 control batch of a COMMIT (commit=True) or ABORT marker (a bytearray)."""
+    cdef OpenBatch ob
+    cdef uint8_t key[4]
+    cdef uint8_t value[6]
+    cdef bytearray out
+    cdef uint8_t* h
+    cdef Py_ssize_t total
+    store_u16(key, 0)
+    store_u16(key + 2, 1 if commit else 0)
+    store_u16(value, 0)
+    store_i32(value + 2, coordinator_epoch)
+    ob_init(&ob, BATCH_HEADER_SIZE + 64)
+    try:
+        encode_record(&ob, ts_of(timestamp), key, 4, value, 6, None, 0)
+        out = ob_build(&ob, CODEC_NONE, 0, producer_id, producer_epoch, -1, True,
+                       partition_leader_epoch, -1)
+    finally:
+        free(ob.data)
+    total = PyByteArray_GET_SIZE(out)
+    h = <uint8_t*>PyByteArray_AS_STRING(out)
+    store_u16(h + OFF_ATTRIBUTES, <unsigned short>(ATTR_TRANSACTIONAL | ATTR_CONTROL))
+    store_u32(h + OFF_CRC, crc_of(h + OFF_ATTRIBUTES, total - OFF_ATTRIBUTES))
+    return out

@@ -289,3 +289,38 @@ def decode_batches(data, Py_ssize_t start=0, Py_ssize_t end=-1, bint check_crc=T
             _decode_into(out, &mv[pos], size, max_size, path, base_position + pos)
         pos += size
     return out, pos
+
+
+def read_control_record(data, Py_ssize_t position=0):
+    """(type, coordinator_epoch) of the control batch at `position`.
+
+    type: 0 = ABORT, 1 = COMMIT (Kafka's ControlRecordType), -1 = unknown or
+    unreadable (an empty batch, a short key); coordinator_epoch -1 when the
+    value is not an EndTransactionMarker.  The batch must be complete.
+    """
+    cdef const uint8_t[::1] mv = data
+    cdef Py_ssize_t n = mv.shape[0]
+    cdef const uint8_t* b
+    cdef int32_t size
+    cdef RecordView rv
+    cdef BatchPayload pl
+    cdef int ctype = -1
+    cdef int32_t coord = -1
+    if position < 0 or position + BATCH_HEADER_SIZE > n:
+        raise corrupt("control batch header runs past the data", None, position)
+    b = &mv[0] + position
+    size = load_i32(b + OFF_BATCH_LENGTH) + LOG_OVERHEAD
+    if size < BATCH_HEADER_SIZE or position + size > n:
+        raise corrupt("control batch runs past the data", None, position)
+    pl = batch_payload(b, size, MAX_DECOMPRESSED_DEFAULT, None, position)
+    if pl.start == NULL or pl.start >= pl.end:
+        return -1, -1
+    if parse_record(pl.start, pl.end, &rv) != REC_OK:
+        return -1, -1
+    if rv.key_len >= 4:
+        ctype = <int>load_u16(rv.key + 2)
+        if ctype > 1:
+            ctype = -1
+    if rv.value_len >= 6:
+        coord = load_i32(rv.value + 2)
+    return ctype, coord

@@ -22,7 +22,21 @@
 # reused scratch buffer (codec.pyx fast path), other codecs via decompress().
 # Concurrency: one thread per scanner.  The per-batch record loop and the lz4
 # decoder run without the GIL for payloads >= 64 KiB.
+#
+# Transactions: control batches (markers) never become rows.  After
+# set_aborted(entries) (read_committed) the scanner also drops the batches of
+# aborted transactions, as Kafka's consumer does: `entries` is the list of
+# (producer_id, first_offset) a read_committed Fetch answers (or
+# PartitionLog.aborted_transactions), sorted by first offset; before each
+# batch of a producer the entries with first_offset <= the batch's last offset
+# make their producer "aborted"; a transactional batch of an aborted producer
+# is skipped; that producer's ABORT marker ends it.  The caller stops the
+# range at the last stable offset (end_offset).  The state carries across
+# feed() calls (segments) until the next set_aborted(); a consumer of Fetch
+# responses calls set_aborted() with each response's list before feeding it
+# (each list covers its fetch's range, as Kafka's consumer uses it).
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, INT64_MAX
+from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from libc.stdint cimport uintptr_t
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
@@ -249,6 +263,16 @@ ctypedef struct BatchCtx:
     Py_ssize_t rec_at
 
 
+cdef int control_type(const uint8_t* batch, Py_ssize_t size) noexcept nogil:
+    """0 ABORT / 1 COMMIT of an uncompressed control batch's first record, -1 otherwise."""
+    cdef RecordView rv
+    if (load_u16(batch + OFF_ATTRIBUTES) & ATTR_CODEC_MASK) != CODEC_NONE or size <= BATCH_HEADER_SIZE:
+        return -1
+    if parse_record(batch + BATCH_HEADER_SIZE, batch + size, &rv) != REC_OK or rv.key_len < 4:
+        return -1
+    return load_u16(rv.key + 2) if load_u16(rv.key + 2) <= 1 else -1
+
+
 cdef class ColumnScanner:
     """Appends the records of v2 batches to Arrow-layout column buffers.
 
@@ -257,6 +281,7 @@ cdef class ColumnScanner:
     empties the scanner.  Control batches and records outside
     [start_offset, end_offset) are skipped; a partial tail ends the feed
     quietly.  With check_crc each batch's CRC-32C is verified.
+    set_aborted() switches to read_committed filtering (module comment).
     """
     cdef Grow offsets, timestamps, ts_types, hdr_offs
     cdef BinBuilder keys, values, hkeys, hvalues
@@ -264,14 +289,72 @@ cdef class ColumnScanner:
     cdef readonly bint check_crc
     cdef Py_ssize_t max_size
     cdef bytearray scratch      # reused lz4 output buffer
+    # read_committed: aborted transactions (sorted by first offset) and the producers aborted now
+    cdef readonly bint read_committed
+    cdef int64_t* ab_pid
+    cdef int64_t* ab_first
+    cdef Py_ssize_t ab_n, ab_next
+    cdef int64_t* active
+    cdef Py_ssize_t n_active
+    cdef readonly int64_t skipped_aborted   # records dropped as aborted since set_aborted()
 
     def __cinit__(self, bint check_crc=True, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
         self.check_crc = check_crc
         self.max_size = max_size
         self.scratch = bytearray()
+        self.ab_pid = self.ab_first = self.active = NULL
         self._init()
 
+    def set_aborted(self, aborted=None):
+        """read_committed from now on: `aborted` = [(producer_id, first_offset)] (any order; None =
+        read_uncommitted again).  Entries whose first offset is below what was fed already
+        still apply to later batches of their producer."""
+        cdef Py_ssize_t i, n
+        free(self.ab_pid); free(self.ab_first); free(self.active)
+        self.ab_pid = self.ab_first = self.active = NULL
+        self.ab_n = self.ab_next = self.n_active = 0
+        self.skipped_aborted = 0
+        self.read_committed = aborted is not None
+        if not aborted:
+            return
+        entries = sorted((int(f), int(p)) for p, f in aborted)
+        n = len(entries)
+        self.ab_pid = <int64_t*>malloc(n * sizeof(int64_t))
+        self.ab_first = <int64_t*>malloc(n * sizeof(int64_t))
+        self.active = <int64_t*>malloc(n * sizeof(int64_t))
+        if self.ab_pid == NULL or self.ab_first == NULL or self.active == NULL:
+            raise MemoryError()
+        for i in range(n):
+            self.ab_first[i] = entries[i][0]
+            self.ab_pid[i] = entries[i][1]
+        self.ab_n = n
+
+    cdef inline bint _is_active(self, int64_t pid) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(self.n_active):
+            if self.active[i] == pid:
+                return True
+        return False
+
+    cdef inline void _consume_aborted(self, int64_t last_offset) noexcept nogil:
+        cdef int64_t pid
+        while self.ab_next < self.ab_n and self.ab_first[self.ab_next] <= last_offset:
+            pid = self.ab_pid[self.ab_next]
+            self.ab_next += 1
+            if not self._is_active(pid):
+                self.active[self.n_active] = pid
+                self.n_active += 1
+
+    cdef inline void _end_aborted(self, int64_t pid) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(self.n_active):
+            if self.active[i] == pid:
+                self.n_active -= 1
+                self.active[i] = self.active[self.n_active]
+                return
+
     def __dealloc__(self):
+        free(self.ab_pid); free(self.ab_first); free(self.active)
         grow_free(&self.offsets); grow_free(&self.timestamps)
         grow_free(&self.ts_types); grow_free(&self.hdr_offs)
         bin_free(&self.keys); bin_free(&self.values)
@@ -403,7 +486,7 @@ cdef class ColumnScanner:
         cdef BinMark marks[4]
         cdef int st
         cdef int attrs
-        cdef int64_t last, next_offset = start_offset
+        cdef int64_t last, pid, next_offset = start_offset
         cdef BatchCtx c
         cdef BatchPayload pl
         end_pos = resolve_end(mv.shape[0], start_pos, end_pos)
@@ -430,6 +513,18 @@ cdef class ColumnScanner:
                 next_offset = c.base_offset
                 break
             attrs = load_u16(&mv[pos] + OFF_ATTRIBUTES)
+            if self.read_committed:
+                pid = load_i64(&mv[pos] + OFF_PRODUCER_ID)
+                if pid >= 0:
+                    self._consume_aborted(last)
+                    if attrs & ATTR_CONTROL:
+                        if control_type(&mv[pos], size) == 0:
+                            self._end_aborted(pid)
+                    elif (attrs & ATTR_TRANSACTIONAL) and self._is_active(pid):
+                        self.skipped_aborted += load_i32(&mv[pos] + OFF_RECORDS_COUNT)
+                        next_offset = last + 1
+                        pos += size
+                        continue
             if attrs & ATTR_CONTROL:
                 next_offset = last + 1
                 pos += size

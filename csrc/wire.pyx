@@ -196,8 +196,9 @@ def fetch_response(int version, topics, int error_code=0, int session_id=0):
 
     `topics`: [(name, [partition, ...])] where each partition has
     partition_index, error_code, high_watermark, last_stable_offset,
-    log_start_offset and slices (objects with len(), e.g. FileSlices, or
-    bytes).  Parts are bytearray runs and the non-empty slices, in wire order.
+    log_start_offset, slices (objects with len(), e.g. FileSlices, or
+    bytes) and optionally aborted_transactions ([(producer_id, first_offset)],
+    None = null as for read_uncommitted).  Parts are bytearray runs and the non-empty slices, in wire order.
     """
     cdef bint flex = version >= 12
     cdef bytearray w = bytearray()
@@ -229,10 +230,22 @@ def fetch_response(int version, topics, int error_code=0, int session_id=0):
             put_i64(w, p.last_stable_offset)
             if version >= 5:
                 put_i64(w, p.log_start_offset)
-            if flex:
-                w.append(0)                    # aborted_transactions: null (no transactions yet)
-            else:
-                put_i32(w, -1)
+            aborted = getattr(p, "aborted_transactions", None)
+            if aborted is None:                # read_uncommitted: null
+                if flex:
+                    w.append(0)
+                else:
+                    put_i32(w, -1)
+            else:                              # read_committed: [(producer_id, first_offset)]
+                if flex:
+                    put_uvarint(w, len(aborted) + 1)
+                else:
+                    put_i32(w, len(aborted))
+                for pid, first in aborted:
+                    put_i64(w, pid)
+                    put_i64(w, first)
+                    if flex:
+                        w.append(0)            # the entry's tagged fields
             if version >= 11:
                 put_i32(w, -1)                 # preferred_read_replica
             slices = p.slices

@@ -388,15 +388,20 @@ class Engine:
         return Consumer(self, **settings)
 
     def read_arrow(self, topic: str, partition: int, start: int | None = None,
-                   end: int | None = None, *, max_rows: int | None = None):
+                   end: int | None = None, *, max_rows: int | None = None,
+                   isolation_level: str = "read_uncommitted"):
         """Records [start, end) of one partition as a pyarrow.Table with Spark's Kafka schema.
 
         `start` defaults to the log start offset and `end` to the high
         watermark; records above the high watermark are never returned.
+        Transaction markers never appear; ``isolation_level="read_committed"``
+        (Kafka's consumer setting) stops at the last stable offset and leaves
+        out aborted transactions.
         """
         from .arrow import read_log_arrow
         log = self.log(topic, partition)
-        return read_log_arrow(log, topic, partition, start, end, max_rows=max_rows)
+        return read_log_arrow(log, topic, partition, start, end, max_rows=max_rows,
+                              isolation_level=isolation_level)
 
     # -- notifications between appenders and waiting consumers -----------
     def notify_appended(self) -> None:

@@ -78,6 +78,7 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     check_crcs: bool = True
+    read_committed: bool = False                # kafka.isolation.level=read_committed
     bootstrap_servers: str | None = None        # the network fallback instead of path
     max_partition_fetch_bytes: int = 1048576    # Kafka consumer's default
     request_timeout_ms: int = 30000
@@ -296,10 +297,8 @@ def parse_options(options, *, streaming: bool | None = False) -> ReadOptions:
         kw["check_crcs"] = _bool("kafka.check.crcs", opts["kafka.check.crcs"])
     if "kafka.isolation.level" in opts:
         level = str(opts["kafka.isolation.level"]).strip().lower()
-        if level == "read_committed":
-            raise InvalidConfigError("option 'kafka.isolation.level'='read_committed' is not supported "
-                                     "yet: the engine has no transactions, every record is committed")
-        if level != "read_uncommitted":
+        kw["read_committed"] = level == "read_committed"
+        if level not in ("read_uncommitted", "read_committed"):
             raise InvalidConfigError("option 'kafka.isolation.level' must be 'read_uncommitted' or "
                                      f"'read_committed', got {opts['kafka.isolation.level']!r}")
     return ReadOptions(**kw)

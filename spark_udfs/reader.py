@@ -31,6 +31,12 @@ response frame.  Same schema, options, bounds and ``failOnDataLoss`` rules;
 ``minPartitions`` cuts ranges at even offsets (there is no index to consult),
 and a corrupt batch skips just that batch (its header says where the next
 one starts).
+
+Transactions (``kafka.isolation.level``, as Spark's Kafka source): control
+batches never become rows; with ``read_committed`` "latest" and every bound
+is the last stable offset instead of the high watermark, and the scanner is
+given the partition's aborted transactions (``.txnindex``, or the Fetch
+answer's list over the wire) so their records are dropped natively.
 """
 
 from __future__ import annotations
@@ -95,12 +101,14 @@ class _WireLog:
 
     def __init__(self, src: "WireSource", topic: str, partition: int):
         self.src, self.topic, self.partition = src, topic, partition
-        self.log_start_offset = self.high_watermark = 0
+        self.log_start_offset = self.high_watermark = self.last_stable_offset = 0
 
     def refresh(self) -> None:
         tp = (self.topic, self.partition)
         self.log_start_offset = self.src.client.list_offsets({tp: EARLIEST})[tp][0]
         self.high_watermark = self.src.client.list_offsets({tp: LATEST})[tp][0]
+        self.last_stable_offset = (self.src.client.list_offsets({tp: LATEST}, isolation_level=1)[tp][0]
+                                   if self.src.read_committed else self.high_watermark)
 
     def offset_for_timestamp(self, ts: int):
         tp = (self.topic, self.partition)
@@ -117,6 +125,7 @@ class WireSource:
         from engine.client.wire import WireClient
         self.client = WireClient(opts.bootstrap_servers, client_id=opts.client_id,
                                  request_timeout_ms=opts.request_timeout_ms)
+        self.read_committed = opts.read_committed
         self._topics: dict | None = None
 
     def _all(self) -> dict:
@@ -143,6 +152,11 @@ class WireSource:
 def _source(opts: ReadOptions):
     """The data directory (read-only open) or, with kafka.bootstrap.servers, the broker."""
     return WireSource(opts) if opts.bootstrap_servers else _open(opts.path)
+
+
+def end_of(plog, opts: ReadOptions) -> int:
+    """Where reading ends ("latest"): the LSO under read_committed, else the high watermark."""
+    return plog.last_stable_offset if opts.read_committed else plog.high_watermark
 
 
 def resolve_topic_partitions(eng, opts: ReadOptions) -> list[tuple[str, int]]:
@@ -235,7 +249,7 @@ def resolve_ranges(eng, opts: ReadOptions, tps) -> list[tuple[str, int, int, int
         t, p = tp
         plog = eng.log(t, p)
         plog.refresh()
-        lso, hw = plog.log_start_offset, plog.high_watermark
+        lso, hw = plog.log_start_offset, end_of(plog, opts)
         start = _bound(plog, opts, tp, "start", lso, hw)
         end = _bound(plog, opts, tp, "end", lso, hw)
         bad = []
@@ -247,7 +261,7 @@ def resolve_ranges(eng, opts: ReadOptions, tps) -> list[tuple[str, int, int, int
             bad.append(f"starting offset {start} after ending offset {end}")
         if bad:
             msg = (f"{' and '.join(bad)} of {t}-{p} outside the available range [{lso}, {hw}] "
-                   f"(log start offset, high watermark)")
+                   f"(log start offset, {'last stable offset' if opts.read_committed else 'high watermark'})")
             if opts.fail_on_data_loss:
                 raise OffsetOutOfRangeError(msg + "; set failOnDataLoss=false to clamp the range")
             start = min(max(start, lso), hw)
@@ -347,6 +361,8 @@ def read_range(part: OffsetRangePartition, opts: ReadOptions):
             if start >= end:
                 return
         sc = scanner(opts.check_crcs)
+        if opts.read_committed:
+            sc.set_aborted(plog.aborted_transactions(start, end))
         offset = start
         skipped = False
         slices = plog.segments_for_range(start, end)
@@ -415,10 +431,13 @@ def read_range_wire(part: OffsetRangePartition, opts: ReadOptions):
                         request_timeout_ms=opts.request_timeout_ms)
     try:
         sc = scanner(opts.check_crcs)
+        isolation = 1 if opts.read_committed else 0
         offset = start
         empty = 0
         while offset < end:
-            res = client.fetch(t, p, offset, max_bytes=opts.max_partition_fetch_bytes)
+            res = client.fetch(t, p, offset, max_bytes=opts.max_partition_fetch_bytes, isolation_level=isolation)
+            if isolation:   # each answer's list covers its range (Kafka's consumer rule)
+                sc.set_aborted(res.aborted_transactions or [])
             if res.error_code == 1:  # OFFSET_OUT_OF_RANGE: retention ran after planning
                 lso = client.list_offsets({(t, p): W_EARLIEST})[(t, p)][0]
                 if offset >= lso:

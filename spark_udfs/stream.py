@@ -26,6 +26,7 @@ from .options import LATEST, ReadOptions
 from .reader import (
     OffsetRangePartition,
     _bound,
+    end_of,
     _source,
     log,
     read_range,
@@ -65,7 +66,7 @@ class KafkaEngineStreamReader(DataSourceStreamReader):
             for tp in resolve_topic_partitions(eng, self.opts):
                 plog = eng.log(*tp)
                 plog.refresh()
-                lso, hw = plog.log_start_offset, plog.high_watermark
+                lso, hw = plog.log_start_offset, end_of(plog, self.opts)
                 off = _bound(plog, self.opts, tp, "start", lso, hw, default_start=LATEST)
                 if not lso <= off <= hw:
                     msg = f"starting offset {off} of {tp[0]}-{tp[1]} outside the available range [{lso}, {hw}]"
@@ -96,7 +97,7 @@ class KafkaEngineStreamReader(DataSourceStreamReader):
             for tp in resolve_topic_partitions(eng, self.opts):
                 plog = eng.log(*tp)
                 plog.refresh()
-                latest[tp] = plog.high_watermark
+                latest[tp] = end_of(plog, self.opts)
                 if tp not in begin:
                     begin[tp] = plog.log_start_offset
         finally:

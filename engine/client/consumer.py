@@ -12,6 +12,14 @@ group's coordinator — the same code the broker serves to wire clients — spli
 the partitions among members, and positions start from the group's committed
 offsets.  ``poll`` joins and rejoins as needed; ``commit`` stores positions.
 Without a ``group_id`` the consumer uses ``assign`` only, as before.
+
+Transactions: transaction markers (control batches) are never returned.
+``isolation_level="read_committed"`` (Kafka's ``isolation.level``; default
+read_uncommitted, as Kafka's) reads only up to each partition's last stable
+offset and leaves out the records of aborted transactions, with Kafka's
+consumer rule (per batch: the aborted list the read returns, from the
+``.txnindex``, marks a producer aborted from its first offset until its ABORT
+marker); "latest", ``seek_to_end`` and ``end_offsets`` then mean the LSO.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ _SETTINGS = {
     "max_partition_fetch_bytes": 1048576,
     "auto_offset_reset": "latest",
     "check_crcs": True,
+    "isolation_level": "read_uncommitted",
     # consumer groups (Kafka's keys and defaults)
     "group_id": None,
     "group_instance_id": None,
@@ -64,14 +73,20 @@ class Consumer:
     ``enable_auto_commit`` (True), ``auto_commit_interval_ms`` (5000),
     ``session_timeout_ms`` (45000), ``heartbeat_interval_ms`` (3000),
     ``max_poll_interval_ms`` (300000), ``partition_assignment_strategy``
-    ("range,roundrobin").
+    ("range,roundrobin"); ``isolation_level`` ("read_uncommitted" or
+    "read_committed").
     """
 
     def __init__(self, engine: Any, **settings: Any):
+        settings = {k.replace(".", "_"): v for k, v in settings.items()}   # Kafka's dotted keys too
         unknown = set(settings) - set(_SETTINGS)
         if unknown:
             raise InvalidConfigError(f"unknown consumer setting(s): {', '.join(sorted(unknown))}")
         cfg = {**_SETTINGS, **settings}
+        if cfg["isolation_level"] not in ("read_uncommitted", "read_committed"):
+            raise InvalidConfigError(f"isolation_level must be read_uncommitted or read_committed, "
+                                     f"got {cfg['isolation_level']!r}")
+        self._committed = cfg["isolation_level"] == "read_committed"
         if cfg["auto_offset_reset"] not in ("latest", "earliest", "none"):
             raise InvalidConfigError(
                 f"auto_offset_reset must be latest, earliest or none, got {cfg['auto_offset_reset']!r}")
@@ -84,6 +99,7 @@ class Consumer:
         self._cfg = cfg
         self._positions: dict[TopicPartition, int | None] = {}
         self._buffered: dict[TopicPartition, deque] = {}
+        self._fill_end: dict[TopicPartition, int] = {}   # next offset after the last batch buffered
         self._rr = 0
         self._closed = False
         self._group: GroupMember | None = None
@@ -193,6 +209,10 @@ class Consumer:
     def _log(self, tp: TopicPartition):
         return self._engine.log(tp.topic, tp.partition)
 
+    def _end(self, log) -> int:
+        """Where reading ends: the LSO under read_committed, else the high watermark."""
+        return log.last_stable_offset if self._committed else log.high_watermark
+
     def seek(self, partition: Any, offset: int) -> None:
         tp = _tp(partition)
         if tp not in self._positions:
@@ -201,6 +221,7 @@ class Consumer:
             raise ValueError(f"offset must be >= 0, got {offset}")
         self._positions[tp] = offset
         self._buffered[tp].clear()
+        self._fill_end.pop(tp, None)
 
     def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
         for tp in (self._positions if partitions is None else map(_tp, partitions)):
@@ -208,7 +229,7 @@ class Consumer:
 
     def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
         for tp in (self._positions if partitions is None else map(_tp, partitions)):
-            self.seek(tp, self._log(tp).high_watermark)
+            self.seek(tp, self._end(self._log(tp)))
 
     def position(self, partition: Any) -> int:
         tp = _tp(partition)
@@ -222,17 +243,18 @@ class Consumer:
         log = self._log(tp)
         if policy == "none":
             raise OffsetOutOfRangeError(f"no position for {tp} and auto_offset_reset is none")
-        pos = log.log_start_offset if policy == "earliest" else log.high_watermark
+        pos = log.log_start_offset if policy == "earliest" else self._end(log)
         self._positions[tp] = pos
         self._buffered[tp].clear()
+        self._fill_end.pop(tp, None)
         return pos
 
     def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
         return {tp: self._log(tp).log_start_offset for tp in map(_tp, partitions)}
 
     def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
-        """The high watermark of each partition (the end a consumer can read to)."""
-        return {tp: self._log(tp).high_watermark for tp in map(_tp, partitions)}
+        """The end a consumer can read to: the high watermark (the LSO under read_committed)."""
+        return {tp: self._end(self._log(tp)) for tp in map(_tp, partitions)}
 
     def offsets_for_times(self, timestamps: Mapping[Any, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """For each partition the earliest offset whose timestamp >= the given one (None past the end)."""
@@ -248,22 +270,28 @@ class Consumer:
         if self._closed:
             raise ClosedError("the consumer is closed")
 
-    def _fetch_batches(self, tp: TopicPartition, max_bytes: int):
-        """(headers, data) of complete stored batches from the position, at most max_bytes (>= 1 batch)."""
+    def _fetch_batches(self, tp: TopicPartition, max_bytes: int, aborted: list | None = None):
+        """(headers, data) of complete stored batches from the position, at most max_bytes (>= 1 batch).
+
+        Under read_committed the read stops at the LSO and `aborted` (a list)
+        receives the aborted transactions of the range.
+        """
         pos = self._positions[tp]
         if pos is None:
             pos = self._reset(tp)
         log = self._log(tp)
         log.refresh()  # read-only opens: the writer's published high watermark
-        if pos >= log.high_watermark and pos <= log.log_end_offset:
+        if pos >= self._end(log) and pos <= log.log_end_offset:
             return []
         try:
-            info = log.read(pos, max_bytes)
+            info = log.read(pos, max_bytes, isolation_level=1 if self._committed else 0)
         except OffsetOutOfRangeError:
             if self._cfg["auto_offset_reset"] == "none":
                 raise
             self._reset(tp)
             return []
+        if aborted is not None and info.aborted_transactions:
+            aborted.extend(info.aborted_transactions)
         out = []
         for sl in info.slices:
             data = sl.view()
@@ -308,29 +336,40 @@ class Consumer:
                 out.append(rec)
             if take:
                 self._positions[tp] = out[-1].offset + 1
+                if not buf:   # drained: past the batches skipped after the last record (markers, aborted)
+                    self._positions[tp] = max(self._positions[tp], self._fill_end.pop(tp, 0))
                 budget -= take
         self._rr = (self._rr + 1) % n
         return out
 
     def _fill(self, tp: TopicPartition, max_bytes: int) -> None:
         buf = self._buffered[tp]
-        batches = self._fetch_batches(tp, max_bytes)  # resolves an unset position first
+        aborted: list = []
+        batches = self._fetch_batches(tp, max_bytes, aborted)  # resolves an unset position first
         pos = self._positions[tp]
         check = self._cfg["check_crcs"]
+        aborts = _AbortedFilter(aborted) if self._committed else None
         for h, data, rel in batches:
-            if h.is_control:
-                continue
-            for off, ts, key, value, headers in _native.decode_batch(data, rel, check):
-                if off >= pos:
-                    buf.append(ConsumerRecord(tp.topic, tp.partition, off, ts, h.timestamp_type,
-                                              key, value, headers))
-            # Positions move past whole batches (compacted or control batches included).
+            skip = h.is_control
+            if aborts is not None and h.producer_id >= 0:
+                skip = aborts.skip(h, data, rel)
+            if not skip:
+                for off, ts, key, value, headers in _native.decode_batch(data, rel, check):
+                    if off >= pos:
+                        buf.append(ConsumerRecord(tp.topic, tp.partition, off, ts, h.timestamp_type,
+                                                  key, value, headers))
+            # Positions move past whole batches (compacted, control or aborted batches included).
             if not buf:
                 self._positions[tp] = h.next_offset
                 pos = h.next_offset
+            self._fill_end[tp] = h.next_offset
 
     def poll_batches(self, timeout_ms: int = 0, max_bytes: int | None = None) -> list[RawBatch]:
-        """Stored batches from each assigned partition, as on disk (still compressed)."""
+        """Stored batches from each assigned partition, as on disk (still compressed).
+
+        Batches as stored: control batches and (under read_committed, below
+        the LSO) aborted transactions' batches included -- the caller decodes.
+        """
         self._check()
         deadline = time.monotonic() + timeout_ms / 1000.0
         per_part = max_bytes or self._cfg["max_partition_fetch_bytes"]
@@ -341,6 +380,7 @@ class Consumer:
             for tp in self._positions:
                 if self._buffered[tp]:
                     self._buffered[tp].clear()
+                self._fill_end.pop(tp, None)
                 for h, data, rel in self._fetch_batches(tp, per_part):
                     out.append(RawBatch(tp.topic, tp.partition, h.base_offset, h.last_offset,
                                         data[rel:rel + h.size]))
@@ -367,3 +407,31 @@ class Consumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _AbortedFilter:
+    """Kafka's consumer rule for one read_committed read, one decision per batch (not per record).
+
+    `aborted`: [(producer_id, first_offset)] of the read; before a batch of a
+    producer the entries starting at or below its last offset mark their
+    producer aborted; that producer's transactional batches are skipped until
+    its ABORT marker.
+    """
+
+    __slots__ = ("_pending", "_i", "_active")
+
+    def __init__(self, aborted) -> None:
+        self._pending = sorted((f, p) for p, f in aborted)
+        self._i = 0
+        self._active: set[int] = set()
+
+    def skip(self, h, data, rel: int) -> bool:
+        pending = self._pending
+        while self._i < len(pending) and pending[self._i][0] <= h.last_offset:
+            self._active.add(pending[self._i][1])
+            self._i += 1
+        if h.is_control:
+            if h.producer_id in self._active and _native.read_control_record(data, rel)[0] == 0:
+                self._active.discard(h.producer_id)
+            return True
+        return h.is_transactional and h.producer_id in self._active

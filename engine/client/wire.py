@@ -103,6 +103,8 @@ class FetchResult:
     high_watermark: int
     log_start_offset: int
     records: memoryview           # raw record batches (possibly a partial batch at the end)
+    last_stable_offset: int = -1
+    aborted_transactions: list | None = None   # read_committed: [(producer_id, first_offset)]
 
 
 def _known_error(code: int) -> int:
@@ -370,22 +372,25 @@ class WireClient:
         return node
 
     # -- ListOffsets -------------------------------------------------------------------
-    def list_offsets(self, requests: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, int]]:
+    def list_offsets(self, requests: dict[tuple[str, int], int],
+                     isolation_level: int = 0) -> dict[tuple[str, int], tuple[int, int]]:
         """{(topic, partition): timestamp (-2 earliest, -1 latest, or ms)} -> {(t, p): (offset, timestamp)};
-        offset -1 when no record has a timestamp at or after the one asked."""
+        offset -1 when no record has a timestamp at or after the one asked.  With
+        ``isolation_level=1`` (read_committed) latest is the last stable offset."""
         out: dict = {}
         by_node: dict[int, dict] = {}
         for (t, p), ts in requests.items():
             by_node.setdefault(self._retrying("metadata", lambda t=t, p=p: self._leader(t, p)), {})[(t, p)] = ts
         for node, reqs in by_node.items():
-            out.update(self._retrying("list_offsets", lambda node=node, reqs=reqs: self._list_offsets(node, reqs)))
+            out.update(self._retrying("list_offsets", lambda node=node, reqs=reqs:
+                                      self._list_offsets(node, reqs, isolation_level)))
         return out
 
-    def _list_offsets(self, node: int, reqs: dict) -> dict:
+    def _list_offsets(self, node: int, reqs: dict, isolation_level: int = 0) -> dict:
         topics: dict[str, list] = {}
         for (t, p), ts in sorted(reqs.items()):
             topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
-        body = {"replica_id": -1, "isolation_level": 0,
+        body = {"replica_id": -1, "isolation_level": isolation_level,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
         resp = self._call(node, ApiKey.LIST_OFFSETS, body)
         out = {}
@@ -398,26 +403,30 @@ class WireClient:
 
     # -- Fetch --------------------------------------------------------------------------
     def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1048576,
-              max_wait_ms: int = 500, min_bytes: int = 1) -> FetchResult:
+              max_wait_ms: int = 500, min_bytes: int = 1, isolation_level: int = 0) -> FetchResult:
         """Record batches of one partition from `offset` (a view into the response frame).
         The partition's error code is in the result (the caller decides what an
-        out-of-range offset means); other failures raise."""
+        out-of-range offset means); other failures raise.  ``isolation_level=1``:
+        read_committed (up to the LSO, with the aborted transactions of the range)."""
         def once():
             node = self._leader(topic, partition)
-            res = self._fetch(node, topic, partition, offset, max_bytes, max_wait_ms, min_bytes)
+            res = self._fetch(node, topic, partition, offset, max_bytes, max_wait_ms, min_bytes,
+                              isolation_level)
             if res.error_code and res.error_code != 1:  # OFFSET_OUT_OF_RANGE is returned
                 raise api_error(res.error_code, f"fetch of {topic}-{partition} at offset {offset}")
             return res
         return self._retrying("fetch", once)
 
-    def _fetch(self, node, topic, partition, offset, max_bytes, max_wait_ms, min_bytes) -> FetchResult:
+    def _fetch(self, node, topic, partition, offset, max_bytes, max_wait_ms, min_bytes,
+               isolation_level: int = 0) -> FetchResult:
         out = self.fetch_many(node, {(topic, partition): offset}, max_wait_ms=max_wait_ms,
-                              min_bytes=min_bytes, max_bytes=max_bytes, partition_max_bytes=max_bytes)
+                              min_bytes=min_bytes, max_bytes=max_bytes, partition_max_bytes=max_bytes,
+                              isolation_level=isolation_level)
         return out[(topic, partition)]
 
     def fetch_many(self, node: int, offsets: dict[tuple[str, int], int], *, max_wait_ms: int = 500,
                    min_bytes: int = 1, max_bytes: int = 52428800, partition_max_bytes: int = 1048576,
-                   session: bool = False) -> dict[tuple[str, int], FetchResult]:
+                   session: bool = False, isolation_level: int = 0) -> dict[tuple[str, int], FetchResult]:
         """One Fetch to broker `node` for several partitions ({(topic, partition): offset});
         {(topic, partition): FetchResult} (records are views into the one response frame).
         Partition error codes are in the results; a top-level error, a lost connection
@@ -442,7 +451,7 @@ class WireClient:
         for t, p in forgotten:
             gone.setdefault(t, []).append(p)
         body = {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-                "isolation_level": 0, "session_id": sid, "session_epoch": epoch,
+                "isolation_level": isolation_level, "session_id": sid, "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()],
                 "rack_id": ""}
@@ -508,12 +517,12 @@ class WireClient:
                 index = r.int32()
                 perr = _known_error(r.int16())
                 hw = r.int64()
-                r.int64()  # last_stable_offset
-                lso = r.int64() if v >= 5 else -1
+                stable = r.int64()
+                log_start = r.int64() if v >= 5 else -1
                 n_aborted = r.array_length(flex, nullable=True)
+                aborted = None if n_aborted < 0 else []
                 for _ in range(max(n_aborted, 0)):
-                    r.int64()
-                    r.int64()
+                    aborted.append((r.int64(), r.int64()))   # (producer_id, first_offset)
                     if flex:
                         r.tagged_fields()
                 if v >= 11:
@@ -521,7 +530,9 @@ class WireClient:
                 records = r.compact_nullable_bytes() if flex else r.nullable_bytes()
                 if flex:
                     r.tagged_fields()
-                found[(name, index)] = FetchResult(perr, hw, lso, records if records is not None else memoryview(b""))
+                found[(name, index)] = FetchResult(perr, hw, log_start,
+                                                   records if records is not None else memoryview(b""),
+                                                   stable, aborted)
             if flex:
                 r.tagged_fields()
         if flex:

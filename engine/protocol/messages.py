@@ -331,6 +331,7 @@ class FetchPartitionData:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     slices: list | None = None      # FileSlice-like objects (.size) or bytes; None/[] = empty
+    aborted_transactions: list | None = None  # read_committed: [(producer_id, first_offset)]; None = null
 
 
 def encode_fetch_response(version: int, topics: list[tuple[str, list[FetchPartitionData]]],

@@ -12,7 +12,8 @@ Kafka's ReplicaFetcherThread.  For each partition it follows from that leader:
    high watermark becomes min(leader HW, LEO) and the log start follows the leader's.
 
 Errors: FENCED_LEADER_EPOCH parks the partition until a newer epoch arrives (become_follower);
-OFFSET_OUT_OF_RANGE goes back to truncation; NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
+OFFSET_OUT_OF_RANGE asks the leader's log start (ListOffsets): below it the log starts over empty
+there, otherwise it goes back to truncation; NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
 lost connections back off ``replica.fetch.backoff.ms`` and retry.
 """
 
@@ -34,6 +35,7 @@ log = logging.getLogger("engine.replica")
 
 FETCH_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 7
 
 _FENCED_LEADER_EPOCH = 74
 _OFFSET_OUT_OF_RANGE = 1
@@ -214,6 +216,7 @@ class ReplicaFetcher(threading.Thread):
         if err:
             raise KafkaConnectionError(f"fetch from broker {self.leader_id}: error {err}")
         appended = False
+        out_of_range = []
         for key, res in found.items():
             got = asked.get(key)
             if got is None:
@@ -225,10 +228,7 @@ class ReplicaFetcher(threading.Thread):
                 plog = part.log
                 if res.error_code:
                     if res.error_code == _OFFSET_OUT_OF_RANGE:
-                        log.warning("%s-%d: offset %d out of range at leader %d: truncating by epoch",
-                                    part.topic, part.partition, offset, self.leader_id)
-                        part.fetch_state = "truncate"
-                        part.fetch_backoff_until = time.monotonic() + self.backoff_s
+                        out_of_range.append((part, epoch, offset))
                     else:
                         self._back_off(part, res.error_code, "Fetch")
                     continue
@@ -236,11 +236,43 @@ class ReplicaFetcher(threading.Thread):
                     continue                       # truncated meanwhile: the next fetch asks again
                 if len(res.records):
                     appended |= self._append(plog, res.records)
-                plog.update_high_watermark(min(res.high_watermark, plog.log_end_offset))
+                hw = min(res.high_watermark, plog.log_end_offset)
+                if hw > plog.high_watermark:            # forward only, as Kafka's follower
+                    plog.update_high_watermark(hw)
                 if res.log_start_offset > plog.log_start_offset:
                     plog.delete_records_before(min(res.log_start_offset, plog.high_watermark))
         if appended:
             self.manager.follower_appended()
+        for part, epoch, offset in out_of_range:
+            self._out_of_range(conn, part, epoch, offset)
+
+    def _out_of_range(self, conn: _Connection, part, epoch: int, offset: int) -> None:
+        """Our log end is outside the leader's log: below its log start (it deleted what we never
+        got: start over empty there, Kafka's truncateFullyAndStartAt), else truncate by epoch."""
+        v = LIST_OFFSETS_VERSION
+        body = {"replica_id": self.manager.node_id, "isolation_level": 0, "topics": [{
+            "name": part.topic, "partitions": [{"partition_index": part.partition,
+                                                "current_leader_epoch": epoch, "timestamp": -2}]}]}
+        r = conn.request(ApiKey.LIST_OFFSETS, v, [encode(ApiKey.LIST_OFFSETS, v, body, response=False)])
+        resp = read_struct(_entity(ApiKey.LIST_OFFSETS, v, True), r)
+        p = resp["topics"][0]["partitions"][0]
+        with part.lock:
+            if not self._still_following(part, epoch) or part.fetch_state != "fetch":
+                return
+            if p["error_code"]:
+                self._back_off(part, p["error_code"], "ListOffsets")
+                return
+            plog = part.log
+            leader_start = p["offset"]
+            if plog.log_end_offset < leader_start:
+                log.warning("%s-%d: log end %d is below the leader's log start %d: starting over there",
+                            part.topic, part.partition, plog.log_end_offset, leader_start)
+                plog.truncate_fully_and_start_at(leader_start)
+            else:
+                log.warning("%s-%d: offset %d out of range at leader %d: truncating by epoch",
+                            part.topic, part.partition, offset, self.leader_id)
+                part.fetch_state = "truncate"
+                part.fetch_backoff_until = time.monotonic() + self.backoff_s
 
     @staticmethod
     def _append(plog, records: memoryview) -> bool:
@@ -248,8 +280,14 @@ class ReplicaFetcher(threading.Thread):
         headers, _end = _native.list_batches(records, 0, -1, False)
         if not headers:
             return False
-        start = headers[0].position
-        epoch = headers[0].partition_leader_epoch
+        first = headers[0]
+        if first.base_offset < plog.log_end_offset <= first.last_offset \
+                and plog.log_start_offset == plog.log_end_offset:
+            # just started over at the leader's log start, which lies inside this batch: the
+            # log starts at the batch (Kafka does the same); the log start follows below
+            plog.truncate_fully_and_start_at(first.base_offset)
+        start = first.position
+        epoch = first.partition_leader_epoch
         for h in headers[1:]:
             if h.partition_leader_epoch != epoch:
                 plog.append(records[start:h.position], epoch, assign_offsets=False)

@@ -202,22 +202,42 @@ class ReplicaManager:
                 out.append(w.exception())
         return out
 
+    # -- DeleteRecords ------------------------------------------------------------
+    def delete_records(self, topic: str, partition: int, offset: int):
+        """Move the leader's log start to `offset` (-1: the high watermark).  Returns
+        ``(low_watermark, waiter)``: with followers, ``waiter`` (for :meth:`wait_for_acks`) gives
+        the low watermark once every live replica's log start reached it (Kafka's
+        DelayedDeleteRecords), else it is None."""
+        part = self.leader_partition(topic, partition)
+        plog = part.log
+        start = plog.delete_records_before(plog.high_watermark if offset == -1 else offset)
+        if part.local or not part.followers:
+            return start, None
+        waiter = asyncio.get_running_loop().create_future()
+        part.delete_waiters.append((start, waiter))
+        part.complete_delete_waiters(self.view.brokers())
+        self._wake()           # followers learn the new log start from their next fetch
+        return start, waiter
+
     # -- fetch ---------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, replica_id: int = -1,
-             current_leader_epoch: int = -1, min_one_batch: bool = True):
-        """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark, a
-        follower up to the log end offset (its fetch offset is its LEO: the ISR and the HW move
+             current_leader_epoch: int = -1, log_start_offset: int = -1, isolation_level: int = 0,
+             min_one_batch: bool = True):
+        """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark (the last
+        stable offset with ``isolation_level`` 1, read_committed), a follower up to the log end offset (its fetch offset is its LEO: the ISR and the HW move
         from it).  Returns the log's FetchInfo (its ``high_watermark`` after the update)."""
         part = self.leader_partition(topic, partition, current_leader_epoch)
         plog = part.log
         if replica_id < 0:
-            return plog.read(offset, max_bytes, min_one_batch=min_one_batch)
+            return plog.read(offset, max_bytes, min_one_batch=min_one_batch, isolation_level=isolation_level)
         if not part.local:
-            self._follower_fetched(part, replica_id, offset)
+            self._follower_fetched(part, replica_id, offset, log_start_offset)
         return plog.read(offset, max_bytes, max_offset=plog.log_end_offset, min_one_batch=min_one_batch)
 
-    def _follower_fetched(self, part: Partition, replica_id: int, offset: int) -> None:
-        part.update_follower(replica_id, offset, now_ms())
+    def _follower_fetched(self, part: Partition, replica_id: int, offset: int, log_start: int) -> None:
+        part.update_follower(replica_id, offset, now_ms(), log_start)
+        if part.delete_waiters:
+            part.complete_delete_waiters(self.view.brokers())
         new_isr = part.isr_to_expand()
         if new_isr is not None:
             self._alter_isr(part, new_isr)

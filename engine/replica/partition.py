@@ -31,11 +31,13 @@ def now_ms() -> int:
 class FollowerState:
     """What the leader knows of one follower (Kafka's ``Replica``)."""
 
-    __slots__ = ("replica_id", "leo", "last_caught_up_ms", "last_fetch_ms", "last_fetch_leader_leo")
+    __slots__ = ("replica_id", "leo", "log_start", "last_caught_up_ms", "last_fetch_ms",
+                 "last_fetch_leader_leo")
 
     def __init__(self, replica_id: int, now: int, in_isr: bool):
         self.replica_id = replica_id
         self.leo = -1                              # unknown until its first Fetch
+        self.log_start = -1
         self.last_caught_up_ms = now if in_isr else -1
         self.last_fetch_ms = -1
         self.last_fetch_leader_leo = -1
@@ -63,6 +65,7 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = 0
         self.waiters: list = []                    # [(required offset, asyncio.Future)]
+        self.delete_waiters: list = []             # DeleteRecords: [(log start, asyncio.Future)]
         self.isr_change_inflight = False
         # follower side (engine/replica/fetcher.py): "truncate" -> "fetch"; "fenced" waits for a
         # newer epoch from the cluster
@@ -162,7 +165,7 @@ class Partition:
                 f"min.insync.replicas is {need}")
 
     # -- leader: followers, ISR, high watermark -----------------------------
-    def update_follower(self, replica_id: int, fetch_offset: int, now: int) -> None:
+    def update_follower(self, replica_id: int, fetch_offset: int, now: int, log_start: int = -1) -> None:
         """A follower fetched from `fetch_offset`: its LEO, and whether it is caught up
         (Kafka's updateFetchState: caught up at this fetch if it asked for the leader's LEO,
         or at its previous fetch if it now asks for what was the LEO then)."""
@@ -178,6 +181,8 @@ class Partition:
         st.last_fetch_leader_leo = leo
         st.last_fetch_ms = now
         st.leo = fetch_offset
+        if log_start >= 0:
+            st.log_start = log_start
 
     def isr_to_expand(self) -> list[int] | None:
         """The ISR with the followers that caught up added (None: no change)."""
@@ -226,8 +231,30 @@ class Partition:
                 keep.append((offset, fut))
         self.waiters = keep
 
+    def low_watermark(self, live_brokers) -> int:
+        """The smallest log start offset over this leader and its live followers (Kafka's
+        lowWatermarkIfLeader); a follower that has not reported one counts as 0."""
+        low = self.log.log_start_offset
+        for r, st in self.followers.items():
+            if r in live_brokers:
+                low = min(low, max(st.log_start, 0))
+        return low
+
+    def complete_delete_waiters(self, live_brokers) -> None:
+        low = self.low_watermark(live_brokers)
+        keep = []
+        for offset, fut in self.delete_waiters:
+            if fut.done():
+                continue
+            if low >= offset:
+                fut.set_result(low)
+            else:
+                keep.append((offset, fut))
+        self.delete_waiters = keep
+
     def fail_waiters(self, exc_type, message: str) -> None:
-        waiters, self.waiters = self.waiters, []
+        waiters, self.waiters = self.waiters + self.delete_waiters, []
+        self.delete_waiters = []
         for _offset, fut in waiters:
             if not fut.done():
                 fut.set_exception(exc_type(message))

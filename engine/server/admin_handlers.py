@@ -41,12 +41,13 @@ import os
 
 from ..errors import InvalidTopicError, KafkaApiError
 from ..protocol import messages as m
-from .handlers import (
+from .common import (
     _RESOURCE_BROKER,
     _RESOURCE_TOPIC,
     _ZERO_UUID,
     _code,
     _topic_uuid,
+    broker_config_change,
     partition_entry,
 )
 
@@ -372,19 +373,6 @@ class AdminHandlers:
 
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
-def broker_config_change(resource_name: str, set_names: list[str], node_id: int) -> tuple[int, str | None]:
-    """(error code, message) of setting `set_names` on broker `resource_name` ("" = any broker).
-
-    Every broker config here is static (read at start), so any key set gets Kafka's answer for a
-    static config; with none set (AlterConfigs' empty set, IncrementalAlterConfigs deletes) there
-    is no dynamic value to remove and the answer is success, as Kafka's."""
-    if resource_name not in ("", str(node_id)):
-        return _INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {resource_name}"
-    if set_names:
-        return _INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(set_names)})"
-    return 0, None
-
-
 # Kafka's TransactionState names (ListTransactions state filters)
 _TRANSACTION_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
                                  "CompleteAbort", "Dead", "PrepareEpochFence"})

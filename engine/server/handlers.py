@@ -25,7 +25,6 @@ connection.  PartitionLog and Engine are thread-safe.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import uuid
 
@@ -43,65 +42,25 @@ from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
 from . import authz, config_describe
+from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by importers)
+    _RESOURCE_BROKER,
+    _RESOURCE_TOPIC,
+    _UNSUPPORTED_ENDPOINT_TYPE,
+    _ZERO_UUID,
+    _code,
+    _record_error,
+    _replica_id,
+    _topic_uuid,
+    broker_config_change,
+    broker_entries,
+    partition_entry,
+)
 from .group_handlers import TXN_UNSUPPORTED
 
 __all__ = ["Handlers"]
 
 log = logging.getLogger("engine.server")
 
-_ZERO_UUID = uuid.UUID(int=0)
-
-
-def _code(e: BaseException) -> int:
-    if isinstance(e, KafkaApiError):
-        return e.code
-    return -1
-
-
-def _record_error(res: dict, e: BaseException, what: str, *args, message: bool = True) -> None:
-    """Put an exception into a per-item response: Kafka's code (and message); log the unexpected."""
-    if not isinstance(e, KafkaApiError):
-        log.exception(what, *args)
-    res["error_code"] = _code(e)
-    if message:
-        res["error_message"] = str(e)[:300]
-
-
-def partition_entry(view, topic: str, p: int, *, describe: bool = False) -> dict:
-    """A partition of a Metadata (or, `describe`, DescribeTopicPartitions) answer, from the view."""
-    try:
-        leader, epoch, replicas, isr = view.partition_state(topic, p)
-        live = view.brokers()
-        error = 0 if leader in live else 5          # LEADER_NOT_AVAILABLE
-        res = {"error_code": error, "partition_index": p, "leader_id": leader if error == 0 else -1,
-               "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
-               "offline_replicas": [r for r in replicas if r not in live]}
-    except KafkaApiError as e:
-        res = {"error_code": _code(e), "partition_index": p, "leader_id": -1, "leader_epoch": -1,
-               "replica_nodes": [], "isr_nodes": [], "offline_replicas": []}
-    if describe:
-        res["eligible_leader_replicas"] = []
-        res["last_known_elr"] = []
-    return res
-
-
-def broker_entries(view, conn, id_key: str = "node_id") -> list[dict]:
-    """The live brokers of the view; this node's address is the one the client connected to
-    (the advertised one) when the view has none for it."""
-    host, port = conn.advertised_address()
-    out = []
-    for node, (h, p, rack) in sorted(view.brokers().items()):
-        if node == view.node_id and h is None:
-            h, p = host, port
-        out.append({id_key: node, "host": h, "port": p, "rack": rack})
-    return out
-
-
-def _topic_uuid(topic_id: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
-    except (ValueError, TypeError):
-        return _ZERO_UUID
 
 
 class Handlers:
@@ -202,7 +161,6 @@ class Handlers:
     async def produce(self, header, body, conn):
         v = header.api_version
         req = m.parse_produce_request(body, v)
-        eng = self.engine
         error = 0
         if v < 3:
             error = 35   # UNSUPPORTED_VERSION: message formats 0/1 are gone (KAFKA-18659)
@@ -268,10 +226,11 @@ class Handlers:
 
     def _read_partitions(self, req, max_bytes: int):
         remaining = max_bytes
-        replica_id = getattr(req, "replica_id", -1)     # >= 0: a follower (v15+ has no field here)
+        replica_id = _replica_id(req)                  # >= 0: a follower's fetch
         total = 0
         errors = False
         topics = []
+        isolation = 1 if getattr(req, "isolation_level", 0) == 1 else 0   # v4+: read_committed
         for t in req.topics:
             parts = []
             for p in t.partitions:
@@ -281,9 +240,12 @@ class Handlers:
                     info = self.replicas.read(t.topic, p.partition, p.fetch_offset, max(limit, 0),
                                               replica_id=replica_id,
                                               current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
-                                              min_one_batch=(total == 0))
-                    pd.high_watermark = pd.last_stable_offset = info.high_watermark
+                                              log_start_offset=getattr(p, "log_start_offset", -1),
+                                              isolation_level=isolation, min_one_batch=(total == 0))
+                    pd.high_watermark = info.high_watermark
+                    pd.last_stable_offset = info.last_stable_offset
                     pd.log_start_offset = info.log_start_offset
+                    pd.aborted_transactions = info.aborted_transactions
                     pd.slices = info.slices
                     n = info.size
                     total += n
@@ -306,6 +268,7 @@ class Handlers:
         asked = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         dups = {k for k in asked if asked.count(k) > 1} if len(set(asked)) < len(asked) else set()
         by_topic: dict[str, list] = {}
+        committed = v >= 2 and getattr(req, "isolation_level", 0) == 1
         for t in req.topics:
             parts = by_topic.setdefault(t.name, [])
             for p in t.partitions:
@@ -325,6 +288,8 @@ class Handlers:
                     ts = p.timestamp
                     if ts == -3:
                         hit = _max_timestamp(plog)
+                    elif ts == -1 and committed:
+                        hit = plog.last_stable_offset, -1     # read_committed: latest = the LSO
                     else:
                         hit = plog.offset_for_timestamp(ts)
                     if hit is not None:
@@ -414,18 +379,27 @@ class Handlers:
         v = header.api_version
         req = m.decode(m.ApiKey.DELETE_RECORDS, v, body.buf[body.pos:])
         topics = []
+        waiting = []        # replicated partitions: (result, waiter) until every replica moved
         for t in req.topics:
             parts = []
             for p in t.partitions:
                 res = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
                 try:
-                    plog = self.replicas.leader_log(t.name, p.partition_index)
-                    offset = plog.high_watermark if p.offset == -1 else p.offset
-                    res["low_watermark"] = plog.delete_records_before(offset)
+                    res["low_watermark"], waiter = self.replicas.delete_records(t.name, p.partition_index, p.offset)
+                    if waiter is not None:
+                        waiting.append((res, waiter))
                 except Exception as e:
                     _record_error(res, e, "delete records of %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
             topics.append({"name": t.name, "partitions": parts})
+        if waiting:
+            timeout_ms = int(req.timeout.total_seconds() * 1000)
+            outcomes = await self.replicas.wait_for_acks([w for _, w in waiting], timeout_ms)
+            for (res, waiter), e in zip(waiting, outcomes):
+                if e is not None:
+                    res["low_watermark"], res["error_code"] = -1, _code(e)
+                else:
+                    res["low_watermark"] = waiter.result()
         return [m.encode(m.ApiKey.DELETE_RECORDS, v, {"throttle_time": 0, "topics": topics})]
 
     # -- InitProducerId (22) -------------------------------------------------------------
@@ -550,7 +524,6 @@ class Handlers:
                    "resource_name": r.resource_name}
             try:
                 if r.resource_type == _RESOURCE_BROKER:
-                    from .admin_handlers import broker_config_change
                     res["error_code"], res["error_message"] = broker_config_change(
                         r.resource_name, [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE],
                         self.view.node_id)
@@ -585,13 +558,6 @@ class Handlers:
             "cluster_authorized_operations": authz.authorized(
                 getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
-
-
-# DescribeConfigs / IncrementalAlterConfigs constants (Kafka's ConfigResource.Type,
-# DescribeConfigsResponse.ConfigSource and ConfigEntry.ConfigType).
-_RESOURCE_TOPIC = 2
-_RESOURCE_BROKER = 4
-_UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
 def _max_timestamp(plog):

@@ -301,12 +301,22 @@ def load_producer_state(log, upto: int, stats: RecoveryStats, report_stale: bool
     state is rebuilt from an older snapshot or from the log start.  Only batch
     headers are read (``_native.list_batches``), from the snapshot's offset on;
     after a clean shutdown the snapshot at the log end leaves nothing to replay.
+
+    Transaction index: a segment recovered by this load (``seg.txn_rebuild``)
+    gets its ``.txnindex`` rewritten from the markers replayed in it (Kafka
+    rebuilds it in LogSegment.recover); the replay then starts at or below
+    the first such segment, so the open transactions at its start are known.
     Called with the log's lock held (or before the log is shared).
     """
+    from .txnindex import AbortedTxn
+
     d, state = log.dir, log.producer_state
     state.clear()
     leo = log.log_end_offset
     first = log._segments[0].base_offset
+    rebuild = [seg for seg in log._segments if seg.txn_rebuild]
+    if rebuild:
+        upto = min(upto, rebuild[0].base_offset)
     for off in producer_state.delete_snapshots(d, lambda o: o > leo):
         if report_stale:
             _event(stats, producer_state.snapshot_path(d, off), None, 0,
@@ -331,6 +341,9 @@ def load_producer_state(log, upto: int, stats: RecoveryStats, report_stale: bool
         break
     for seg in log._segments:
         if seg.size == 0 or seg.next_offset <= start:
+            if seg.txn_rebuild:
+                seg.txn_index.rewrite([])
+                seg.txn_rebuild = False
             continue
         pos = 0
         if seg.base_offset < start:
@@ -338,11 +351,16 @@ def load_producer_state(log, upto: int, stats: RecoveryStats, report_stale: bool
             if found is None:
                 continue
             pos = found[0]
+        data = seg._data()
         try:
-            headers, _ = _native.list_batches(seg._data(), pos, seg.size, False, seg.log_path, 0)
+            headers, _ = _native.list_batches(data, pos, seg.size, False, seg.log_path, 0)
         except CorruptRecordError as e:
             # Not expected below a recovered log end; the state keeps what was read before it.
             _event(stats, seg.log_path, getattr(e, "position", None), 0,
                    f"producer state not replayed past a bad batch: {e}")
             break
-        state.replay(headers, start)
+        done = state.replay(headers, start, data)
+        if seg.txn_rebuild:
+            seg.txn_index.rewrite([AbortedTxn(c.producer_id, c.first_offset, c.last_offset, c.last_stable_offset)
+                                   for c in done if c.aborted])
+            seg.txn_rebuild = False

@@ -11,6 +11,8 @@ a truncation point deleted; loaded by loader.load_producer_state) and our
         0   high watermark      (written with one atomic 8-byte store)
         8   log start offset    (atomic store)
         16  magic 0x4B48574D31  ("KHWM1"), identifies the format
+        24  last stable offset  (atomic store, before the high watermark)
+        32  magic 0x4B4C534F31  ("KLSO1") once field 24 is written
 
 A read-only open in another process maps the file read-only and reads the
 high watermark with one atomic 8-byte load (``_native.load_i64_atomic``); it
@@ -18,7 +20,11 @@ never serves an offset at or above it, and only complete batches.
 
 Offsets, named and ordered (asserted after every change):
 ``log_start_offset <= high_watermark <= log_end_offset`` and
-``recovery_point <= log_end_offset``.  ``recovery_point``: every byte below it
+``recovery_point <= log_end_offset``.  The last stable offset (LSO,
+read_committed's bound) is min(first offset of the oldest open transaction,
+HW) -- ``last_stable_offset``; transactions are ended by ``append_control``
+(a COMMIT/ABORT marker); ABORT markers go into the segment's ``.txnindex``
+(``aborted_transactions`` reads them for read_committed fetches).  ``recovery_point``: every byte below it
 is fdatasync'd.  In durable mode (``flush.messages=1``) an append returns only
 after an fdatasync covered its bytes, and the automatic high watermark moves
 only over synced bytes, so a reader never sees data a power loss could take.
@@ -55,6 +61,7 @@ from dataclasses import dataclass, field
 from .. import _native
 from ..errors import (
     ClosedError,
+    CorruptIndexError,
     KafkaStorageError,
     OutOfOrderSequenceError,
     OffsetOutOfRangeError,
@@ -71,6 +78,7 @@ __all__ = ["AppendInfo", "FetchInfo", "LeaderEpochCache", "PartitionLog", "HighW
 _log = logging.getLogger(__name__)
 
 HWM_MAGIC = 0x4B48574D31
+LSO_MAGIC = 0x4B4C534F31
 HWM_SIZE = 64
 
 
@@ -97,6 +105,8 @@ class FetchInfo:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    aborted_transactions: list | None = None   # read_committed: [(producer_id, first_offset)]
 
     @property
     def size(self) -> int:
@@ -160,10 +170,17 @@ class HighWatermarkFile:
         self._map = m
         return True
 
-    def publish(self, high_watermark: int, log_start_offset: int) -> None:
+    def publish(self, high_watermark: int, log_start_offset: int, last_stable_offset: int | None = None) -> None:
         if self._map is not None:
             _native.store_i64_atomic(self._map, 8, log_start_offset)
+            if last_stable_offset is not None:
+                _native.store_i64_atomic(self._map, 24, last_stable_offset)
+                if self._lso_magic is not True:
+                    _native.store_i64_atomic(self._map, 32, LSO_MAGIC)
+                    self._lso_magic = True
             _native.store_i64_atomic(self._map, 0, high_watermark)
+
+    _lso_magic = None
 
     def read(self) -> tuple[int, int] | None:
         """(high_watermark, log_start_offset) or None when not published."""
@@ -171,6 +188,15 @@ class HighWatermarkFile:
             return None
         assert self._map is not None
         return _native.load_i64_atomic(self._map, 0), _native.load_i64_atomic(self._map, 8)
+
+    def read_lso(self, high_watermark: int) -> int:
+        """The published last stable offset, at most `high_watermark` (the HW when none is published)."""
+        if self._map is None and not self._try_map():
+            return high_watermark
+        assert self._map is not None
+        if _native.load_i64_atomic(self._map, 32) != LSO_MAGIC:
+            return high_watermark
+        return min(_native.load_i64_atomic(self._map, 24), high_watermark)
 
     def close(self) -> None:
         if self._map is not None:
@@ -306,7 +332,7 @@ class PartitionLog:
         else:
             hw = self.log_end_offset if auto_high_watermark else (high_watermark or 0)
             self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
-            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            self._publish()
         self._check_offsets()
 
     # -- offsets ---------------------------------------------------------
@@ -351,15 +377,62 @@ class PartitionLog:
         with self._lock:
             hw = min(max(offset, self.log_start_offset), self.log_end_offset)
             self.high_watermark = hw
-            self._hw_file.publish(hw, self.log_start_offset)
+            self._publish()
             self._check_offsets()
             return hw
+
+    def _publish(self) -> None:
+        """Publish HW, log start and LSO in .highwatermark (caller holds _lock)."""
+        fu = self.producer_state.first_unstable_offset(self.high_watermark)
+        lso = self.high_watermark if fu is None else max(min(fu, self.high_watermark), self.log_start_offset)
+        self._hw_file.publish(self.high_watermark, self.log_start_offset, lso)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first offset of the oldest open or not yet replicated transaction, high watermark).
+
+        read_committed reads stop here.  A read-only open returns what the
+        writer published (the HW when the writer never published an LSO).
+        """
+        if self.read_only:
+            self.refresh()
+            with self._lock:
+                return max(self._hw_file.read_lso(self.high_watermark), self.log_start_offset)
+        with self._lock:
+            fu = self.producer_state.first_unstable_offset(self.high_watermark)
+            if fu is None:
+                return self.high_watermark
+            return max(min(fu, self.high_watermark), self.log_start_offset)
+
+    def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
+        """[(producer_id, first_offset)] of the aborted transactions overlapping [start_offset, upper_offset).
+
+        Kafka's collectAbortedTransactions: the ``.txnindex`` of the segment
+        holding `start_offset` and of the later ones, until an entry's
+        lastStableOffset reaches `upper_offset`.  What a read_committed Fetch
+        answers with, and what the scanner drops.
+        """
+        with self._lock:
+            segs = self._segments[self._floor_index(start_offset):]
+        out = []
+        for seg in segs:
+            if self.read_only:
+                seg.txn_index.refresh()
+            try:
+                found, complete = seg.txn_index.collect(start_offset, upper_offset)
+            except CorruptIndexError as e:
+                _log.warning("%s", e)
+                found, complete = [], False
+            out.extend((a.producer_id, a.first_offset) for a in found)
+            if complete:
+                break
+        return out
 
     def _maybe_advance_hw(self, offset: int) -> None:
         # called with _lock held
         if self.auto_high_watermark and offset > self.high_watermark:
             self.high_watermark = min(offset, self.log_end_offset)
-            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            self._publish()
 
     # -- append ----------------------------------------------------------
     def append(self, buf, leader_epoch: int | None = None, *, assign_offsets: bool = True,
@@ -372,7 +445,35 @@ class PartitionLog:
         which must start at or above the log end offset.  On an I/O error
         (ENOSPC, EIO, EFBIG) the segment is cut back to its size before the
         append and KafkaStorageError is raised: no half batch is ever visible.
+        A control batch (transaction marker) from a client is refused with
+        InvalidRecordError (INVALID_RECORD, Kafka's LogValidator); a follower's
+        append (``assign_offsets=False``) may carry them.
         """
+        return self._append(buf, leader_epoch, assign_offsets, log_append_time, None)
+
+    def append_control(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                       leader_epoch: int | None = None) -> int:
+        """Append a transaction marker (COMMIT if `commit`, else ABORT); returns its offset.
+
+        Writes Kafka's control batch (attributes transactional|control, the
+        producer's id and epoch, baseSequence -1, one record: key version 0 +
+        type 0 ABORT / 1 COMMIT, value version 0 + `coordinator_epoch`), ends
+        the producer's open transaction (the LSO moves once the HW passes the
+        marker), and for an ABORT of an open transaction adds its entry to the
+        active segment's ``.txnindex``.  A marker for a producer with no open
+        transaction is still written (Kafka does too).  Refused, nothing
+        written: an epoch older than the producer's (InvalidProducerEpochError,
+        INVALID_PRODUCER_EPOCH) or an older coordinator epoch
+        (TRANSACTION_COORDINATOR_FENCED, code 52).  Durable mode waits for
+        the fdatasync as append() does.
+        """
+        buf = _native.build_control_batch(producer_id, producer_epoch, bool(commit), coordinator_epoch,
+                                          self.clock())
+        info = self._append(buf, leader_epoch, True, None,
+                            (producer_id, producer_epoch, bool(commit), coordinator_epoch))
+        return info.first_offset
+
+    def _append(self, buf, leader_epoch, assign_offsets: bool, log_append_time, marker) -> AppendInfo:
         self._check_writable()
         if not isinstance(buf, bytearray):
             mv = memoryview(buf)
@@ -386,20 +487,21 @@ class PartitionLog:
             self._check_writable()
             epoch = leader_epoch if leader_epoch is not None else max(self.leader_epoch_cache.latest_epoch, 0)
             idempotent = None
-            if self._compacted and assign_offsets:
+            if marker is not None:
+                self.producer_state.check_marker(marker[0], marker[1], marker[3])
+            elif self._compacted and assign_offsets:
                 _native.check_keys(buf, f"{self.topic}-{self.partition}")
             # producerId >= 0 (first byte of the int64 at 43 below 0x80): an idempotent producer
-            if assign_offsets and len(buf) > 61 and buf[43] < 0x80:
+            if assign_offsets and marker is None and len(buf) > 61 and buf[43] < 0x80:
                 idempotent = self._check_idempotent(buf)
                 if isinstance(idempotent, AppendInfo):
                     return idempotent  # a retried batch: its original offsets, nothing written
-            follower_batches = None
-            if not assign_offsets and len(buf) > 61:
-                # a follower: the leader checked the producers; keep their state from the headers
-                follower_batches = _native.list_batches(buf, 0, -1, False)[0]
+            elif not assign_offsets and len(buf) > 61:
+                # a follower's batches: replay them into the producer state after the write
+                idempotent = _native.list_batches(buf, 0, -1, False)[0]
             first, last, maxts, off_maxts, nb, nrec = _native.assign_offsets(
-                buf, self.log_end_offset, epoch, lat, not assign_offsets, cfg["max.message.bytes"],
-                not assign_offsets)
+                buf, self.log_end_offset, epoch, lat, marker is not None or not assign_offsets,
+                cfg["max.message.bytes"], not assign_offsets)
             size = len(buf)
             seg = self._segments[-1]
             try:
@@ -414,20 +516,23 @@ class PartitionLog:
                 raise KafkaStorageError(e.errno, f"append to {seg.log_path} failed: {e.strerror}") from e
             if self.leader_epoch_cache.assign(epoch, first):
                 self._flush_epoch_cache()
-            if idempotent:
+            if marker is not None:
+                done = self.producer_state.complete_txn(marker[0], marker[1], marker[3], first,
+                                                        maxts, marker[2])
+                if done is not None and done.aborted:
+                    self._index_aborted_locked(seg, [done])
+            elif not assign_offsets:
+                if idempotent:
+                    self._index_aborted_locked(seg, self.producer_state.replay(idempotent, 0, buf))
+            elif idempotent:
                 off = first
                 for h in idempotent:
                     if h.producer_id >= 0:
                         self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
                                                    h.last_offset_delta, off, off + h.last_offset_delta,
-                                                   h.max_timestamp if lat < 0 else lat)
+                                                   h.max_timestamp if lat < 0 else lat,
+                                                   h.attributes & 0x10)
                     off += h.last_offset_delta + 1
-            elif follower_batches:
-                for h in follower_batches:
-                    if h.producer_id >= 0:
-                        self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                                   h.last_offset_delta, h.base_offset, h.last_offset,
-                                                   h.max_timestamp)
             self.log_end_offset = last + 1
             durable = cfg["flush.messages"] <= self.log_end_offset - self.recovery_point
             if not (durable or cfg.durable):
@@ -437,6 +542,18 @@ class PartitionLog:
         if durable or cfg.durable:
             self._await_sync(end)
         return AppendInfo(first, last, maxts, off_maxts, lat, nb, nrec, size)
+
+    def _index_aborted_locked(self, seg: LogSegment, done) -> None:
+        """Add the aborted ones of `done` (CompletedTxn) to `seg`'s .txnindex."""
+        from .txnindex import AbortedTxn
+        for c in done:
+            if c.aborted:
+                try:
+                    seg.txn_index.append(AbortedTxn(c.producer_id, c.first_offset, c.last_offset,
+                                                    c.last_stable_offset))
+                except OSError as e:
+                    # the marker is in the log: a later recovery rebuilds the index from it
+                    _log.error("could not write %s: %s", seg.txn_index.path, e)
 
     def _check_idempotent(self, buf):
         """Check the idempotent batches of an append (caller holds the lock).
@@ -649,7 +766,7 @@ class PartitionLog:
                 self.log_end_offset = self._segments[-1].next_offset
 
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_batch: bool = True, verify: bool = False) -> FetchInfo:
+             min_one_batch: bool = True, verify: bool = False, isolation_level: int = 0) -> FetchInfo:
         """Slices from the batch holding `start_offset`, about `max_bytes` long.
 
         Bounded by `max_offset` (default: the high watermark; a follower
@@ -658,14 +775,19 @@ class PartitionLog:
         complete batches only after checking each one's structure and CRC and
         raises CorruptRecordError (file + position) on a bad one — the
         consumer's checked read path.  OffsetOutOfRangeError outside
-        [log_start_offset, log_end_offset].
+        [log_start_offset, log_end_offset].  ``isolation_level=1``
+        (read_committed) stops at the last stable offset and fills
+        ``aborted_transactions`` for the range read; the answer always carries
+        ``last_stable_offset``.
         """
         if self._closed:
             raise ClosedError(f"log {self.dir} is closed")
         if self.read_only:
             self.refresh()
+        stable = self.last_stable_offset
         with self._lock:
             hw, lso, leo = self.high_watermark, self.log_start_offset, self.log_end_offset
+            stable = min(stable, hw)
             visible_end = min(hw, leo) if self.read_only else leo
             if start_offset < lso or start_offset > visible_end:
                 raise OffsetOutOfRangeError(
@@ -673,6 +795,8 @@ class PartitionLog:
             limit = hw if max_offset is None else min(max_offset, leo)
             if self.read_only:
                 limit = min(limit, hw)
+            if isolation_level == 1:
+                limit = min(limit, stable)
             slices: list[FileSlice] = []
             bounds: list[tuple[int, int, int]] = []  # (index position, expected first base, max position)
             if start_offset < limit:
@@ -702,7 +826,10 @@ class PartitionLog:
         if verify:
             slices = [_verified(s, b, self.gaps_allowed) for s, b in zip(slices, bounds)]
             slices = [s for s in slices if s.size > 0]
-        return FetchInfo(slices, start_offset, hw, lso, leo)
+        aborted = None
+        if isolation_level == 1:
+            aborted = self.aborted_transactions(start_offset, limit) if slices else []
+        return FetchInfo(slices, start_offset, hw, lso, leo, stable, aborted)
 
     def segments_for_range(self, start_offset: int, end_offset: int | None = None) -> list[FileSlice]:
         """FileSlices of the complete batches holding [start_offset, end_offset), capped at the HW.
@@ -827,12 +954,35 @@ class PartitionLog:
             # Kafka's truncateAndReload: snapshots above the new end go, the state is rebuilt.
             from .loader import load_producer_state
             load_producer_state(self, self.log_end_offset, self.recovery_stats, report_stale=False)
-            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            self._publish()
             self._check_offsets()
             if self.gaps_allowed:
                 from .cleaner import truncate_checkpoint
                 truncate_checkpoint(self, self.log_end_offset)
             return self.log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower behind its leader's log start (Kafka's truncateFullyAndStartAt): every
+        segment, epoch and producer snapshot goes; the log restarts empty at `offset`."""
+        self._check_writable()
+        with self._lock:
+            for seg in self._segments:
+                seg.delete()
+            seg = LogSegment(self.dir, offset, self.config, create=True)
+            self._segments, self._bases = [seg], [offset]
+            self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+            self.recovery_point = offset
+            with self._sync_cond:
+                self._synced_offset = offset
+            self.leader_epoch_cache.entries = []
+            self._flush_epoch_cache()
+            pstate.delete_snapshots(self.dir, lambda _o: True)
+            self.producer_state.clear()
+            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            if self.gaps_allowed:
+                from .cleaner import truncate_checkpoint
+                truncate_checkpoint(self, offset)
+            self._check_offsets()
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to `offset` (<= HW); returns it."""
@@ -845,7 +995,7 @@ class PartitionLog:
                 self.log_start_offset = offset
                 if self.leader_epoch_cache.truncate_from_start(offset):
                     self._flush_epoch_cache()
-                self._hw_file.publish(self.high_watermark, self.log_start_offset)
+                self._publish()
             self._delete_segments_locked(lambda seg, nxt, _total: nxt <= self.log_start_offset, "log start offset")
             self._check_offsets()
             return self.log_start_offset
@@ -904,7 +1054,7 @@ class PartitionLog:
                 if self.leader_epoch_cache.truncate_from_start(new_start):
                     self._flush_epoch_cache()
             self.high_watermark = max(self.high_watermark, self.log_start_offset)
-            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            self._publish()
             self._prune_snapshots_locked()  # snapshots below the new first segment are useless
             if self.config["file.delete.delay.ms"] == 0:
                 self._delete_pending_locked(None)

@@ -41,8 +41,20 @@ with a wrong version, a CRC mismatch or a size that does not match its count
 raises SnapshotError: it is never trusted (reported, deleted, rebuilt).
 Snapshots are written atomically (temp + fsync + rename + fsync of the dir).
 
+Transactions (Kafka's ProducerStateManager): a transactional batch (attribute
+0x10) from a producer with no open transaction opens one at its base offset
+(``currentTxnFirstOffset``, persisted in the snapshot); a COMMIT or ABORT
+marker (``complete_txn``; a control batch on replay) closes it.  A marker
+with an epoch older than the producer's is refused (InvalidProducerEpochError,
+INVALID_PRODUCER_EPOCH, as Kafka's checkProducerEpoch for transaction version
+< 2), one with an older coordinator epoch too (TRANSACTION_COORDINATOR_FENCED).
+A completed transaction stays "unstable" until the high watermark passes its
+marker (Kafka's unreplicatedTxns).  ``first_unstable_offset(hw)`` is the
+lowest first offset of an open or unreplicated transaction; the partition's
+last stable offset is min(that, HW).
+
 Expiry: ``remove_expired`` drops producers whose last timestamp is older than
-``producer.id.expiration.ms`` (no transactions yet, so none is kept for one).
+``producer.id.expiration.ms``, never one with an open transaction.
 
 Concurrency: owned by one PartitionLog and used under its lock.
 """
@@ -58,7 +70,7 @@ from .. import _native
 from ..errors import InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError
 from . import checkpoint, files
 
-__all__ = ["BatchMetadata", "ProducerStateManager", "SnapshotEntry", "SnapshotError",
+__all__ = ["BatchMetadata", "CompletedTxn", "ProducerStateManager", "SnapshotEntry", "SnapshotError",
            "delete_snapshots", "list_snapshots", "read_snapshot", "snapshot_path", "write_snapshot"]
 
 _SEQ_MOD = 1 << 31
@@ -74,6 +86,16 @@ class BatchMetadata(NamedTuple):
     last_seq: int
     first_offset: int
     last_offset: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended: [first_offset, last_offset = the marker's offset]."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+    last_stable_offset: int   # the LSO right after the marker (txnindex field)
 
 
 class SnapshotEntry(NamedTuple):
@@ -104,12 +126,22 @@ class _Entry:
         self.batches: deque[BatchMetadata] = deque(maxlen=_KEEP_BATCHES)
         self.last_timestamp = -1
         self.coordinator_epoch = -1
-        self.current_txn_first_offset = -1   # transactions: not served yet
+        self.current_txn_first_offset = -1   # first offset of the open transaction, -1: none
+
+    def bumped(self, epoch: int) -> "_Entry":
+        """This producer at a newer epoch: batches forgotten, the open transaction kept (Kafka)."""
+        e = _Entry(epoch)
+        e.last_timestamp = self.last_timestamp
+        e.coordinator_epoch = self.coordinator_epoch
+        e.current_txn_first_offset = self.current_txn_first_offset
+        return e
 
 
 class ProducerStateManager:
     def __init__(self) -> None:
         self._producers: dict[int, _Entry] = {}
+        self._ongoing: dict[int, int] = {}                 # producer id -> first offset of its open txn
+        self._unreplicated: deque[tuple[int, int]] = deque()  # (marker offset, first offset), marker order
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -151,21 +183,101 @@ class ProducerStateManager:
         return None
 
     def update(self, producer_id: int, epoch: int, base_seq: int, last_delta: int,
-               first_offset: int, last_offset: int, timestamp: int = -1) -> None:
-        """Record an appended batch (`timestamp`: its max timestamp)."""
+               first_offset: int, last_offset: int, timestamp: int = -1,
+               transactional: bool = False) -> None:
+        """Record an appended batch (`timestamp`: its max timestamp).
+
+        A transactional batch opens the producer's transaction at `first_offset`
+        unless one is open already.
+        """
         entry = self._producers.get(producer_id)
-        if entry is None or epoch > entry.epoch:
+        if entry is None:
             entry = self._producers[producer_id] = _Entry(epoch)
+        elif epoch > entry.epoch:
+            entry = self._producers[producer_id] = entry.bumped(epoch)
         entry.batches.append(BatchMetadata(base_seq, (base_seq + last_delta) % _SEQ_MOD,
                                            first_offset, last_offset))
         entry.last_timestamp = timestamp
+        if transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self._ongoing[producer_id] = first_offset
 
-    def replay(self, headers, from_offset: int) -> None:
-        """Apply the batch headers (``_native.list_batches``) of the log at or above `from_offset`."""
+    # -- transactions ------------------------------------------------------
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker from a fenced producer epoch or coordinator (nothing changes)."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker of producer {producer_id} has epoch {epoch}, older than its current epoch {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            from ..errors import api_error
+            raise api_error(52, f"marker of producer {producer_id} has coordinator epoch {coordinator_epoch}, "
+                                f"older than {entry.coordinator_epoch}")
+
+    def complete_txn(self, producer_id: int, epoch: int, coordinator_epoch: int, marker_offset: int,
+                     timestamp: int, commit: bool) -> CompletedTxn | None:
+        """Apply a marker at `marker_offset`; the transaction it ended, or None when none was open."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = _Entry(epoch)
+        elif epoch > entry.epoch:
+            entry = self._producers[producer_id] = entry.bumped(epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None
+        entry.current_txn_first_offset = -1
+        self._ongoing.pop(producer_id, None)
+        self._unreplicated.append((marker_offset, first))
+        lso = min(self._ongoing.values()) if self._ongoing else marker_offset + 1
+        return CompletedTxn(producer_id, first, marker_offset, not commit, lso)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """Lowest first offset of an open transaction or of one whose marker is not below the HW."""
+        u = self._unreplicated
+        while u and u[0][0] < high_watermark:
+            u.popleft()
+        if not u and not self._ongoing:
+            return None
+        firsts = list(self._ongoing.values())
+        if u:
+            firsts.append(min(f for _m, f in u))
+        return min(firsts)
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction."""
+        return dict(self._ongoing)
+
+    def replay(self, headers, from_offset: int, data=None) -> list[CompletedTxn]:
+        """Apply the batch headers (``_native.list_batches``) of the log at or above `from_offset`.
+
+        `data`: the bytes the headers' positions refer to, needed to read the
+        markers of control batches (without it control batches are skipped).
+        Returns the transactions the markers in `headers` completed.
+        """
+        done = []
         for h in headers:
-            if h.producer_id >= 0 and h.base_offset >= from_offset and not (h.attributes & 0x20):
+            if h.producer_id < 0 or h.base_offset < from_offset:
+                continue
+            attrs = h.attributes
+            if attrs & 0x20:
+                if data is None:
+                    continue
+                ctype, coord = _native.read_control_record(data, h.position)
+                if ctype < 0:
+                    continue  # not a transaction marker (Kafka ignores unknown control types)
+                c = self.complete_txn(h.producer_id, h.producer_epoch, coord, h.base_offset,
+                                      h.max_timestamp, ctype == 1)
+                if c is not None:
+                    done.append(c)
+            else:
                 self.update(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
-                            h.base_offset, h.base_offset + h.last_offset_delta, h.max_timestamp)
+                            h.base_offset, h.base_offset + h.last_offset_delta, h.max_timestamp,
+                            bool(attrs & 0x10))
+        return done
 
     def last_offsets(self) -> dict[int, int]:
         """producer id -> last offset of its last batch (the cleaner keeps that batch, Kafka's rule)."""
@@ -201,6 +313,7 @@ class ProducerStateManager:
     def load(self, entries) -> None:
         """Replace the state with a snapshot's entries (repeated ids: that producer's batches in order)."""
         self._producers.clear()
+        self._unreplicated.clear()
         for se in entries:
             e = self._producers.get(se.producer_id)
             if e is None or e.epoch != se.epoch:
@@ -211,6 +324,8 @@ class ProducerStateManager:
             e.last_timestamp = se.timestamp
             e.coordinator_epoch = se.coordinator_epoch
             e.current_txn_first_offset = se.current_txn_first_offset
+        self._ongoing = {pid: e.current_txn_first_offset for pid, e in self._producers.items()
+                         if e.current_txn_first_offset >= 0}
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Drop producers idle for `expiration_ms` (producer.id.expiration.ms); returns their ids."""
@@ -222,6 +337,8 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
 
 
 # -- snapshot files ---------------------------------------------------------------

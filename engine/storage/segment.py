@@ -2,8 +2,10 @@
 
 On-disk format: ``<base>.log`` holds RecordBatch v2 batches back to back,
 exactly as on the wire (layout: csrc/consts.pxi); ``<base>.index`` and
-``<base>.timeindex`` are Kafka's sparse indexes (csrc/index.pyx); an empty
-``<base>.txnindex`` is not created (Kafka creates it lazily too).
+``<base>.timeindex`` are Kafka's sparse indexes (csrc/index.pyx);
+``<base>.txnindex`` (txnindex.py) lists the transactions whose ABORT marker
+is in the segment, created with its first entry (Kafka creates it lazily too),
+renamed, truncated and deleted with the segment.
 
 Sparse-index rule (kafka-storage-format.md §6, LogSegment.append): a counter
 ``bytes_since_last_index_entry``; on each append, BEFORE adding the append's
@@ -33,6 +35,7 @@ import time
 from .. import _native
 from ..errors import CorruptRecordError
 from . import files
+from .txnindex import TransactionIndex
 
 __all__ = ["FileSlice", "LogSegment", "SegmentFile"]
 
@@ -153,6 +156,9 @@ class LogSegment:
         self.index_path = os.path.join(directory, files.segment_file(base_offset, files.INDEX_SUFFIX) + suffix)
         self.time_index_path = os.path.join(
             directory, files.segment_file(base_offset, files.TIME_INDEX_SUFFIX) + suffix)
+        self.txn_index = TransactionIndex(os.path.join(
+            directory, files.segment_file(base_offset, files.TXN_INDEX_SUFFIX) + suffix))
+        self.txn_rebuild = False  # recovered: the loader rebuilds the txnindex while replaying
         if create and os.path.exists(self.log_path) and os.path.getsize(self.log_path) > 0:
             raise FileExistsError(self.log_path)
         self.index_missing = not create and not (os.path.exists(self.index_path)
@@ -171,7 +177,7 @@ class LogSegment:
         max_index = config["segment.index.bytes"] if (writable and (create if preallocate_index is None
                                                                     else preallocate_index)) else -1
         if create and writable:
-            for p in (self.index_path, self.time_index_path):
+            for p in (self.index_path, self.time_index_path, self.txn_index.path):
                 if os.path.exists(p):
                     os.unlink(p)
         if not writable and self.index_missing:
@@ -520,6 +526,7 @@ class LogSegment:
         self.index.load_packed(r.offset_index)
         self.time_index.load_packed(r.time_index)
         self.index_missing = False
+        self.txn_rebuild = True
         truncated = size - r.valid_end
         if truncated > 0:
             os.ftruncate(self._file.fd, r.valid_end)
@@ -557,6 +564,7 @@ class LogSegment:
             return 0
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self._drop_map()
         os.ftruncate(self._file.fd, position)
         self.size = position
@@ -580,6 +588,7 @@ class LogSegment:
         _native.fdatasync(self._file.fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         self.flushed_size = max(self.flushed_size, size)
 
     def close(self) -> None:
@@ -594,7 +603,7 @@ class LogSegment:
         self._file = _ClosedFile(self.log_path)  # type: ignore[assignment]
 
     def change_suffix(self, new_suffix: str) -> None:
-        """Rename the three files (e.g. to `.deleted`)."""
+        """Rename the segment's files (e.g. to `.deleted`)."""
         for attr in ("log_path", "index_path", "time_index_path"):
             old = getattr(self, attr)
             base = old[: len(old) - len(self.suffix)] if self.suffix else old
@@ -602,6 +611,8 @@ class LogSegment:
             if os.path.exists(old):
                 os.rename(old, new)
             setattr(self, attr, new)
+        old = self.txn_index.path
+        self.txn_index.rename((old[: len(old) - len(self.suffix)] if self.suffix else old) + new_suffix)
         self.suffix = new_suffix
         f = self._file
         if f is not None and hasattr(f, "fd"):
@@ -610,7 +621,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and unlink the files (open FileSlices keep reading the unlinked inode)."""
         self.close()
-        for p in (self.log_path, self.index_path, self.time_index_path,
+        for p in (self.log_path, self.index_path, self.time_index_path, self.txn_index.path,
                   os.path.join(self.dir, files.segment_file(self.base_offset, files.TXN_INDEX_SUFFIX))):
             try:
                 os.unlink(p)

@@ -17,7 +17,7 @@ def values_of(node, topic):
     out = []
     for fs in plog.read(plog.log_start_offset, 1 << 24, max_offset=plog.log_end_offset).slices:
         recs, _ = decode_batches(fs.view())
-        out.extend(r[3] for r in recs)
+        out.extend(r[3] for r in recs if r[0] >= plog.log_start_offset)
     return out
 
 
@@ -226,3 +226,72 @@ def test_idempotent_producer_survives_a_leader_change(cluster):
     expect = [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(10)]
     assert values_of(n1, "t") == expect
     wait_until(lambda: values_of(n0, "t") == expect, what="old leader caught up as follower")
+
+
+def test_new_replica_behind_the_leaders_log_start_starts_there(cluster):
+    c = cluster(2)
+    n0, n1 = c.nodes[0], c.nodes[1]
+    n0.engine.create_topic("t", 1)
+    c.elect("t", 0, 1, [0], [0])
+    assert produce(n0.address, "t", [b"r%d" % i for i in range(10)], acks=-1) == (0, 0)
+    resp = request(n0.address, ApiKey.DELETE_RECORDS, 2, {
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 6}]}], "timeout": 5000})
+    assert resp["topics"][0]["partitions"][0]["low_watermark"] == 6
+    # node 1 is added as a replica with an empty log: offset 0 is below the leader's log start
+    n1.engine.create_topic("t", 1)
+    c.view.set_partition("t", 0, 0, 1, [0, 1], [0], 0)
+    n0.rm.become_leader("t", 0, 1, [0, 1], [0], 0)
+    n1.rm.become_follower("t", 0, 0, 1, [0, 1], 0)
+    wait_until(lambda: c.isr("t") == [0, 1], what="new replica in the ISR")
+    plog = n1.log("t")
+    assert (plog.log_start_offset, plog.log_end_offset) == (6, 10)
+    assert values_of(n1, "t") == [b"r%d" % i for i in range(6, 10)]
+
+
+def test_three_brokers_commit_with_min_isr_two(cluster):
+    c = cluster(3)
+    c.create("t", [0, 1, 2], config={"min.insync.replicas": 2})
+    leader = c.nodes[0]
+    assert produce(leader.address, "t", [b"a"], acks=-1) == (0, 0)
+    wait_until(lambda: all(c.nodes[i].log("t").log_end_offset == 1 for i in (1, 2)), what="both followers")
+    c.stop(2)
+    wait_until(lambda: c.isr("t") == [0, 1], what="ISR [0, 1]")
+    # two in-sync replicas are enough for acks=all; the HW is the ISR's
+    assert produce(leader.address, "t", [b"b", b"c"], acks=-1) == (0, 1)
+    assert leader.log("t").high_watermark == 3
+    assert c.nodes[1].log("t").log_end_offset == 3
+    c.stop(1)
+    wait_until(lambda: c.isr("t") == [0], what="ISR [0]")
+    assert produce(leader.address, "t", [b"d"], acks=-1)[0] == 19       # NOT_ENOUGH_REPLICAS
+    # both come back: they catch up and rejoin, and acks=all works again
+    for i in (1, 2):
+        node = c.start(i)
+        node.rm.become_follower("t", 0, 0, 1, [0, 1, 2], c.view.partition_epoch("t", 0))
+    wait_until(lambda: sorted(c.isr("t")) == [0, 1, 2], what="ISR [0, 1, 2]")
+    assert produce(leader.address, "t", [b"e"], acks=-1) == (0, 3)
+    for i in (1, 2):
+        wait_until(lambda: values_of(c.nodes[i], "t") == [b"a", b"b", b"c", b"e"], what=f"node {i} data")
+
+
+def test_delete_records_answers_once_every_live_replica_moved(cluster):
+    c = cluster(2)
+    c.create("t", [0, 1])
+    n0, n1 = c.nodes[0], c.nodes[1]
+    assert produce(n0.address, "t", [b"r%d" % i for i in range(5)], acks=-1) == (0, 0)
+    assert produce(n0.address, "t", [b"s%d" % i for i in range(5)], acks=-1) == (0, 5)
+    wait_until(lambda: n1.log("t").high_watermark == 10, what="follower HW 10")
+
+    def delete(offset):
+        resp = request(n0.address, ApiKey.DELETE_RECORDS, 2, {
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": offset}]}],
+            "timeout": 10000})
+        p = resp["topics"][0]["partitions"][0]
+        return p["error_code"], p["low_watermark"]
+
+    assert delete(5) == (0, 5)
+    # answered only after the follower's log start moved too (it reports it in its fetches)
+    assert n1.log("t").log_start_offset == 5
+    assert values_of(n1, "t") == [b"s%d" % i for i in range(5)]
+    # a replica that is down does not hold the answer back
+    c.stop(1)
+    assert delete(7) == (0, 7)

@@ -79,8 +79,9 @@ def test_batch_rules_of_sparks_kafka_source():
         parse_options({"path": "/x", "subscribe": "t", "startingOffsets": "latest"})
     with pytest.raises(InvalidConfigError, match="'earliest' .* not allowed for batch"):
         parse_options({"path": "/x", "subscribe": "t", "endingOffsets": '{"t":{"0":-2}}'})
-    with pytest.raises(InvalidConfigError, match="read_committed"):
-        parse_options({"path": "/x", "subscribe": "t", "kafka.isolation.level": "read_committed"})
+    assert parse_options({"path": "/x", "subscribe": "t", "kafka.isolation.level": "read_committed"}).read_committed
+    with pytest.raises(InvalidConfigError, match="'read_uncommitted' or 'read_committed'"):
+        parse_options({"path": "/x", "subscribe": "t", "kafka.isolation.level": "committed"})
 
 
 def test_unknown_topic(spark, good):
