@@ -21,7 +21,7 @@ import logging
 from ..metadata import TopicMetadata, write_partition_metadata
 
 __all__ = ["adopt_cluster_id", "ensure_local_topic", "use_cluster_producer_ids",
-           "use_cluster_topic_configs", "apply_topic_config"]
+           "use_cluster_topic_configs", "apply_topic_config", "use_cluster_auto_create"]
 
 log = logging.getLogger("engine.cluster")
 
@@ -117,3 +117,29 @@ def apply_topic_config(engine, topic: str, config: dict[str, str]) -> None:
             return
         log.info("topic %s: config overrides now %s", topic, config)
         local_alter(topic, wanted, [k for k in meta.config if k not in wanted])
+
+
+def use_cluster_auto_create(engine, member) -> None:
+    """``auto.create.topics.enable`` in cluster mode: Metadata for an unknown topic writes it to
+    ZooKeeper (num.partitions, default.replication.factor) and answers LEADER_NOT_AVAILABLE, as
+    Kafka does; the client asks again once the controller has made leaders."""
+    from ..errors import InvalidReplicationFactorError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+    from ..replica.errors import LeaderNotAvailableError
+    from . import admin
+
+    def ensure_topic(name):
+        try:
+            return engine.topic_metadata(name)
+        except UnknownTopicOrPartitionError:
+            if engine.read_only or not engine.config["auto.create.topics.enable"]:
+                raise
+        if member.view.assignment(name) is None:
+            try:
+                admin.create_topic(member, name, None, None, {}, timeout_s=0)
+                log.info("auto-created topic %s in ZooKeeper", name)
+            except TopicAlreadyExistsError:
+                pass
+            except InvalidReplicationFactorError:
+                raise
+        raise LeaderNotAvailableError(f"topic {name!r} is being created")
+    engine.ensure_topic = ensure_topic

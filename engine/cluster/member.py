@@ -148,6 +148,9 @@ class ClusterMember:
     def __init__(self, engine, broker_id: int, zookeeper: str, host: str, port: int, config=None,
                  rack: str | None = None):
         cfg = config if config is not None else engine.config
+        if host in ("", "0.0.0.0", "::"):        # a wildcard listener registers the host's name
+            import socket
+            host = socket.getfqdn()
         self.engine = engine
         self.broker_id = broker_id
         self.host, self.port, self.rack = host, port, rack

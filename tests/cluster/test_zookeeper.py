@@ -167,7 +167,7 @@ def test_no_leader_without_isr_unless_unclean(zk_client, cluster_factory, unclea
 
 
 def test_create_partitions_and_delete_topic(zk_client, cluster_factory):
-    c = cluster_factory(3)
+    c = cluster_factory(3, "--config", "default.replication.factor=2", "--config", "num.partitions=2")
     topic = f"cp-{uuid.uuid4().hex[:6]}"
     bootstrap = c.brokers[2].bootstrap
     _create(bootstrap, topic, 2, 2)
@@ -192,6 +192,17 @@ def test_create_partitions_and_delete_topic(zk_client, cluster_factory):
     for b in c.brokers.values():
         wait_for(lambda: local_config(b).get("retention.ms") in (1234567, "1234567"), timeout=10,
                  what=f"retention.ms on {b.data}")
+    # auto-creation (Metadata for an unknown topic) goes through ZooKeeper with the broker defaults
+    from confluent_kafka import Producer
+    auto = f"auto-{uuid.uuid4().hex[:6]}"
+    prod = Producer({"bootstrap.servers": c.brokers[3].bootstrap, "broker.address.family": "v4"})
+    delivered = []
+    prod.produce(auto, b"v", on_delivery=lambda err, msg: delivered.append(err))
+    prod.flush(30)
+    assert delivered == [None]
+    a2, _ = zk_json(zk_client, f"/brokers/topics/{auto}")
+    assert sorted(a2["partitions"]) == ["0", "1"] and all(len(r) == 2 for r in a2["partitions"].values())
+
     admin.delete_topics([topic], operation_timeout=20)[topic].result(30)
     assert zk_client.exists(f"/brokers/topics/{topic}") is None
     assert zk_client.exists(f"/config/topics/{topic}") is None
