@@ -151,13 +151,26 @@ class ZkStore:
                "timestamp": _now_ms(), "port": port, "version": 5}
         if rack:
             reg["rack"] = rack
-        try:
-            self.client.create(f"{BROKER_IDS}/{broker_id}", _dumps(reg), ephemeral=True)
-        except NodeExistsError:
-            data, stat = self.client.get(f"{BROKER_IDS}/{broker_id}")
+        path = f"{BROKER_IDS}/{broker_id}"
+        deadline = time.monotonic() + self.client._session_timeout / 1000.0 + 5.0
+        while True:
+            try:
+                self.client.create(path, _dumps(reg), ephemeral=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                continue
             if stat.ephemeralOwner == self.client.client_id[0]:
                 return          # ours already (a retried create after a lost answer)
             other = json.loads(data)
+            if (other.get("host"), other.get("port")) == (host, port) and time.monotonic() < deadline:
+                # our own previous incarnation (killed, restarted at once): its session is
+                # about to expire; wait for that rather than refuse to start
+                time.sleep(0.2)
+                continue
             raise ClusterError(
                 f"broker id {broker_id} is already registered in ZooKeeper at {self.connect} by "
                 f"{other.get('host')}:{other.get('port')} (session 0x{stat.ephemeralOwner:x}); "

@@ -63,6 +63,13 @@ def test_registration_and_duplicate_id(tmp_path, zk, zk_client, cluster_factory)
     # a clean stop removes the registration at once (the session is closed, not left to expire)
     c.brokers[2].stop()
     assert sorted(int(x) for x in zk_client.get_children("/brokers/ids")) == [1]
+    # killed and restarted at once on the same address: the old registration is its own previous
+    # incarnation, so the broker waits for that session to expire instead of refusing the id
+    owner = zk_client.get("/brokers/ids/1")[1].ephemeralOwner
+    b1.kill9()
+    b1.start()
+    reg, stat = zk_json(zk_client, "/brokers/ids/1")
+    assert stat.ephemeralOwner != owner and reg["port"] == b1.port
 
 
 def test_controller_failover(zk_client, cluster_factory):
