@@ -118,6 +118,17 @@ class ZkStore:
         self._connection_timeout_s = connection_timeout_s
 
     def start(self) -> "ZkStore":
+        hosts, slash, chroot = self.connect.partition("/")
+        if slash and chroot.strip("/"):       # HOST:PORT/chroot: made when absent, as Kafka does
+            boot = KazooClient(hosts=hosts, timeout=self.client._session_timeout / 1000.0)
+            try:
+                boot.start(timeout=self._connection_timeout_s)
+                boot.ensure_path("/" + chroot.strip("/"))
+            except Exception as e:
+                raise ClusterError(f"cannot connect to ZooKeeper at {hosts}: {e}") from None
+            finally:
+                boot.stop()
+                boot.close()
         try:
             self.client.start(timeout=self._connection_timeout_s)
         except Exception as e:

@@ -41,3 +41,13 @@ def test_conditional_writes_and_controller_fence(zk):
     finally:
         a.close()
         b.close()
+
+
+def test_chroot_is_created_and_used(zk, zk_client):
+    s = ZkStore(zk.connect + "/kafka/one", 6000).start()
+    try:
+        s.register_broker(7, "127.0.0.1", 1234, None)
+        assert zk_client.get_children("/kafka/one/brokers/ids") == ["7"]
+        assert zk_client.exists("/brokers/ids/7") is None
+    finally:
+        s.close()
