@@ -115,9 +115,14 @@ def test_topic_rf3_states_and_election_from_isr(zk_client, cluster_factory):
         assert st["controller_epoch"] >= 1
     assert zk_json(zk_client, f"/config/topics/{topic}")[0]["config"] == {"retention.ms": "3600000"}
     # every broker holds local logs of the topic, under the cluster's topic id
-    for b in c.brokers.values():
-        meta = open(os.path.join(b.data, f"{topic}-0", "partition.metadata")).read()
-        assert a["topic_id"] in meta
+    def local_id(b):
+        try:
+            with open(os.path.join(b.data, f"{topic}-0", "partition.metadata")) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+    for b in c.brokers.values():      # (made by the broker's watch, just after the states)
+        wait_for(lambda: a["topic_id"] in local_id(b), timeout=10, what=f"the topic id in {b.data}")
 
     c.brokers[2].kill9()
 
