@@ -97,6 +97,7 @@ class Engine:
         self._append_listeners: list = []
         self._closed = False
         self._group_coordinator = None
+        self._transaction_coordinator = None
         self._coordinator_handover = threading.Event()
         self._coordinator_handover.set()
         # The lock is taken by the LogManager before the metadata is touched.
@@ -114,9 +115,9 @@ class Engine:
     # -- lifecycle -------------------------------------------------------
     def close(self) -> None:
         """Flush, write checkpoints and the clean-shutdown marker, release the lock."""
-        coord = self._group_coordinator
-        if coord is not None and not self._closed:
-            coord.stop()        # before the logs close: it may be finishing a write
+        for coord in (self._transaction_coordinator, self._group_coordinator):
+            if coord is not None and not self._closed:
+                coord.stop()        # before the logs close: it may be finishing a write
         with self._admin:
             if self._closed:
                 return
@@ -164,54 +165,82 @@ class Engine:
             raise InvalidConfigError(f"listen must be HOST:PORT, got {listen!r}")
         return BackgroundBroker(self, host.strip("[]") or "127.0.0.1", int(port), **broker_kwargs)
 
-    async def _host_group_coordinator(self):
-        """Start this engine's group coordinator on the running loop (the broker's) when it
+    # -- coordinators (group, transaction): one of each per writable engine ---------------
+    def _coordinator_class(self, kind: str):
+        from .coordinator import GroupCoordinator, TransactionCoordinator
+        return GroupCoordinator if kind == "group" else TransactionCoordinator
+
+    def _new_coordinator(self, kind: str):
+        return self._coordinator_class(kind)(self, node_id=self.config["node.id"])
+
+    async def _host_coordinator(self, kind: str):
+        """Start this engine's `kind` coordinator on the running loop (the broker's) when it
         has none yet; returns it, or None when one already runs elsewhere."""
         self._check_writable()
-        from .coordinator import GroupCoordinator
+        attr = f"_{kind}_coordinator"
         with self._admin:
-            coord = self._group_coordinator
+            coord = getattr(self, attr)
             if coord is not None and coord.running:
                 return None
-            coord = GroupCoordinator(self, node_id=self.config["node.id"])
+            coord = self._new_coordinator(kind)
             # claims this loop and starts loading without suspending, so no other thread can
             # see a published-but-not-running coordinator and start a second one
             await coord.start_on_running_loop()
-            self._group_coordinator = coord
+            setattr(self, attr, coord)
         return coord
 
-    async def _release_group_coordinator(self, coord) -> None:
+    async def _release_coordinator(self, kind: str, coord) -> None:
         """The hosting loop is ending: stop its coordinator; the next use starts a threaded one
-        that reloads the state from __consumer_offsets (members rejoin, as after a failover).
-        Until its in-flight writes are done, other threads asking for the coordinator wait, so
-        the successor's replay sees them."""
-        self._coordinator_handover.clear()
+        that reloads the state from its internal topic (as after a failover).  Until its
+        in-flight writes are done, other threads asking for the coordinator wait, so the
+        successor's replay sees them."""
+        handover = self._coordinator_handover
+        handover.clear()
         try:
             await coord.stop_on_loop()
             with self._admin:
-                if self._group_coordinator is coord:
-                    self._group_coordinator = None
+                if getattr(self, f"_{kind}_coordinator") is coord:
+                    setattr(self, f"_{kind}_coordinator", None)
         finally:
-            self._coordinator_handover.set()
+            handover.set()
 
-    @property
-    def group_coordinator(self):
-        """The :class:`~engine.coordinator.GroupCoordinator` of this data directory (consumer
-        groups and committed offsets), started on first use; writable engines only."""
-        coord = self._group_coordinator
+    def _coordinator(self, kind: str):
+        attr = f"_{kind}_coordinator"
+        coord = getattr(self, attr)
         if coord is not None and coord.running:
             return coord
         if coord is not None and coord.on_current_loop:
             return coord            # its own loop, while it is being stopped: callers see it stopped
         self._check_writable()
         if not self._coordinator_handover.wait(60):
-            raise TimeoutError("the previous group coordinator did not finish stopping")
+            raise TimeoutError(f"the previous {kind} coordinator did not finish stopping")
         with self._admin:
             self._check_writable()
-            if self._group_coordinator is None or not self._group_coordinator.running:
-                from .coordinator import GroupCoordinator
-                self._group_coordinator = GroupCoordinator(self, node_id=self.config["node.id"]).start()
-            return self._group_coordinator
+            coord = getattr(self, attr)
+            if coord is None or not coord.running:
+                coord = self._new_coordinator(kind).start()
+                setattr(self, attr, coord)
+            return coord
+
+    async def _host_group_coordinator(self):
+        return await self._host_coordinator("group")
+
+    async def _release_group_coordinator(self, coord) -> None:
+        await self._release_coordinator("group", coord)
+
+    @property
+    def group_coordinator(self):
+        """The :class:`~engine.coordinator.GroupCoordinator` of this data directory (consumer
+        groups and committed offsets), started on first use; writable engines only."""
+        return self._coordinator("group")
+
+    @property
+    def transaction_coordinator(self):
+        """The :class:`~engine.coordinator.TransactionCoordinator` of this data directory
+        (transactional ids in ``__transaction_state``), started on first use (the broker
+        starts it on its loop); writable engines only.  In-process producers call its
+        coroutines with ``coord.call(coord.init_producer_id, "tx", 60000)`` etc."""
+        return self._coordinator("transaction")
 
     @property
     def recovery_report(self) -> list:

@@ -179,6 +179,13 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     # idempotent producers (engine.storage.producer_state)
     "producer.id.expiration.ms": (86400000, _int(1)),
     "producer.id.expiration.check.interval.ms": (600000, _int(1)),
+    # transaction coordinator (engine.coordinator.transactions)
+    "transaction.state.log.num.partitions": (50, _int(1)),
+    "transaction.max.timeout.ms": (900000, _int(1)),
+    "transactional.id.expiration.ms": (604800000, _int(1)),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (10000, _int(1)),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (3600000, _int(1)),
+    "transaction.partition.verification.enable": (True, _bool),
 }
 # Keys above that are accepted and shown but change nothing on a single node (yet).
 _NO_EFFECT_KEYS = frozenset({

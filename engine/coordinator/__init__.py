@@ -5,6 +5,9 @@
 :class:`GroupCoordinator` that runs them on its own event loop (API in its
 module docstring).  An Engine creates one on first use of
 ``Engine.group_coordinator``; the broker and in-process consumers share it.
+``transactions.py`` is the :class:`TransactionCoordinator` (``__transaction_state``,
+``txn_records.py``; ``Engine.transaction_coordinator``), ``group_txn.py`` the group
+side of transactional offset commits, ``runtime.py`` the loop/log machinery both share.
 """
 
 from .coordinator import (
@@ -27,6 +30,8 @@ from .group import (
     OffsetAndMetadata,
 )
 from .records import OFFSETS_TOPIC, partition_for
+from .transactions import TransactionCoordinator, TxnDescription, TxnListing
+from .txn_records import TRANSACTION_STATE_TOPIC
 
 __all__ = [
     "COMPLETING_REBALANCE",
@@ -45,5 +50,9 @@ __all__ = [
     "PREPARING_REBALANCE",
     "STABLE",
     "SyncGroupResult",
+    "TRANSACTION_STATE_TOPIC",
+    "TransactionCoordinator",
+    "TxnDescription",
+    "TxnListing",
     "partition_for",
 ]

@@ -2,7 +2,9 @@
 
 One coordinator per writable Engine (``Engine.group_coordinator``, created on
 first use), shared by the wire broker and in-process consumers.  It runs on
-its own event loop in a daemon thread; all group state lives on that loop.
+its own event loop in a daemon thread (or the broker's loop); all group state
+lives on that loop.  The loop, the internal-topic appends and the replay are
+runtime.py's :class:`CoordinatorRuntime`, shared with the transaction coordinator.
 
 Public API (stable; every result carries Kafka error codes, 0 = success)::
 
@@ -63,18 +65,14 @@ is deleted (tombstone).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
-import threading
-import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping
 
-from .. import _native
-from ..errors import ClosedError, CorruptRecordError, KafkaApiError, UnknownTopicOrPartitionError
-from ..storage.segment import FileSlice
 from . import records as rec
+from .group_store import GroupStoreMixin
+from .group_txn import TxnOffsetsMixin
+from .runtime import CoordinatorRuntime, storage_code, wall_ms
 from .group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -83,7 +81,6 @@ from .group import (
     STABLE,
     GroupMetadata,
     MemberMetadata,
-    OffsetAndMetadata,
 )
 
 __all__ = [
@@ -98,106 +95,23 @@ __all__ = [
 
 log = logging.getLogger("engine.coordinator")
 
-# Kafka error codes used here
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-OFFSET_METADATA_TOO_LARGE = 12
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-INVALID_COMMIT_OFFSET_SIZE = 28
-INVALID_REQUEST = 42
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_INSTANCE_ID = 82
-GROUP_SUBSCRIBED_TO_TOPIC = 86
+from .group_results import (COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, INVALID_REQUEST, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, NONE, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID)
+from .group_results import (GroupDescription, GroupListing, JoinGroupResult, LeaveGroupResult,
+                            MemberDescription, SyncGroupResult, _resolve)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000      # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
-_LONG_MAX = (1 << 63) - 1
-_BATCH_HEADER = 61
-_LOADING, _LOADED = "loading", "loaded"
 
 
-class JoinGroupResult(NamedTuple):
-    error_code: int
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    member_id: str = ""
-    members: list = []          # leader only: [(member_id, group_instance_id, metadata bytes)]
-    skip_assignment: bool = False
-
-
-class SyncGroupResult(NamedTuple):
-    error_code: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-class LeaveGroupResult(NamedTuple):
-    error_code: int
-    members: list = []          # [(member_id, group_instance_id, error_code)]
-
-
-class MemberDescription(NamedTuple):
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-class GroupDescription(NamedTuple):
-    group_id: str
-    error_code: int
-    state: str
-    protocol_type: str
-    protocol_name: str
-    members: list               # [MemberDescription]
-
-
-class GroupListing(NamedTuple):
-    group_id: str
-    protocol_type: str
-    state: str
-
-
-@dataclass
-class _Partition:
-    state: str
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _resolve(fut, value) -> None:
-    if fut is not None and not fut.done():
-        fut.set_result(value)
-
-
-class GroupCoordinator:
+class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
     """See the module docstring.  ``clock`` gives wall time in ms (commit and state
     timestamps, offset expiry); timers (session, rebalance, delay) use the loop clock."""
 
-    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = _wall_ms):
+    TOPIC = rec.OFFSETS_TOPIC
+    NAME = "group-coordinator"
+
+    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms):
+        super().__init__(engine, node_id=node_id, clock=clock)
         cfg = engine.config
-        self.engine = engine
-        self.node_id = node_id
-        self.clock = clock
         self.initial_rebalance_delay_ms = cfg["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms = cfg["group.min.session.timeout.ms"]
         self.max_session_timeout_ms = cfg["group.max.session.timeout.ms"]
@@ -206,228 +120,23 @@ class GroupCoordinator:
         self.retention_ms = cfg["offsets.retention.minutes"] * 60_000
         self.retention_check_interval_ms = cfg["offsets.retention.check.interval.ms"]
         self.max_metadata_bytes = cfg["offset.metadata.max.bytes"]
-        self.load_errors: list[CorruptRecordError] = []
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._groups: dict[str, GroupMetadata] = {}
-        self._partitions: dict[int, _Partition] = {}
-        self._num_partitions: int | None = None
-        self._topic_lock: asyncio.Lock | None = None
-        self._tasks: set[asyncio.Task] = set()
         self._expire_timer = None
-        self._stopped = False
-        self._owns_thread = True
-        self._creating: asyncio.Task | None = None
 
-    # -- lifecycle and the thread-safe facade ---------------------------------------------
-    def start(self) -> "GroupCoordinator":
-        """Start the loop thread and begin loading the partitions of ``__consumer_offsets``."""
-        if self._thread is not None:
-            return self
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(loop)
-            self.loop = loop
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                try:
-                    loop.run_until_complete(loop.shutdown_asyncgens())
-                finally:
-                    loop.close()
-
-        self._thread = threading.Thread(target=run, name="group-coordinator", daemon=True)
-        self._thread.start()
-        ready.wait()
-        self.call(self._startup, timeout=60)
-        return self
-
-    async def start_on_running_loop(self) -> "GroupCoordinator":
-        """Run on the calling (already running) loop instead of a thread of its own — the
-        broker's, so its group requests need no hop between threads.  Its owner must
-        ``await stop_on_loop()`` before that loop ends."""
-        if self._thread is not None:
-            return self
-        self.loop = asyncio.get_running_loop()
-        self._thread = threading.current_thread()
-        self._owns_thread = False
-        await self._startup()
-        return self
-
-    async def stop_on_loop(self) -> None:
-        """:meth:`stop` for a coordinator started with :meth:`start_on_running_loop`."""
-        if self._stopped:
-            return
-        self._stopped = True
-        await self._shutdown()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Answer pending joins/syncs with NOT_COORDINATOR, finish in-flight writes, stop the thread."""
-        if self._thread is None or self._stopped:
-            return
-        if not self._owns_thread:
-            if threading.current_thread() is self._thread:
-                # on the hosting loop itself (its owner did not await stop_on_loop): stop taking
-                # requests and answer waiting members now; in-flight appends finish on their own
-                self._stopped = True
-                if self._expire_timer is not None:
-                    self._expire_timer.cancel()
-                for p in list(self._partitions):
-                    self._drop_partition_state(p)
-                return
-            try:
-                asyncio.run_coroutine_threadsafe(self.stop_on_loop(), self.loop).result(timeout)
-            except RuntimeError:        # that loop is gone already
-                self._stopped = True
-            return
-        try:
-            asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(timeout)
-        finally:
-            self._stopped = True
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout)
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and not self._stopped
-
-    @property
-    def on_current_loop(self) -> bool:
-        """True when the caller runs on the coordinator's loop (await its methods directly)."""
-        try:
-            return asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            return False
-
-    def submit(self, coro_fn, *args, **kwargs) -> concurrent.futures.Future:
-        """Run ``coro_fn(*args, **kwargs)`` on the coordinator loop; a concurrent future."""
-        if not self.running:
-            raise ClosedError("the group coordinator is stopped")
-        return asyncio.run_coroutine_threadsafe(coro_fn(*args, **kwargs), self.loop)
-
-    def call(self, coro_fn, *args, timeout: float | None = None, **kwargs) -> Any:
-        """Blocking form of :meth:`submit` for threads other than the coordinator's."""
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("GroupCoordinator.call from the coordinator's own loop would deadlock")
-        return self.submit(coro_fn, *args, **kwargs).result(timeout)
-
-    def wait_loaded(self, timeout: float = 30.0) -> None:
-        """Block until every partition of ``__consumer_offsets`` that exists is loaded."""
-        deadline = time.monotonic() + timeout
-        while True:
-            states = self.call(self._partition_states, timeout=timeout)
-            if all(s == _LOADED for s in states.values()):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError("__consumer_offsets is still loading")
-            time.sleep(0.01)
-
-    async def _partition_states(self) -> dict[int, str]:
-        return {p: st.state for p, st in self._partitions.items()}
-
-    async def _startup(self) -> None:
-        self._topic_lock = asyncio.Lock()
-        try:
-            meta = self.engine.topic_metadata(rec.OFFSETS_TOPIC)
-        except UnknownTopicOrPartitionError:
-            meta = None
-        if meta is not None:
-            self._num_partitions = meta.partitions
-            for p in range(meta.partitions):
-                self._partitions[p] = _Partition(_LOADING)
-                self._spawn(self.load_partition(p))
+    # -- runtime hooks -------------------------------------------------------------------
+    async def _on_startup(self) -> None:
         self._schedule_expiry()
 
-    async def _shutdown(self) -> None:
+    def _cancel_timers(self) -> None:
         if self._expire_timer is not None:
             self._expire_timer.cancel()
-        for p in list(self._partitions):
-            self._drop_partition_state(p)
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=10)
-
-    def _spawn(self, coro) -> asyncio.Task:
-        task = self.loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator task failed", exc_info=task.exception())
-
-    # -- routing ---------------------------------------------------------------------
-    def partition_for(self, group_id: str) -> int:
-        n = self._num_partitions or self.configured_partitions
-        return rec.partition_for(group_id, n)
-
-    async def _ensure_topic(self) -> None:
-        if self._num_partitions is not None:
-            return
-        async with self._topic_lock:
-            if self._num_partitions is not None:
-                return
-            eng = self.engine
-            n = self.configured_partitions
-
-            def create():
-                try:
-                    eng.create_topic(rec.OFFSETS_TOPIC, n, {
-                        "cleanup.policy": "compact", "segment.bytes": 104857600,
-                        "compression.type": "producer"})
-                except KafkaApiError as e:
-                    if e.code != 36:           # TOPIC_ALREADY_EXISTS: someone made it meanwhile
-                        raise
-                return eng.topic_metadata(rec.OFFSETS_TOPIC).partitions
-
-            count = await self.loop.run_in_executor(None, create)
-            for p in range(count):
-                self._partitions.setdefault(p, _Partition(_LOADED))
-            self._num_partitions = count
-            log.info("created %s with %d partitions", rec.OFFSETS_TOPIC, count)
-
-    async def _route(self, group_id: str) -> tuple[int, int]:
-        """(error code, partition) for a request about `group_id`."""
-        if self._stopped:
-            return NOT_COORDINATOR, -1
-        try:
-            await self._ensure_topic()
-        except Exception:
-            log.exception("could not create %s", rec.OFFSETS_TOPIC)
-            return COORDINATOR_NOT_AVAILABLE, -1
-        p = self.partition_for(group_id)
-        st = self._partitions.get(p)
-        if st is None:
-            return NOT_COORDINATOR, p
-        if st.state == _LOADING:
-            return COORDINATOR_LOAD_IN_PROGRESS, p
-        return NONE, p
 
     async def find_coordinator(self, key: str, key_type: int = 0) -> tuple[int, str | None]:
-        """Whether this node coordinates `key` (creates ``__consumer_offsets`` on first use).
-
-        key_type 0 = group; 1 = transaction: COORDINATOR_NOT_AVAILABLE, there is no
-        transaction coordinator yet.  Loading partitions are still this node's
-        (the client's next request gets COORDINATOR_LOAD_IN_PROGRESS), as in Kafka.
-        """
-        if key_type == 1:
-            return COORDINATOR_NOT_AVAILABLE, "transactions are not served by this broker yet"
+        """Whether this node coordinates group `key` (creates ``__consumer_offsets`` on first
+        use).  Key type 1 (transactions) is the TransactionCoordinator's."""
         if key_type != 0:
-            return INVALID_REQUEST, f"key type {key_type} is not supported"
-        if self._num_partitions is None and not self._stopped:
-            # Kafka: the first lookup starts creating the topic and answers "not available";
-            # the client retries (its connection is not held up behind 50 partition creations)
-            if self._creating is None or self._creating.done():
-                self._creating = self._spawn(self._ensure_topic())
-            return COORDINATOR_NOT_AVAILABLE, f"{rec.OFFSETS_TOPIC} is being created"
-        err, _ = await self._route(key)
-        if err == COORDINATOR_LOAD_IN_PROGRESS:
-            err = NONE
-        return err, None
+            return INVALID_REQUEST, f"key type {key_type} is not a group"
+        return await self._find(key)
 
     # -- JoinGroup -------------------------------------------------------------------
     async def join_group(self, group_id: str, member_id: str, *, protocol_type: str,
@@ -601,7 +310,7 @@ class GroupCoordinator:
             await self._append(group.partition, [(rec.encode_group_metadata_key(group.group_id),
                                                   rec.encode_group_metadata(group))])
         except Exception as e:
-            _resolve(fut, JoinGroupResult(_storage_code(e), member_id=member.member_id))
+            _resolve(fut, JoinGroupResult(storage_code(e, rec.OFFSETS_TOPIC), member_id=member.member_id))
             return
         _resolve(fut, self._current_join_result(group, member.member_id, skip=True))
 
@@ -792,7 +501,7 @@ class GroupCoordinator:
                                                   rec.encode_group_metadata(group, assignments))])
         except Exception as e:
             log.warning("group %s: storing generation %d failed: %s", group.group_id, generation, e)
-            error = _storage_code(e)
+            error = storage_code(e, rec.OFFSETS_TOPIC)
         if group.state != COMPLETING_REBALANCE or group.generation_id != generation:
             return
         if error:
@@ -874,481 +583,3 @@ class GroupCoordinator:
                     code = UNKNOWN_MEMBER_ID
             out.append((member_id, instance_id, code))
         return LeaveGroupResult(NONE, out)
-
-    # -- offsets -------------------------------------------------------------------
-    async def commit_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], Any], *,
-                             generation_id: int = -1, member_id: str = "",
-                             group_instance_id: str | None = None,
-                             retention_ms: int = -1) -> dict[tuple[str, int], int]:
-        tps = list(offsets)
-        member_id = member_id or ""
-
-        def all_(code: int) -> dict[tuple[str, int], int]:
-            return {tp: code for tp in tps}
-
-        if not group_id:
-            return all_(INVALID_GROUP_ID)
-        err, p = await self._route(group_id)
-        if err:
-            return all_(err)
-        group = self._groups.get(group_id)
-        member = None
-        if group is None:
-            if generation_id >= 0 or member_id or group_instance_id is not None:
-                return all_(ILLEGAL_GENERATION if not member_id else UNKNOWN_MEMBER_ID)
-            group = self._new_group(group_id, p)
-        elif group.state == DEAD:
-            return all_(COORDINATOR_NOT_AVAILABLE)
-        elif generation_id < 0 and not member_id and group_instance_id is None:
-            if group.state != EMPTY:
-                return all_(UNKNOWN_MEMBER_ID)    # a simple commit to a group with live members
-        else:
-            err = self._validate_member(group, member_id, group_instance_id)
-            if err:
-                return all_(err)
-            if generation_id != group.generation_id:
-                return all_(ILLEGAL_GENERATION)
-            if group.state == COMPLETING_REBALANCE:
-                return all_(REBALANCE_IN_PROGRESS)
-            member = group.members[member_id]
-        now = self.clock()
-        result: dict[tuple[str, int], int] = {}
-        records = []
-        staged: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for tp in tps:
-            om = _as_offset(offsets[tp], now, retention_ms)
-            if len(om.metadata.encode()) > self.max_metadata_bytes:
-                result[tp] = OFFSET_METADATA_TOO_LARGE
-                continue
-            if not self._partition_exists(*tp):
-                result[tp] = UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            result[tp] = NONE
-            staged[tp] = om
-            records.append((rec.encode_offset_commit_key(group_id, tp[0], tp[1]), rec.encode_offset_commit(om)))
-        if member is not None:
-            self._schedule_heartbeat(group, member)
-        if records:
-            try:
-                await self._append(p, records)
-            except Exception as e:
-                code = _storage_code(e)
-                for tp in staged:
-                    result[tp] = code
-                return result
-            if self._groups.get(group_id) is group and group.state != DEAD:
-                group.offsets.update(staged)
-        return result
-
-    def _partition_exists(self, topic: str, partition: int) -> bool:
-        try:
-            return 0 <= partition < self.engine.topic_metadata(topic).partitions
-        except KafkaApiError:
-            return False
-
-    async def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
-                            ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata]]:
-        err, _ = await self._route(group_id)
-        if err:
-            return err, {}
-        group = self._groups.get(group_id)
-        committed = group.offsets if group is not None and group.state != DEAD else {}
-        if partitions is None:
-            return NONE, dict(committed)
-        missing = OffsetAndMetadata(-1, -1, "", -1)
-        return NONE, {tp: committed.get(tp, missing) for tp in partitions}
-
-    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
-                             ) -> tuple[int, dict[tuple[str, int], int]]:
-        partitions = list(partitions)
-        err, p = await self._route(group_id)
-        if err:
-            return err, {}
-        group = self._groups.get(group_id)
-        if group is None or group.state == DEAD:
-            return GROUP_ID_NOT_FOUND, {}
-        result: dict[tuple[str, int], int] = {}
-        if group.state == EMPTY:
-            deletable = list(partitions)
-        elif group.protocol_type == "consumer":
-            deletable = []
-            for tp in partitions:
-                if group.is_subscribed_to(tp[0]):
-                    result[tp] = GROUP_SUBSCRIBED_TO_TOPIC
-                else:
-                    deletable.append(tp)
-        else:
-            return NON_EMPTY_GROUP, {}
-        to_delete = [tp for tp in deletable if tp in group.offsets]
-        if to_delete:
-            try:
-                await self._append(p, [(rec.encode_offset_commit_key(group_id, t, q), None) for t, q in to_delete])
-            except Exception as e:
-                code = _storage_code(e)
-                return NONE, {**result, **{tp: code for tp in deletable}}
-            for tp in to_delete:
-                group.offsets.pop(tp, None)
-        for tp in deletable:
-            result[tp] = NONE
-        return NONE, {tp: result[tp] for tp in partitions}
-
-    # -- admin -------------------------------------------------------------------------
-    async def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
-        out = []
-        for gid in group_ids:
-            err, _ = await self._route(gid)
-            group = self._groups.get(gid)
-            if err:
-                out.append(GroupDescription(gid, err, "", "", "", []))
-            elif group is None or group.state == DEAD:
-                out.append(GroupDescription(gid, NONE, DEAD, "", "", []))
-            elif group.state == STABLE:
-                out.append(GroupDescription(gid, NONE, group.state, group.protocol_type or "",
-                                            group.protocol_name or "", [
-                    MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                      m.metadata(group.protocol_name), m.assignment)
-                    for m in group.members.values()]))
-            else:
-                out.append(GroupDescription(gid, NONE, group.state, group.protocol_type or "", "", [
-                    MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"")
-                    for m in group.members.values()]))
-        return out
-
-    async def list_groups(self, states: Iterable[str] | None = None) -> tuple[int, list[GroupListing]]:
-        wanted = {s.lower() for s in states} if states else None
-        error = NONE
-        if any(st.state == _LOADING for st in self._partitions.values()):
-            error = COORDINATOR_LOAD_IN_PROGRESS
-        out = []
-        for g in self._groups.values():
-            st = self._partitions.get(g.partition)
-            if st is None or st.state != _LOADED or g.state == DEAD:
-                continue
-            if wanted is not None and g.state.lower() not in wanted:
-                continue
-            out.append(GroupListing(g.group_id, g.protocol_type or "", g.state))
-        return error, out
-
-    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for gid in group_ids:
-            err, p = await self._route(gid)
-            if err:
-                out[gid] = err
-                continue
-            group = self._groups.get(gid)
-            if group is None or group.state == DEAD:
-                out[gid] = GROUP_ID_NOT_FOUND
-                continue
-            if group.state != EMPTY:
-                out[gid] = NON_EMPTY_GROUP
-                continue
-            def decide(group=group, gid=gid):
-                # under the append lock, so an offset committed meanwhile gets its tombstone too
-                if group.state != EMPTY:
-                    return []
-                records = [(rec.encode_offset_commit_key(gid, t, q), None) for t, q in group.offsets]
-                records.append((rec.encode_group_metadata_key(gid), None))
-                return records
-
-            try:
-                if not await self._append(p, None, decide=decide):
-                    out[gid] = NON_EMPTY_GROUP
-                    continue
-            except Exception as e:
-                out[gid] = _storage_code(e)
-                continue
-            self._delete_group(group)
-            out[gid] = NONE
-        return out
-
-    def _delete_group(self, group: GroupMetadata) -> None:
-        for attr in ("join_timer", "sync_timer"):
-            self._cancel(group, attr)
-        for t in group.pending_timers.values():
-            t.cancel()
-        group.pending_timers.clear()
-        for m in list(group.members.values()):
-            self._drop_member(group, m)
-        group.transition_to(DEAD, self.clock())
-        group.offsets.clear()
-        if self._groups.get(group.group_id) is group:
-            del self._groups[group.group_id]
-
-    # -- offsets retention ------------------------------------------------------------------
-    def _schedule_expiry(self) -> None:
-        self._expire_timer = self.loop.call_later(self.retention_check_interval_ms / 1000, self._expiry_tick)
-
-    def _expiry_tick(self) -> None:
-        self._spawn(self.expire_offsets())
-        self._schedule_expiry()
-
-    async def expire_offsets(self) -> int:
-        """Delete expired committed offsets (and Empty groups left without any); returns how many offsets."""
-        now = self.clock()
-        total = 0
-        for group in list(self._groups.values()):
-            st = self._partitions.get(group.partition)
-            if st is None or st.state != _LOADED or group.state == DEAD:
-                continue
-            if not self._expired_offsets(group, now):
-                continue
-            plan: dict = {}
-
-            def decide(group=group, plan=plan):
-                # under the append lock: commits that were in flight are in memory by now
-                expired = self._expired_offsets(group, self.clock())
-                plan["judged"] = {tp: group.offsets.get(tp) for tp in expired}
-                plan["delete"] = group.state == EMPTY and not group.members and \
-                    len(expired) == len(group.offsets)
-                records = [(rec.encode_offset_commit_key(group.group_id, t, q), None) for t, q in expired]
-                if records and plan["delete"]:
-                    records.append((rec.encode_group_metadata_key(group.group_id), None))
-                return records
-
-            try:
-                if not await self._append(group.partition, None, decide=decide):
-                    continue
-            except Exception:
-                log.exception("group %s: expiring offsets failed", group.group_id)
-                continue
-            expired = list(plan["judged"])
-            delete_group = plan["delete"]
-            for tp, judged in plan["judged"].items():
-                if group.offsets.get(tp) is judged:     # a later commit stays
-                    group.offsets.pop(tp, None)
-            total += len(expired)
-            if expired:
-                log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
-            if delete_group and group.state == EMPTY and not group.offsets:
-                self._delete_group(group)
-        return total
-
-    def _expired_offsets(self, group: GroupMetadata, now: int) -> list[tuple[str, int]]:
-        retention = self.retention_ms
-
-        def expired(om: OffsetAndMetadata, base: int) -> bool:
-            if om.expire_timestamp >= 0:
-                return now >= om.expire_timestamp
-            return base + retention <= now
-
-        if group.state == EMPTY:
-            if group.protocol_type is not None and group.current_state_timestamp >= 0:
-                return [tp for tp, om in group.offsets.items() if expired(om, group.current_state_timestamp)]
-            return [tp for tp, om in group.offsets.items() if expired(om, om.commit_timestamp)]
-        if group.state == STABLE and group.protocol_type == "consumer":
-            topics = group.subscribed_topics()
-            if topics is not None:
-                return [tp for tp, om in group.offsets.items()
-                        if tp[0] not in topics and expired(om, om.commit_timestamp)]
-        return []
-
-    # -- the log -------------------------------------------------------------------------
-    async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]] | None,
-                      decide: Callable[[], list] | None = None) -> bool:
-        """Append one batch to our partition of __consumer_offsets; raises what the append raised.
-
-        With ``decide``, the records are computed by ``decide()`` under the partition's
-        append lock — after every earlier append has also updated memory — so a decision
-        made from in-memory state (expiry, group deletion) cannot overtake a commit that
-        was in flight.  Returns False when ``decide`` found nothing to write."""
-        st = self._partitions.get(partition)
-        if st is None or st.state != _LOADED:
-            raise _NotCoordinator(f"partition {partition} of {rec.OFFSETS_TOPIC} is not loaded here")
-        async with st.lock:
-            if self._partitions.get(partition) is not st:
-                raise _NotCoordinator(f"partition {partition} of {rec.OFFSETS_TOPIC} moved away")
-            if decide is not None:
-                records = decide()
-                if not records:
-                    return False
-            plog = self.engine.log(rec.OFFSETS_TOPIC, partition)
-            b = _native.BatchBuilder()
-            now = self.clock()
-            for key, value in records:
-                b.append(value, key, None, now)
-            buf = b.build(0)
-            if plog.config["flush.messages"] < _LONG_MAX:
-                await self.loop.run_in_executor(None, plog.append, buf)
-            else:
-                plog.append(buf)
-        self.engine.notify_appended()
-        return True
-
-    async def load_partition(self, partition: int) -> None:
-        """Become coordinator for `partition`: replay it into memory (requests for its groups
-        get COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
-        st = self._partitions.get(partition)
-        if st is None or st.state == _LOADED:
-            st = self._partitions[partition] = _Partition(_LOADING)
-        async with st.lock:
-            try:
-                offsets, groups, errors = await self.loop.run_in_executor(None, self._read_partition, partition)
-            except Exception:
-                log.exception("loading partition %d of %s failed", partition, rec.OFFSETS_TOPIC)
-                del self._partitions[partition]
-                raise
-        for e in errors:
-            log.error("%s-%d: %s (skipped; the other records of the partition are loaded)",
-                      rec.OFFSETS_TOPIC, partition, e)
-        self.load_errors.extend(errors)
-        for gid in set(offsets) | set(groups):
-            group = self._restore_group(gid, partition, groups.get(gid), offsets.get(gid, {}))
-            if group is not None:
-                self._groups[gid] = group
-                for m in group.members.values():
-                    self._schedule_heartbeat(group, m)
-        if self._partitions.get(partition) is st:
-            st.state = _LOADED
-        n = sum(1 for g in self._groups.values() if g.partition == partition)
-        if n:
-            log.info("loaded %d groups from %s-%d", n, rec.OFFSETS_TOPIC, partition)
-
-    async def unload_partition(self, partition: int) -> None:
-        """Stop coordinating `partition`: its groups leave memory; pending joins and syncs get
-        NOT_COORDINATOR (clients look the coordinator up again)."""
-        st = self._partitions.get(partition)
-        if st is None:
-            return
-        async with st.lock:
-            self._drop_partition_state(partition)
-
-    def _drop_partition_state(self, partition: int) -> None:
-        self._partitions.pop(partition, None)
-        for group in [g for g in self._groups.values() if g.partition == partition]:
-            for attr in ("join_timer", "sync_timer"):
-                self._cancel(group, attr)
-            for t in group.pending_timers.values():
-                t.cancel()
-            for m in group.members.values():
-                if m.heartbeat_timer is not None:
-                    m.heartbeat_timer.cancel()
-                _resolve(m.join_future, JoinGroupResult(NOT_COORDINATOR, member_id=m.member_id))
-                _resolve(m.sync_future, SyncGroupResult(NOT_COORDINATOR))
-                m.join_future = m.sync_future = None
-            del self._groups[group.group_id]
-
-    def _restore_group(self, gid: str, partition: int, meta: rec.GroupMetadataRecord | None,
-                       offsets: dict) -> GroupMetadata | None:
-        if meta is None and not offsets:
-            return None
-        group = GroupMetadata(gid, partition, current_state_timestamp=self.clock())
-        if meta is not None:
-            group.generation_id = meta.generation
-            group.protocol_type = meta.protocol_type or None
-            group.protocol_name = meta.protocol
-            group.leader_id = meta.leader
-            if meta.current_state_timestamp >= 0:
-                group.current_state_timestamp = meta.current_state_timestamp
-            for mr in meta.members:
-                m = MemberMetadata(mr.member_id, mr.group_instance_id, mr.client_id, mr.client_host,
-                                   mr.rebalance_timeout_ms, mr.session_timeout_ms, meta.protocol_type,
-                                   [(meta.protocol or "", mr.subscription)], mr.assignment)
-                group.members[m.member_id] = m
-                if m.group_instance_id is not None:
-                    group.static_members[m.group_instance_id] = m.member_id
-            if group.members:
-                group.state = STABLE
-                if group.leader_id not in group.members:
-                    group.leader_id = next(iter(group.members))
-            else:
-                group.leader_id = None
-        group.offsets.update(offsets)
-        return group
-
-    def _read_partition(self, partition: int):
-        """Replay one partition (executor thread; only reads).  Returns
-        ({group: {tp: OffsetAndMetadata}}, {group: GroupMetadataRecord}, [CorruptRecordError])."""
-        plog = self.engine.log(rec.OFFSETS_TOPIC, partition)
-        offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-        groups: dict[str, rec.GroupMetadataRecord | None] = {}
-        errors: list[CorruptRecordError] = []
-        lso, hw = plog.log_start_offset, plog.high_watermark
-        for seg in plog.segments:
-            size = seg.size
-            if size == 0 or seg.base_offset >= hw:
-                continue
-            path = seg.log_path
-            data = FileSlice(seg.file, 0, size).read()
-            pos = 0
-            while pos + _BATCH_HEADER <= size:
-                try:
-                    h = _native.read_header(data, pos)
-                    total = h.size
-                    if h.batch_length < _BATCH_HEADER - 12 or pos + total > size:
-                        raise CorruptRecordError(f"batch length {h.batch_length} runs past the segment",
-                                                 path, pos)
-                except CorruptRecordError as e:
-                    errors.append(CorruptRecordError(e.reason, path, pos))
-                    break           # no trustworthy length: the rest of this segment is unreadable
-                if h.next_offset <= lso:
-                    pos += total
-                    continue
-                if h.base_offset >= hw:
-                    break
-                try:
-                    records = _native.decode_batch(data, pos, True, path)
-                except CorruptRecordError as e:
-                    errors.append(CorruptRecordError(e.reason, path, pos))
-                    pos += total
-                    continue
-                if not h.is_control:
-                    for _off, _ts, key, value, _headers in records:
-                        try:
-                            self._replay(key, value, offsets, groups)
-                        except CorruptRecordError as e:
-                            errors.append(CorruptRecordError(e.reason, path, pos))
-                pos += total
-        return offsets, {g: m for g, m in groups.items() if m is not None}, errors
-
-    @staticmethod
-    def _replay(key, value, offsets: dict, groups: dict) -> None:
-        if key is None:
-            raise CorruptRecordError("record without a key")
-        k = rec.decode_key(key)
-        if k[0] == "offset":
-            _, gid, topic, part = k
-            if value is None:
-                offsets.get(gid, {}).pop((topic, part), None)
-            else:
-                offsets.setdefault(gid, {})[(topic, part)] = rec.decode_offset_commit(value)
-        elif k[0] == "group":
-            gid = k[1]
-            if value is None:
-                # as Kafka's loader: the group's offsets go only with their own tombstones
-                # (deleting or expiring a group writes one per offset before this one)
-                groups[gid] = None
-            else:
-                groups[gid] = rec.decode_group_metadata(value)
-        # other key versions (KIP-848 consumer groups, share groups, ...) are not ours: skipped
-
-
-class _NotCoordinator(KafkaApiError):
-    code, retriable, name = NOT_COORDINATOR, True, "NOT_COORDINATOR"
-
-
-def _storage_code(e: BaseException) -> int:
-    """Kafka's mapping of a failed __consumer_offsets append to a group error code."""
-    if isinstance(e, KafkaApiError):
-        if e.code in (10, 18):                  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
-            return INVALID_COMMIT_OFFSET_SIZE
-        if e.code in (NOT_COORDINATOR,):
-            return NOT_COORDINATOR
-        return COORDINATOR_NOT_AVAILABLE        # storage errors, unknown partition, closed log
-    log.error("__consumer_offsets append failed", exc_info=e)
-    return COORDINATOR_NOT_AVAILABLE
-
-
-def _as_offset(value, now: int, retention_ms: int) -> OffsetAndMetadata:
-    if isinstance(value, OffsetAndMetadata):
-        om = value
-    elif isinstance(value, int):
-        om = OffsetAndMetadata(value)
-    else:
-        t = tuple(value)
-        om = OffsetAndMetadata(t[0], t[1] if len(t) > 1 else -1, (t[2] if len(t) > 2 else "") or "")
-    commit_ts = om.commit_timestamp if om.commit_timestamp >= 0 else now
-    expire = om.expire_timestamp
-    if retention_ms >= 0 and expire < 0:
-        expire = commit_ts + retention_ms
-    return OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata or "", commit_ts, expire)

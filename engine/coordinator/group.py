@@ -129,6 +129,9 @@ class GroupMetadata:
     pending_members: set[str] = field(default_factory=set)
     static_members: dict[str, str] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # transactional offset commits (TxnOffsetCommit) written but not yet committed or
+    # aborted by a transaction marker: {producer_id: {(topic, partition): OffsetAndMetadata}}
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     current_state_timestamp: int = -1
     new_member_added: bool = False
     pending_sync: set[str] = field(default_factory=set)

@@ -122,6 +122,12 @@ class ApiKey:
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
+    # transactions (engine/server/txn_handlers.py)
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
 
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
@@ -135,7 +141,9 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "Api
              29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 33: "AlterConfigs",
              35: "DescribeLogDirs", 43: "ElectLeaders", 45: "AlterPartitionReassignments",
              46: "ListPartitionReassignments", 65: "DescribeTransactions", 66: "ListTransactions",
-             75: "DescribeTopicPartitions"}
+             75: "DescribeTopicPartitions",
+             24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
+             28: "TxnOffsetCommit"}
 
 # api_key -> (min, max) we serve
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -178,12 +186,19 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    # transactions (engine/server/txn_handlers.py), Kafka 4.0's ranges
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 5),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
 }
 
 # api_key -> first flexible version (Kafka 4.x, unchanged)
 FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 37: 2, 44: 1,
                  60: 0, 61: 0, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2, 47: 1 << 15,
-                 29: 2, 30: 2, 31: 2, 33: 2, 35: 2, 43: 2, 45: 0, 46: 0, 65: 0, 66: 0, 75: 0}
+                 29: 2, 30: 2, 31: 2, 33: 2, 35: 2, 43: 2, 45: 0, 46: 0, 65: 0, 66: 0, 75: 0,
+                 24: 3, 25: 3, 26: 3, 27: 1, 28: 3}
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -216,7 +231,8 @@ def ignore_trailing(r: Reader, api_key: int, version: int) -> None:
 # kraft.version 0-1, metadata.version 7-25 and eligible.leader.replicas.version 0-1, and finalizes
 # group.version 1, transaction.version 2, kraft.version 1 and its metadata.version.  This broker:
 # * group.version 0 only: the classic group protocol; KIP-848 (level 1) is not served;
-# * transaction.version 0 only: no KIP-890 transactions (none are served at all yet);
+# * transaction.version 0 only: transactions as Kafka serves clients at level 0 (KIP-890 part 1
+#   verification yes; part 2, an epoch bump per transaction, no);
 # * no kraft.version / metadata.version: there is no KRaft quorum and no metadata log whose
 #   record format such a level would name; no eligible.leader.replicas.version: no replication.
 # Every level in force is 0, and Kafka leaves level-0 features out of the finalized list, so

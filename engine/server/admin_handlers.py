@@ -20,9 +20,9 @@ Served (see messages.SUPPORTED, Kafka 4.0's version ranges):
 * ListPartitionReassignments 0 (none is ever in progress) and AlterPartitionReassignments 0
   (a target of [0] is the current assignment and completes at once; other broker ids are
   INVALID_REPLICA_ASSIGNMENT; a cancel finds NO_REASSIGNMENT_IN_PROGRESS).
-* ListTransactions 0-1 / DescribeTransactions 0: no transactional id was ever seen here (the
-  broker serves no transactions yet), so the list is empty and every id is
-  TRANSACTIONAL_ID_NOT_FOUND -- Kafka 4.0's answers for ids it never saw.
+* ListTransactions 0-1 / DescribeTransactions 0: the TransactionCoordinator's ids (state
+  filters, producer id filters, v1's duration filter); an id it does not know is
+  TRANSACTIONAL_ID_NOT_FOUND, as Kafka 4.0 answers.
 
 Not advertised, deliberately: DescribeClientQuotas / AlterClientQuotas and
 DescribeUserScramCredentials / AlterUserScramCredentials.  Kafka stores those in its cluster
@@ -66,6 +66,7 @@ _ELECTION_NOT_NEEDED = 84
 _PREFERRED_LEADER_NOT_AVAILABLE = 80
 _NO_REASSIGNMENT_IN_PROGRESS = 85
 _TRANSACTIONAL_ID_NOT_FOUND = 105
+_COORDINATOR_NOT_AVAILABLE = 15
 
 _NO_AUTHORIZER = "No Authorizer is configured."
 _MAX_PARTITIONS_PER_PAGE = 2000        # Kafka's max.request.partition.size.limit default
@@ -248,9 +249,9 @@ class AdminHandlers:
                     log.exception("describe topic partitions of %r failed", name)
                 entry["error_code"] = _code(e)
                 continue
-            from ..coordinator.records import OFFSETS_TOPIC
+            from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
             entry["topic_id"] = _topic_uuid(meta.topic_id)
-            entry["is_internal"] = name == OFFSETS_TOPIC
+            entry["is_internal"] = name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
             end = min(meta.partitions, start + remaining)
             for p in range(start, end):
                 entry["partitions"].append(self._partition(name, p))
@@ -352,24 +353,47 @@ class AdminHandlers:
 
     # -- Transactions (65, 66) ------------------------------------------------------
     async def list_transactions(self, header, body, conn):
+        from .txn_handlers import call
         v = header.api_version
         req = m.decode(m.ApiKey.LIST_TRANSACTIONS, v, body.buf[body.pos:])
         unknown = [s for s in req.state_filters if s not in _TRANSACTION_STATES]
+        duration = getattr(req, "duration_filter", -1)
+        res = await call(self.engine, "list_transactions", list(req.state_filters),
+                         list(req.producer_id_filters), duration if duration is not None else -1)
+        code, listings = (_COORDINATOR_NOT_AVAILABLE, []) if res is None else res
         return [m.encode(m.ApiKey.LIST_TRANSACTIONS, v, {
-            "throttle_time": 0, "error_code": 0, "unknown_state_filters": unknown,
-            "transaction_states": []})]
+            "throttle_time": 0, "error_code": code, "unknown_state_filters": unknown,
+            "transaction_states": [{"transactional_id": x.transactional_id, "producer_id": x.producer_id,
+                                    "transaction_state": x.state} for x in listings]})]
 
     async def describe_transactions(self, header, body, conn):
+        from .txn_handlers import call
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_TRANSACTIONS, v, body.buf[body.pos:])
+        tids = list(req.transactional_ids)
+        res = await call(self.engine, "describe_transactions", tids)
         states = []
-        for tid in req.transactional_ids:
-            states.append({"error_code": _TRANSACTIONAL_ID_NOT_FOUND if tid else _INVALID_REQUEST,
-                           "transactional_id": tid, "transaction_state": "", "transaction_timeout": 0,
-                           "transaction_start_time": _EPOCH, "producer_id": 0, "producer_epoch": 0,
-                           "topics": []})
+        for i, tid in enumerate(tids):
+            d = res[i] if res is not None else None
+            code = _COORDINATOR_NOT_AVAILABLE if d is None else d.error_code
+            entry = {"error_code": code, "transactional_id": tid, "transaction_state": "",
+                     "transaction_timeout": 0, "transaction_start_time": _EPOCH, "producer_id": 0,
+                     "producer_epoch": 0, "topics": []}
+            if d is not None and code == 0:
+                by_topic: dict[str, list[int]] = {}
+                for topic, p in d.partitions:
+                    by_topic.setdefault(topic, []).append(p)
+                entry.update(transaction_state=d.state, transaction_timeout=d.timeout_ms,
+                             transaction_start_time=_ms_time(d.start_ms), producer_id=d.producer_id,
+                             producer_epoch=d.producer_epoch,
+                             topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()])
+            states.append(entry)
         return [m.encode(m.ApiKey.DESCRIBE_TRANSACTIONS, v, {"throttle_time": 0,
                                                               "transaction_states": states})]
+
+
+def _ms_time(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
 
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)

@@ -70,6 +70,7 @@ class Broker:
         self._connections: set[Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._own_coordinator = None
+        self._own_txn_coordinator = None
         # request and engine metrics (engine/server/metrics.py): made by enable_metrics(),
         # for the Prometheus endpoint and the console; None keeps the request path bare
         self.metrics = None
@@ -116,6 +117,7 @@ class Broker:
             # the group coordinator runs on this loop (no thread hop per group request) unless
             # the engine already has one; it starts loading __consumer_offsets now
             self._own_coordinator = await self.engine._host_group_coordinator()
+            self._own_txn_coordinator = await self.engine._host_coordinator("transaction")
             self.engine.advertise_listener(f"{self.advertised_host or self.host}:"
                                            f"{self.advertised_port or self.port}")
         log.info("broker listening on %s:%d", self.host, self.port)
@@ -123,6 +125,9 @@ class Broker:
     async def stop(self) -> None:
         self.engine.remove_append_listener(self._appended_elsewhere)
         await self.replicas.stop()
+        if self._own_txn_coordinator is not None:
+            await self.engine._release_coordinator("transaction", self._own_txn_coordinator)
+            self._own_txn_coordinator = None
         if self._own_coordinator is not None:
             await self.engine._release_group_coordinator(self._own_coordinator)
             self._own_coordinator = None

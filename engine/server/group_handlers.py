@@ -11,8 +11,9 @@ or SyncGroup may wait up to the group's rebalance timeout: like Kafka, that
 connection answers nothing else meanwhile (responses stay in order), other
 connections are not affected, and nothing here times it out.  A read-only
 Engine has no coordinator: every group request gets COORDINATOR_NOT_AVAILABLE.
-Transactions are not served yet: FindCoordinator with key type 1 answers
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying so (see ``find_coordinator``).
+FindCoordinator with key type 1 (a transactional id) asks the TransactionCoordinator;
+OffsetFetch v7+ with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for partitions with
+transactional offsets not yet committed (TxnOffsetCommit is txn_handlers.py's).
 """
 
 from __future__ import annotations
@@ -29,14 +30,7 @@ __all__ = ["GroupHandlers"]
 log = logging.getLogger("engine.server")
 
 _COORDINATOR_NOT_AVAILABLE = 15
-# Transactions are not served yet.  Kafka has no "transactions unsupported" code, and the ones
-# that would read so (COORDINATOR_NOT_AVAILABLE, UNSUPPORTED_VERSION, INVALID_REQUEST) are all
-# retried by librdkafka until init_transactions() times out.  TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-# is what a Kafka broker answers a client that may not use transactions: librdkafka (and Java's
-# client) turn it into a prompt fatal error that carries our error_message (FindCoordinator v1+).
-# Also answered by InitProducerId for a transactional id (handlers.py).  Real transactions: later.
-TXN_UNSUPPORTED = 53
-TXN_UNSUPPORTED_MESSAGE = "transactions are not supported by this broker yet (unset transactional.id)"
+_UNSTABLE_OFFSET_COMMIT = 88
 
 
 def _ms(td) -> int:
@@ -109,15 +103,15 @@ class GroupHandlers:
         answers = []
         for key in keys:
             if key_type == 1:
-                code, message = TXN_UNSUPPORTED, TXN_UNSUPPORTED_MESSAGE
+                from .txn_handlers import call
+                res = await call(self.engine, "find_coordinator", key)
+                code, message = res if res is not None else (_COORDINATOR_NOT_AVAILABLE, "no transaction coordinator")
             else:
                 res = await self._call("find_coordinator", key, key_type)
                 code, message = res if res is not None else (_COORDINATOR_NOT_AVAILABLE, "no group coordinator")
             ok = code == 0
-            # Kafka 4.0's texts: "" in every v4 entry; before v4, "NONE" on success (our own
-            # "not supported" text stays: it is what tells the user why)
-            if code != TXN_UNSUPPORTED:
-                message = "" if v >= 4 else ("NONE" if ok else message)
+            # Kafka 4.0's texts: "" in every v4 entry; before v4, "NONE" on success
+            message = "" if v >= 4 else ("NONE" if ok else message)
             answers.append({"key": key, "node_id": self._node_id() if ok else -1,
                             "host": host if ok else "", "port": port if ok else -1,
                             "error_code": code, "error_message": message})
@@ -237,11 +231,12 @@ class GroupHandlers:
         req = self._decode(m.ApiKey.OFFSET_FETCH, header, body)
         if v >= 8:
             groups = []
+            stable = getattr(req, "require_stable", False)
             for g in req.groups:
-                code, topics = await self._fetch_group(g.group_id, g.topics, v)
+                code, topics = await self._fetch_group(g.group_id, g.topics, v, stable)
                 groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
             return [m.encode(m.ApiKey.OFFSET_FETCH, v, {"throttle_time": 0, "groups": groups})]
-        code, topics = await self._fetch_group(req.group_id, req.topics, v)
+        code, topics = await self._fetch_group(req.group_id, req.topics, v, getattr(req, "require_stable", False))
         if v < 2 and code:
             # no top-level error before v2: every partition carries it
             for t in topics:
@@ -249,22 +244,27 @@ class GroupHandlers:
                     p["error_code"] = code
         return [m.encode(m.ApiKey.OFFSET_FETCH, v, {"throttle_time": 0, "topics": topics, "error_code": code})]
 
-    async def _fetch_group(self, group_id: str, req_topics, v: int):
+    async def _fetch_group(self, group_id: str, req_topics, v: int, require_stable: bool = False):
         wanted = None
         if req_topics is not None:
             wanted = [(t.name, p) for t in req_topics for p in t.partition_indexes]
         res = await self._call("fetch_offsets", group_id, wanted)
         code, offsets = (_COORDINATOR_NOT_AVAILABLE, {}) if res is None else res
+        unstable = set()
+        if require_stable and not code:
+            unstable = await self._call("unstable_partitions", group_id, wanted) or set()
         if code and wanted is not None:
             offsets = {tp: OffsetAndMetadata(-1) for tp in wanted}
         by_topic: dict[str, list] = {}
         order = wanted if wanted is not None else sorted(offsets)
         for tp in order:
             om = offsets.get(tp, OffsetAndMetadata(-1))
+            if tp in unstable:          # Kafka: no offset, UNSTABLE_OFFSET_COMMIT (retriable)
+                om = OffsetAndMetadata(-1)
             by_topic.setdefault(tp[0], []).append({
                 "partition_index": tp[1], "committed_offset": om.offset,
                 "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata,
-                "error_code": 0})
+                "error_code": _UNSTABLE_OFFSET_COMMIT if tp in unstable else 0})
         return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
     # -- DescribeGroups (15) --------------------------------------------------------------

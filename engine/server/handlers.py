@@ -29,6 +29,7 @@ import logging
 import uuid
 
 from ..coordinator.records import OFFSETS_TOPIC
+from ..coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from ..errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -55,12 +56,13 @@ from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by
     broker_entries,
     partition_entry,
 )
-from .group_handlers import TXN_UNSUPPORTED
+from . import txn_handlers
 
 __all__ = ["Handlers"]
 
 log = logging.getLogger("engine.server")
 
+_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 class Handlers:
@@ -93,6 +95,8 @@ class Handlers:
         self._table.update(AdminHandlers(self).table())
         from .producer_handlers import ProducerHandlers
         self._table.update(ProducerHandlers(self).table())
+        self._table.update(txn_handlers.TxnHandlers(self).table())
+        self._verify_txn = self.engine.config["transaction.partition.verification.enable"]
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)
@@ -130,7 +134,7 @@ class Handlers:
                                    "is_internal": False, "partitions": []})
         for name in names:
             try:
-                internal = name == OFFSETS_TOPIC    # made by the group coordinator, never auto-created
+                internal = name in _INTERNAL_TOPICS     # made by the coordinators, never auto-created
                 meta = eng.ensure_topic(name) if auto and not internal else eng.topic_metadata(name)
                 parts = [partition_entry(self.view, name, p) for p in range(meta.partitions)]
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
@@ -169,14 +173,21 @@ class Handlers:
         out = []
         appended = False
         waiting = []        # acks=all: (results, index in results, waiter)
+        refused = await txn_handlers.verify_produce(self.engine, req) if not error and self._verify_txn else None
         for name, parts in req.topics:
             results = []
             for p in parts:
                 if error:
                     results.append((p.index, error, -1, -1, -1, None))
                     continue
+                if refused and (name, p.index) in refused:
+                    code = refused[(name, p.index)]
+                    results.append((p.index, code, -1, -1, -1,
+                                    "the partition is not part of the producer's transaction"
+                                    if code == 48 else None))
+                    continue
                 try:
-                    if name == OFFSETS_TOPIC:
+                    if name in _INTERNAL_TOPICS:
                         raise InvalidTopicError(f"cannot append to internal topic {name}")
                     if p.records is None:
                         raise InvalidRequestError("null records")
@@ -405,14 +416,23 @@ class Handlers:
     # -- InitProducerId (22) -------------------------------------------------------------
     async def init_producer_id(self, header, body, conn):
         """Idempotent producers get a fresh id (epoch 0); v3+ callers that send their
-        current id and epoch get the epoch bumped (KIP-360).  Transactions come later: a
-        transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code librdkafka and
-        Java's client treat as fatal at once (see group_handlers.TXN_UNSUPPORTED)."""
+        current id and epoch get the epoch bumped (KIP-360).  A transactional id goes to the
+        TransactionCoordinator (epoch bump, fencing the previous instance; PRODUCER_FENCED is
+        INVALID_PRODUCER_EPOCH below v4, as Kafka)."""
         v = header.api_version
         req = m.decode(m.ApiKey.INIT_PRODUCER_ID, v, body.buf[body.pos:])
         res = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
         if req.transactional_id is not None:
-            res["error_code"] = TXN_UNSUPPORTED   # not INVALID_REQUEST: librdkafka retries that forever
+            timeout = req.transaction_timeout
+            timeout = timeout if isinstance(timeout, int) else round(timeout.total_seconds() * 1000)
+            out = await txn_handlers.call(self.engine, "init_producer_id", req.transactional_id, timeout,
+                                          getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
+            if out is None:
+                res["error_code"] = 15          # COORDINATOR_NOT_AVAILABLE
+            else:
+                res["error_code"] = txn_handlers.fenced(out[0], v, 4)
+                if not out[0]:
+                    res["producer_id"], res["producer_epoch"] = out[1], out[2]
         else:
             pid = getattr(req, "producer_id", -1)
             epoch = getattr(req, "producer_epoch", -1)

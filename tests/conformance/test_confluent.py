@@ -43,11 +43,11 @@ COVERED = {
     "Producer.list_topics": "test_list_topics_and_cluster_id",
     "Producer.cluster_id": "test_list_topics_and_cluster_id",
     "Producer.close": "test_produce_poll_flush_round_trip",
-    "Producer.init_transactions": "test_transactions_fail_fast_with_a_typed_fatal_error",
-    "Producer.begin_transaction": "test_transactions_fail_fast_with_a_typed_fatal_error",
-    "Producer.commit_transaction": "test_transactions_fail_fast_with_a_typed_fatal_error",
-    "Producer.abort_transaction": "test_transactions_fail_fast_with_a_typed_fatal_error",
-    "Producer.send_offsets_to_transaction": "test_transactions_fail_fast_with_a_typed_fatal_error",
+    "Producer.init_transactions": "test_transactions",
+    "Producer.begin_transaction": "test_transactions",
+    "Producer.commit_transaction": "test_transactions",
+    "Producer.abort_transaction": "test_transactions",
+    "Producer.send_offsets_to_transaction": "test_transactions",
     "Consumer.assign": "test_consumer_assign_seek_pause_position",
     "Consumer.assignment": "test_consumer_assign_seek_pause_position",
     "Consumer.unassign": "test_consumer_assign_seek_pause_position",
@@ -67,7 +67,7 @@ COVERED = {
     "Consumer.subscribe": "test_group_lifecycle_consumer_and_admin",
     "Consumer.unsubscribe": "test_group_lifecycle_consumer_and_admin",
     "Consumer.memberid": "test_group_lifecycle_consumer_and_admin",
-    "Consumer.consumer_group_metadata": "test_transactions_fail_fast_with_a_typed_fatal_error",
+    "Consumer.consumer_group_metadata": "test_transactions",
     "Consumer.close": "test_group_lifecycle_consumer_and_admin",
     "Consumer.list_topics": "test_list_topics_and_cluster_id",
     "Consumer.cluster_id": "test_list_topics_and_cluster_id",
@@ -265,35 +265,41 @@ def test_list_topics_and_cluster_id(bootstrap, admin, topic_name):
     assert len(ids) == 1
 
 
-def test_transactions_fail_fast_with_a_typed_fatal_error(bootstrap, admin, topic_name):
-    """Waits for: transactions (transaction coordinator, AddPartitionsToTxn, EndTxn, TxnOffsetCommit).
-    Until then init_transactions fails at once (not after its timeout) with a fatal
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED naming the reason, and every later transactional
-    call raises that same fatal error."""
+def test_transactions(bootstrap, admin, topic_name):
+    """init / begin / produce / send_offsets_to_transaction / commit, then an abort: a
+    read_committed consumer sees the committed records only, and the group's offset is the
+    one sent in the committed transaction."""
     _create(admin, topic_name, 1)
+    group = f"txg-{topic_name}"
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic_name}"})
-    t0 = time.monotonic()
-    with pytest.raises(KafkaException) as ei:
-        p.init_transactions(T)
-    assert time.monotonic() - t0 < T - 5, "init_transactions waited for its timeout"
-    err = _kerr(ei)
-    assert err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and err.fatal()
-    assert "transactions are not supported" in err.str()
-    c = _consumer(bootstrap)
+    p.init_transactions(T)
+    c = _consumer(bootstrap, **{"group.id": group})
     c.assign([TopicPartition(topic_name, 0, 0)])
     cgmd = c.consumer_group_metadata()
     assert cgmd is not None
-    calls = [lambda: p.begin_transaction(), lambda: p.commit_transaction(5),
-             lambda: p.abort_transaction(5),
-             lambda: p.send_offsets_to_transaction([TopicPartition(topic_name, 0, 1)], cgmd, 5)]
-    for call in calls:
-        t0 = time.monotonic()
-        with pytest.raises(KafkaException) as ei:
-            call()
-        assert time.monotonic() - t0 < 3
-        assert _kerr(ei).code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        assert _kerr(ei).fatal()
+    p.begin_transaction()
+    p.produce(topic_name, b"committed", partition=0)
+    p.send_offsets_to_transaction([TopicPartition(topic_name, 0, 1)], cgmd, T)
+    p.commit_transaction(T)
+    p.begin_transaction()
+    p.produce(topic_name, b"aborted", partition=0)
+    p.send_offsets_to_transaction([TopicPartition(topic_name, 0, 7)], cgmd, T)
+    p.abort_transaction(T)
     c.close()
+    res = admin.list_consumer_group_offsets([ck.ConsumerGroupTopicPartitions(group)],
+                                            request_timeout=T)[group].result(T)
+    assert [(tp.partition, tp.offset) for tp in res.topic_partitions] == [(0, 1)]
+    rc = _consumer(bootstrap, **{"isolation.level": "read_committed"})
+    rc.assign([TopicPartition(topic_name, 0, 0)])
+    got, deadline = [], time.monotonic() + T
+    while time.monotonic() < deadline:
+        m = rc.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+        elif got:
+            break
+    rc.close()
+    assert got == [b"committed"]
 
 
 # -- Consumer --------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartitionReplica  # noqa: E402
 from ._coverage import Coverage  # noqa: E402
 
 EXTERNAL = os.environ.get("CONFORMANCE_BOOTSTRAP")   # a reference broker instead of ours
-SERVES_TRANSACTIONS = bool(EXTERNAL)
+SERVES_TRANSACTIONS = True       # ours and Kafka both serve transactions
 cov = Coverage()
 covers = cov.covers
 # An hour ago: records much older than retention.ms (7 days) would roll their segment (segment.ms)
@@ -643,20 +643,45 @@ def test_admin_describe_producers(admin, boot, topic_name):
     assert (ps.producer_id, ps.last_sequence, ps.current_transaction_start_offset) == (pid, 2, -1)
 
 
-@covers(KafkaAdminClient, "abort_transaction", "update_features", "alter_replica_log_dirs",
+@covers(KafkaAdminClient, "abort_transaction")
+def test_admin_abort_transaction(admin, boot, topic_name):
+    """WriteTxnMarkers from the admin client (kafka-transactions.sh abort): a hanging
+    transaction's ABORT marker is written to the partition, so its open transaction ends and
+    the last stable offset moves up to the high watermark."""
+    from kafka.protocol.consumer.offsets import IsolationLevel
+    _topic(admin, topic_name)
+    tp = TopicPartition(topic_name, 0)
+    p = KafkaProducer(bootstrap_servers=boot, transactional_id="hang-" + uuid.uuid4().hex[:8])
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic_name, b"hanging", partition=0)
+        p.flush()
+        [ps] = admin.describe_producers([tp])[tp].active_producers
+        assert ps.current_transaction_start_offset == 0
+        lso = admin.list_partition_offsets({tp: OffsetSpec.LATEST}, isolation_level=IsolationLevel.READ_COMMITTED)
+        assert lso[tp].offset == 0                      # the open transaction holds the LSO
+        admin.abort_transaction(AbortTransactionSpec(tp, ps.producer_id, ps.producer_epoch, -1))
+        [ps] = admin.describe_producers([tp])[tp].active_producers
+        assert ps.current_transaction_start_offset == -1
+        hw = admin.list_partition_offsets({tp: OffsetSpec.LATEST})[tp].offset
+        lso = admin.list_partition_offsets({tp: OffsetSpec.LATEST}, isolation_level=IsolationLevel.READ_COMMITTED)
+        assert lso[tp].offset == hw == 2                # the record and the ABORT marker
+        p.abort_transaction()
+    finally:
+        p.close()
+
+
+@covers(KafkaAdminClient, "update_features", "alter_replica_log_dirs",
         "describe_metadata_quorum", "list_config_resources")
 def test_admin_not_served_refused_promptly(admin, node, topic_name):
-    """Not served (and not planned in branch apis): WriteTxnMarkers (transactions),
-    UpdateFeatures, AlterReplicaLogDirs (one log dir), DescribeQuorum (KRaft), ListConfigResources
-    (client-metrics resources). Each gets the client's typed IncompatibleBrokerVersion from
-    ApiVersions at once."""
+    """Not served (and not planned in branch apis): UpdateFeatures, AlterReplicaLogDirs (one log
+    dir), DescribeQuorum (KRaft), ListConfigResources (client-metrics resources). Each gets the
+    client's typed IncompatibleBrokerVersion from ApiVersions at once."""
     if EXTERNAL:
         pytest.skip("the reference broker serves these")
     _topic(admin, topic_name)
-    tp = TopicPartition(topic_name, 0)
     for feature, call in [
-            ("transactions (WriteTxnMarkers)",
-             lambda: admin.abort_transaction(AbortTransactionSpec(tp, 1234, 0))),
             ("UpdateFeatures", lambda: admin.update_features({"group.version": 1}, validate_only=True)),
             ("AlterReplicaLogDirs",
              lambda: admin.alter_replica_log_dirs({TopicPartitionReplica(topic_name, 0, node): "/x"})),

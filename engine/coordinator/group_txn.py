@@ -1,0 +1,144 @@
+"""Transactional offset commits of the group coordinator (a mixin of GroupCoordinator).
+
+TxnOffsetCommit writes the offsets to the group's ``__consumer_offsets``
+partition as a transactional batch of the producer (Kafka's layout), and keeps
+them in ``GroupMetadata.pending_txn_offsets[producer_id]``: they are not the
+group's committed offsets until the transaction's COMMIT marker is written to
+that partition (:meth:`complete_txn`, called by the transaction coordinator);
+an ABORT drops them.  Meanwhile OffsetFetch with ``require_stable`` answers
+UNSTABLE_OFFSET_COMMIT for those partitions (:meth:`unstable_partitions`).
+Replay (coordinator.py ``_replay_batch``) follows the same rule with the markers
+found in the log.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from ..errors import KafkaApiError
+from . import records as rec
+from .group import DEAD, GroupMetadata
+from .group_store import _as_offset
+from .runtime import LOADED, NotCoordinatorError, storage_code
+
+__all__ = ["TxnOffsetsMixin"]
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_NOT_AVAILABLE = 15
+ILLEGAL_GENERATION = 22
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+PRODUCER_FENCED = 90
+_LONG_MAX = (1 << 63) - 1
+
+
+class TxnOffsetsMixin:
+    """Needs GroupCoordinator's ``_route``, ``_groups``, ``_new_group``, ``_validate_member``,
+    ``_append``, ``_partitions``, ``_partition_exists``, ``clock``, ``max_metadata_bytes``."""
+
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 offsets: Mapping, *, generation_id: int = -1, member_id: str = "",
+                                 group_instance_id: str | None = None) -> dict[tuple[str, int], int]:
+        """Write `offsets` as part of the producer's transaction: {tp: error}."""
+        tps = list(offsets)
+        member_id = member_id or ""
+
+        def all_(code: int) -> dict[tuple[str, int], int]:
+            return {tp: code for tp in tps}
+
+        if not group_id:
+            return all_(INVALID_GROUP_ID)
+        err, p = await self._route(group_id)
+        if err:
+            return all_(err)
+        group: GroupMetadata | None = self._groups.get(group_id)
+        if group is None:
+            group = self._new_group(group_id, p)
+        elif group.state == DEAD:
+            return all_(COORDINATOR_NOT_AVAILABLE)
+        if member_id or group_instance_id is not None or generation_id >= 0:
+            # KIP-447: a consumer group member's commit is checked against the group
+            if member_id and member_id not in group.members:
+                return all_(UNKNOWN_MEMBER_ID)
+            if member_id:
+                err = self._validate_member(group, member_id, group_instance_id)
+                if err:
+                    return all_(err)
+            if generation_id >= 0 and generation_id != group.generation_id:
+                return all_(ILLEGAL_GENERATION)
+        now = self.clock()
+        result: dict[tuple[str, int], int] = {}
+        staged = {}
+        records = []
+        for tp in tps:
+            om = _as_offset(offsets[tp], now, -1)
+            if len(om.metadata.encode()) > self.max_metadata_bytes:
+                result[tp] = OFFSET_METADATA_TOO_LARGE
+            elif not self._partition_exists(*tp):
+                result[tp] = UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                result[tp] = NONE
+                staged[tp] = om
+                records.append((rec.encode_offset_commit_key(group_id, tp[0], tp[1]), rec.encode_offset_commit(om)))
+        if records:
+            try:
+                await self._append(p, records, producer_id=producer_id, producer_epoch=producer_epoch,
+                                   transactional=True)
+            except Exception as e:  # noqa: BLE001 - the request's error code
+                code = PRODUCER_FENCED if isinstance(e, KafkaApiError) and e.code in (47, 90) \
+                    else storage_code(e, rec.OFFSETS_TOPIC)
+                for tp in staged:
+                    result[tp] = code
+                return result
+            if self._groups.get(group_id) is group:
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(staged)
+        return result
+
+    async def complete_txn(self, producer_id: int, producer_epoch: int, partition: int, commit: bool,
+                           coordinator_epoch: int) -> bool:
+        """Write the COMMIT/ABORT marker of the producer's transaction to our `partition` of
+        ``__consumer_offsets`` and apply it: pending offsets become committed, or are dropped.
+        True when written; False when ``__consumer_offsets`` does not exist (nothing to end)."""
+        if self._num_partitions is None:
+            await self._ensure_topic_known()
+            if self._num_partitions is None:
+                return False
+        st = self._partitions.get(partition)
+        if st is None or st.state != LOADED:
+            raise NotCoordinatorError(f"partition {partition} of {rec.OFFSETS_TOPIC} is not loaded here")
+        async with st.lock:
+            plog = self.engine.log(rec.OFFSETS_TOPIC, partition)
+            if plog.config["flush.messages"] < _LONG_MAX:
+                await self.loop.run_in_executor(None, plog.append_control, producer_id, producer_epoch,
+                                                commit, coordinator_epoch)
+            else:
+                plog.append_control(producer_id, producer_epoch, commit, coordinator_epoch)
+            for group in self._groups.values():
+                if group.partition != partition:
+                    continue
+                pending = group.pending_txn_offsets.pop(producer_id, None)
+                if commit and pending and group.state != DEAD:
+                    group.offsets.update(pending)
+        self.engine.notify_appended()
+        return True
+
+    async def _ensure_topic_known(self) -> None:
+        """``__consumer_offsets`` made by someone else since we started: take it up (loaded
+        empty partitions), without creating it."""
+        from ..errors import UnknownTopicOrPartitionError
+        try:
+            self.engine.topic_metadata(rec.OFFSETS_TOPIC)
+        except UnknownTopicOrPartitionError:
+            return
+        await self._ensure_topic()
+
+    async def unstable_partitions(self, group_id: str, partitions: Iterable[tuple[str, int]] | None
+                                  ) -> set[tuple[str, int]]:
+        """The partitions (of `partitions`, or all) with transactional offsets not yet committed."""
+        group = self._groups.get(group_id)
+        if group is None or not group.pending_txn_offsets:
+            return set()
+        pending = {tp for txn in group.pending_txn_offsets.values() for tp in txn}
+        return pending if partitions is None else pending & set(partitions)

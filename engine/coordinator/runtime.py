@@ -1,0 +1,461 @@
+"""CoordinatorRuntime: what the group and transaction coordinators share.
+
+A coordinator keeps its state in memory and every change as a record of an
+internal compacted topic (``__consumer_offsets``, ``__transaction_state``):
+append first, apply to memory after the append returned, appends per partition
+serialised so memory follows log order; on load a partition is replayed.  This
+base class holds that machinery, so it exists once:
+
+* the host event loop: a daemon thread of its own (:meth:`start`) or the
+  broker's running loop (:meth:`start_on_running_loop`); :meth:`submit` /
+  :meth:`call` run coroutines there from other threads;
+* the internal topic: created on first use (:meth:`_ensure_topic`, with
+  ``cleanup.policy=compact``), routing of a key to its partition and the
+  partition's load state (:meth:`_route`: NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS);
+* :meth:`_append` (one batch per call, optionally transactional, with a
+  ``decide`` callback run under the partition's append lock);
+* :meth:`load_partition` / :meth:`unload_partition`, the seam for moving with
+  partition leadership: replay of the partition's batches (corrupt batches are
+  logged with file and byte position, kept in ``load_errors`` and skipped).
+
+A subclass sets ``TOPIC``, ``NAME`` and ``configured_partitions`` and
+implements the hooks: ``_new_load_state()``, ``_replay_batch(header, records,
+state)`` (executor thread, reads only), ``_apply_loaded(partition, state)``
+(loop), ``_forget_partition(partition)`` (loop: drop that partition's state),
+and optionally ``_on_startup()`` / ``_on_shutdown()`` / ``_cancel_timers()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .. import _native
+from ..errors import ClosedError, CorruptRecordError, KafkaApiError, UnknownTopicOrPartitionError
+from ..storage.segment import FileSlice
+
+__all__ = ["CoordinatorRuntime", "LOADED", "LOADING", "NotCoordinatorError"]
+
+log = logging.getLogger("engine.coordinator")
+
+NONE = 0
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+
+LOADING, LOADED = "loading", "loaded"
+_LONG_MAX = (1 << 63) - 1
+_BATCH_HEADER = 61
+
+
+@dataclass
+class _Partition:
+    state: str
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class NotCoordinatorError(KafkaApiError):
+    code, retriable, name = NOT_COORDINATOR, True, "NOT_COORDINATOR"
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CoordinatorRuntime:
+    """See the module docstring."""
+
+    TOPIC = ""
+    NAME = "coordinator"
+    configured_partitions = 50
+
+    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms):
+        self.engine = engine
+        self.node_id = node_id
+        self.clock = clock
+        self.load_errors: list[CorruptRecordError] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._partitions: dict[int, _Partition] = {}
+        self._num_partitions: int | None = None
+        self._topic_lock: asyncio.Lock | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._stopped = False
+        self._owns_thread = True
+        self._creating: asyncio.Task | None = None
+
+    # -- hooks ---------------------------------------------------------------------------
+    def _topic_config(self) -> dict:
+        return {"cleanup.policy": "compact", "segment.bytes": 104857600, "compression.type": "producer"}
+
+    def _new_load_state(self):
+        raise NotImplementedError
+
+    def _replay_batch(self, header, records, state) -> None:
+        """One batch of the partition being loaded (executor thread).  ``records`` is
+        ``decode_batch``'s list of (offset, timestamp, key, value, headers)."""
+        raise NotImplementedError
+
+    def _apply_loaded(self, partition: int, state) -> None:
+        raise NotImplementedError
+
+    def _forget_partition(self, partition: int) -> None:
+        """Drop the in-memory state of `partition` (answer waiters with NOT_COORDINATOR)."""
+
+    async def _on_startup(self) -> None:
+        pass
+
+    async def _on_shutdown(self) -> None:
+        pass
+
+    def _cancel_timers(self) -> None:
+        pass
+
+    # -- lifecycle and the thread-safe facade ---------------------------------------------
+    def start(self):
+        """Start the loop thread and begin loading the partitions of the internal topic."""
+        if self._thread is not None:
+            return self
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self.loop = loop
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                try:
+                    loop.run_until_complete(loop.shutdown_asyncgens())
+                finally:
+                    loop.close()
+
+        self._thread = threading.Thread(target=run, name=self.NAME, daemon=True)
+        self._thread.start()
+        ready.wait()
+        self.call(self._startup, timeout=60)
+        return self
+
+    async def start_on_running_loop(self):
+        """Run on the calling (already running) loop instead of a thread of its own — the
+        broker's, so its requests need no hop between threads.  Its owner must
+        ``await stop_on_loop()`` before that loop ends."""
+        if self._thread is not None:
+            return self
+        self.loop = asyncio.get_running_loop()
+        self._thread = threading.current_thread()
+        self._owns_thread = False
+        await self._startup()
+        return self
+
+    async def stop_on_loop(self) -> None:
+        """:meth:`stop` for a coordinator started with :meth:`start_on_running_loop`."""
+        if self._stopped:
+            return
+        self._stopped = True
+        await self._shutdown()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Answer waiters with NOT_COORDINATOR, finish in-flight writes, stop the thread."""
+        if self._thread is None or self._stopped:
+            return
+        if not self._owns_thread:
+            if threading.current_thread() is self._thread:
+                # on the hosting loop itself (its owner did not await stop_on_loop): stop taking
+                # requests and answer waiters now; in-flight appends finish on their own
+                self._stopped = True
+                self._cancel_timers()
+                for p in list(self._partitions):
+                    self._drop_partition_state(p)
+                return
+            try:
+                asyncio.run_coroutine_threadsafe(self.stop_on_loop(), self.loop).result(timeout)
+            except RuntimeError:        # that loop is gone already
+                self._stopped = True
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(timeout)
+        finally:
+            self._stopped = True
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._stopped
+
+    @property
+    def on_current_loop(self) -> bool:
+        """True when the caller runs on the coordinator's loop (await its methods directly)."""
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
+
+    def submit(self, coro_fn, *args, **kwargs) -> concurrent.futures.Future:
+        """Run ``coro_fn(*args, **kwargs)`` on the coordinator loop; a concurrent future."""
+        if not self.running:
+            raise ClosedError(f"the {self.NAME} is stopped")
+        return asyncio.run_coroutine_threadsafe(coro_fn(*args, **kwargs), self.loop)
+
+    def call(self, coro_fn, *args, timeout: float | None = None, **kwargs) -> Any:
+        """Blocking form of :meth:`submit` for threads other than the coordinator's."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError(f"{type(self).__name__}.call from the coordinator's own loop would deadlock")
+        return self.submit(coro_fn, *args, **kwargs).result(timeout)
+
+    def wait_loaded(self, timeout: float = 30.0) -> None:
+        """Block until every partition of the internal topic that exists is loaded."""
+        deadline = time.monotonic() + timeout
+        while True:
+            states = self.call(self._partition_states, timeout=timeout)
+            if all(s == LOADED for s in states.values()):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.TOPIC} is still loading")
+            time.sleep(0.01)
+
+    async def _partition_states(self) -> dict[int, str]:
+        return {p: st.state for p, st in self._partitions.items()}
+
+    async def _startup(self) -> None:
+        self._topic_lock = asyncio.Lock()
+        try:
+            meta = self.engine.topic_metadata(self.TOPIC)
+        except UnknownTopicOrPartitionError:
+            meta = None
+        if meta is not None:
+            self._num_partitions = meta.partitions
+            for p in range(meta.partitions):
+                self._partitions[p] = _Partition(LOADING)
+                self._spawn(self.load_partition(p))
+        await self._on_startup()
+
+    async def _shutdown(self) -> None:
+        self._cancel_timers()
+        await self._on_shutdown()
+        for p in list(self._partitions):
+            self._drop_partition_state(p)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=10)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s task failed", self.NAME, exc_info=task.exception())
+
+    # -- routing ---------------------------------------------------------------------
+    def partition_for(self, key: str) -> int:
+        from .records import partition_for
+        return partition_for(key, self._num_partitions or self.configured_partitions)
+
+    async def _ensure_topic(self) -> None:
+        if self._num_partitions is not None:
+            return
+        async with self._topic_lock:
+            if self._num_partitions is not None:
+                return
+            eng, topic, n, config = self.engine, self.TOPIC, self.configured_partitions, self._topic_config()
+
+            def create():
+                try:
+                    eng.create_topic(topic, n, config)
+                except KafkaApiError as e:
+                    if e.code != 36:           # TOPIC_ALREADY_EXISTS: someone made it meanwhile
+                        raise
+                return eng.topic_metadata(topic).partitions
+
+            count = await self.loop.run_in_executor(None, create)
+            for p in range(count):
+                self._partitions.setdefault(p, _Partition(LOADED))
+            self._num_partitions = count
+            log.info("created %s with %d partitions", topic, count)
+
+    async def _route(self, key: str) -> tuple[int, int]:
+        """(error code, partition) for a request about `key`."""
+        if self._stopped:
+            return NOT_COORDINATOR, -1
+        try:
+            await self._ensure_topic()
+        except Exception:
+            log.exception("could not create %s", self.TOPIC)
+            return COORDINATOR_NOT_AVAILABLE, -1
+        p = self.partition_for(key)
+        st = self._partitions.get(p)
+        if st is None:
+            return NOT_COORDINATOR, p
+        if st.state == LOADING:
+            return COORDINATOR_LOAD_IN_PROGRESS, p
+        return NONE, p
+
+    async def _find(self, key: str) -> tuple[int, str | None]:
+        """FindCoordinator for `key`: Kafka's first lookup starts creating the topic and
+        answers COORDINATOR_NOT_AVAILABLE (the client retries; its connection is not held up
+        behind the creation); loading partitions are still this node's."""
+        if self._num_partitions is None and not self._stopped:
+            if self._creating is None or self._creating.done():
+                self._creating = self._spawn(self._ensure_topic())
+            return COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} is being created"
+        err, _ = await self._route(key)
+        if err == COORDINATOR_LOAD_IN_PROGRESS:
+            err = NONE
+        return err, None
+
+    def is_loaded(self, partition: int) -> bool:
+        st = self._partitions.get(partition)
+        return st is not None and st.state == LOADED
+
+    # -- the log -------------------------------------------------------------------------
+    async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]] | None,
+                      decide: Callable[[], list] | None = None, *, producer_id: int = -1,
+                      producer_epoch: int = -1, transactional: bool = False) -> bool:
+        """Append one batch to our partition of the internal topic; raises what the append raised.
+
+        With ``decide``, the records are computed by ``decide()`` under the partition's
+        append lock — after every earlier append has also updated memory — so a decision
+        made from in-memory state cannot overtake a change that was in flight.  Returns
+        False when ``decide`` found nothing to write.  With ``producer_id`` the batch carries
+        it (and ``transactional``: a transactional offset commit), with the next sequence."""
+        st = self._partitions.get(partition)
+        if st is None or st.state != LOADED:
+            raise NotCoordinatorError(f"partition {partition} of {self.TOPIC} is not loaded here")
+        async with st.lock:
+            if self._partitions.get(partition) is not st:
+                raise NotCoordinatorError(f"partition {partition} of {self.TOPIC} moved away")
+            if decide is not None:
+                records = decide()
+                if not records:
+                    return False
+            await self._append_locked(partition, records, producer_id, producer_epoch, transactional)
+        self.engine.notify_appended()
+        return True
+
+    async def _append_locked(self, partition: int, records, producer_id: int = -1,
+                             producer_epoch: int = -1, transactional: bool = False) -> None:
+        plog = self.engine.log(self.TOPIC, partition)
+        b = _native.BatchBuilder()
+        now = self.clock()
+        for key, value in records:
+            b.append(value, key, None, now)
+        seq = -1
+        if producer_id >= 0:
+            seq = 0
+            for e in plog.active_producers():
+                if e.producer_id == producer_id and e.epoch == producer_epoch and e.last_sequence >= 0:
+                    seq = (e.last_sequence + 1) % (1 << 31)
+        buf = b.build(0, 0, producer_id, producer_epoch, seq, transactional)
+        if plog.config["flush.messages"] < _LONG_MAX:
+            await self.loop.run_in_executor(None, plog.append, buf)
+        else:
+            plog.append(buf)
+
+    def partition_lock(self, partition: int) -> asyncio.Lock | None:
+        st = self._partitions.get(partition)
+        return st.lock if st is not None else None
+
+    async def load_partition(self, partition: int) -> None:
+        """Become coordinator for `partition`: replay it into memory (requests for its keys
+        get COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+        st = self._partitions.get(partition)
+        if st is None or st.state == LOADED:
+            st = self._partitions[partition] = _Partition(LOADING)
+        async with st.lock:
+            try:
+                state, errors = await self.loop.run_in_executor(None, self._read_partition, partition)
+            except Exception:
+                log.exception("loading partition %d of %s failed", partition, self.TOPIC)
+                del self._partitions[partition]
+                raise
+        for e in errors:
+            log.error("%s-%d: %s (skipped; the other records of the partition are loaded)",
+                      self.TOPIC, partition, e)
+        self.load_errors.extend(errors)
+        self._apply_loaded(partition, state)
+        if self._partitions.get(partition) is st:
+            st.state = LOADED
+
+    async def unload_partition(self, partition: int) -> None:
+        """Stop coordinating `partition`: its state leaves memory; waiters get NOT_COORDINATOR."""
+        st = self._partitions.get(partition)
+        if st is None:
+            return
+        async with st.lock:
+            self._drop_partition_state(partition)
+
+    def _drop_partition_state(self, partition: int) -> None:
+        self._partitions.pop(partition, None)
+        self._forget_partition(partition)
+
+    def _read_partition(self, partition: int):
+        """Replay one partition (executor thread; only reads): (state, [CorruptRecordError])."""
+        plog = self.engine.log(self.TOPIC, partition)
+        state = self._new_load_state()
+        errors: list[CorruptRecordError] = []
+        lso, hw = plog.log_start_offset, plog.high_watermark
+        for seg in plog.segments:
+            size = seg.size
+            if size == 0 or seg.base_offset >= hw:
+                continue
+            path = seg.log_path
+            data = FileSlice(seg.file, 0, size).read()
+            pos = 0
+            while pos + _BATCH_HEADER <= size:
+                try:
+                    h = _native.read_header(data, pos)
+                    total = h.size
+                    if h.batch_length < _BATCH_HEADER - 12 or pos + total > size:
+                        raise CorruptRecordError(f"batch length {h.batch_length} runs past the segment",
+                                                 path, pos)
+                except CorruptRecordError as e:
+                    errors.append(CorruptRecordError(e.reason, path, pos))
+                    break           # no trustworthy length: the rest of this segment is unreadable
+                if h.next_offset <= lso:
+                    pos += total
+                    continue
+                if h.base_offset >= hw:
+                    break
+                try:
+                    records = _native.decode_batch(data, pos, True, path)
+                except CorruptRecordError as e:
+                    errors.append(CorruptRecordError(e.reason, path, pos))
+                    pos += total
+                    continue
+                try:
+                    self._replay_batch(h, records, state)
+                except CorruptRecordError as e:
+                    errors.append(CorruptRecordError(e.reason, path, pos))
+                pos += total
+        return state, errors
+
+
+def control_type(records) -> int | None:
+    """0 = ABORT, 1 = COMMIT: the type in the key of a control batch's record (None if unreadable)."""
+    for _off, _ts, key, _value, _headers in records:
+        if key is not None and len(key) >= 4:
+            return int.from_bytes(bytes(key[2:4]), "big", signed=True)
+    return None
+
+
+def storage_code(e: BaseException, topic: str) -> int:
+    """Kafka's mapping of a failed internal-topic append to a coordinator error code."""
+    if isinstance(e, KafkaApiError):
+        if e.code in (10, 18):                  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
+            return 28                           # INVALID_COMMIT_OFFSET_SIZE
+        if e.code in (NOT_COORDINATOR,):
+            return NOT_COORDINATOR
+        return COORDINATOR_NOT_AVAILABLE        # storage errors, unknown partition, closed log
+    log.error("%s append failed", topic, exc_info=e)
+    return COORDINATOR_NOT_AVAILABLE

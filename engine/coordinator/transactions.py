@@ -1,0 +1,547 @@
+"""TransactionCoordinator: Kafka's transaction coordinator for one Engine.
+
+State per transactional id lives in ``__transaction_state`` (compacted,
+``transaction.state.log.num.partitions`` = 50 partitions, the id's partition is
+``abs(String.hashCode(id)) % n``), in Kafka's TransactionLogKey/Value format
+(txn_records.py), replayed on start.  It runs on the same kind of host loop as
+the group coordinator (runtime.py :class:`CoordinatorRuntime`).
+
+Python API (in-process producers use it as the wire handlers do; every method is
+a coroutine on the coordinator's loop — from another thread use
+``coord.call(coord.init_producer_id, "tx", 60000)`` or ``coord.submit(...)``;
+results carry Kafka error codes, 0 = success)::
+
+    init_producer_id(transactional_id, timeout_ms, producer_id=-1, producer_epoch=-1)
+        -> (error, producer_id, producer_epoch)        # bumps the epoch, fences the old instance
+    add_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])
+        -> {(topic, partition): error}                 # the transaction becomes Ongoing
+    verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])
+        -> {(topic, partition): error}                 # KIP-890 verify-only: nothing changes
+    add_offsets(transactional_id, producer_id, producer_epoch, group_id) -> error
+    txn_offset_commit(transactional_id, group_id, producer_id, producer_epoch,
+                      {(topic, partition): OffsetAndMetadata | offset}, generation_id=-1,
+                      member_id="", group_instance_id=None) -> {(topic, partition): error}
+    end_txn(transactional_id, producer_id, producer_epoch, commit: bool) -> error
+    list_transactions(states=None, producer_ids=None, min_duration_ms=-1) -> (error, [TxnListing])
+    describe_transactions([transactional_id]) -> [TxnDescription]
+    find_coordinator(transactional_id) -> (error, message)   # creates __transaction_state
+    abort_timed_out() / expire_transactional_ids()           # one pass now (also periodic)
+
+Semantics (Kafka 4.0, transaction.version 0): EndTxn is answered once PrepareCommit /
+PrepareAbort is in the log; the markers (``PartitionLog.append_control`` for data
+partitions, the group coordinator for ``__consumer_offsets``) and the Complete state follow
+on their own, and requests meanwhile get CONCURRENT_TRANSACTIONS.  An InitProducerId for an
+id with an Ongoing transaction bumps the epoch (the old instance is fenced: PRODUCER_FENCED),
+aborts that transaction and answers CONCURRENT_TRANSACTIONS (the client retries).  A
+transaction older than its ``transaction.timeout.ms`` is aborted with a bumped epoch
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``); an id idle for
+``transactional.id.expiration.ms`` is removed (tombstone).  On load, transactions in
+PrepareCommit / PrepareAbort get their markers and complete; Ongoing ones time out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, NamedTuple
+
+from ..errors import KafkaApiError, UnknownTopicOrPartitionError
+from . import records as group_records
+from . import txn_records as tr
+from .runtime import CoordinatorRuntime, storage_code, wall_ms
+from .txn_records import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    DEAD,
+    EMPTY,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    STATE_NAMES,
+    TxnRecord,
+)
+
+__all__ = ["TransactionCoordinator", "TxnDescription", "TxnListing"]
+
+log = logging.getLogger("engine.coordinator.transactions")
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+INVALID_REQUEST = 42
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+OPERATION_NOT_ATTEMPTED = 55
+PRODUCER_FENCED = 90
+TRANSACTIONAL_ID_NOT_FOUND = 105
+TRANSACTION_ABORTABLE = 120
+
+_MAX_EPOCH = 32767 - 1          # Short.MaxValue - 1: an epoch this high is exhausted
+
+
+class TxnListing(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+class TxnDescription(NamedTuple):
+    transactional_id: str
+    error_code: int
+    state: str = ""
+    timeout_ms: int = 0
+    start_ms: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    partitions: tuple = ()
+
+
+@dataclass(eq=False)
+class TxnMetadata:
+    transactional_id: str
+    partition: int                      # of __transaction_state
+    producer_id: int
+    producer_epoch: int = -1
+    last_producer_id: int = -1
+    last_producer_epoch: int = -1
+    timeout_ms: int = 60000
+    state: str = EMPTY
+    partitions: set = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    pending: str | None = None          # a transition whose record is being written
+    persisted: bool = False
+
+    def record(self, **changes) -> TxnRecord:
+        base = TxnRecord(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
+                         frozenset(self.partitions), self.last_update_ms, self.start_ms, self.last_producer_id)
+        return base._replace(**changes)
+
+    def apply(self, r: TxnRecord) -> None:
+        if r.producer_id != self.producer_id or r.producer_epoch != self.producer_epoch:
+            self.last_producer_id, self.last_producer_epoch = self.producer_id, self.producer_epoch
+        self.producer_id, self.producer_epoch, self.timeout_ms = r.producer_id, r.producer_epoch, r.timeout_ms
+        self.state, self.partitions = r.state, set(r.partitions)
+        self.last_update_ms, self.start_ms = r.last_update_ms, r.start_ms
+        self.persisted = True
+
+
+class TransactionCoordinator(CoordinatorRuntime):
+    """See the module docstring.  ``group_coordinator`` is a callable returning the engine's
+    GroupCoordinator (transactional offset commits and their markers go through it)."""
+
+    TOPIC = tr.TRANSACTION_STATE_TOPIC
+    NAME = "transaction-coordinator"
+
+    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
+                 group_coordinator: Callable[[], object] | None = None):
+        super().__init__(engine, node_id=node_id, clock=clock)
+        cfg = engine.config
+        self.configured_partitions = cfg["transaction.state.log.num.partitions"]
+        self.max_timeout_ms = cfg["transaction.max.timeout.ms"]
+        self.id_expiration_ms = cfg["transactional.id.expiration.ms"]
+        self.abort_interval_ms = cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        self.expire_interval_ms = cfg["transaction.remove.expired.transaction.cleanup.interval.ms"]
+        self._group_coordinator = group_coordinator or (lambda: engine.group_coordinator)
+        self._txns: dict[str, TxnMetadata] = {}
+        self._timers: list = []
+
+    # -- runtime hooks -------------------------------------------------------------------
+    async def _on_startup(self) -> None:
+        self._timers = [None, None]
+        self._schedule(0, self.abort_interval_ms, self.abort_timed_out)
+        self._schedule(1, self.expire_interval_ms, self.expire_transactional_ids)
+
+    def _schedule(self, slot: int, interval_ms: int, fn) -> None:
+        def tick():
+            if not self._stopped:
+                self._spawn(fn())
+                self._schedule(slot, interval_ms, fn)
+        self._timers[slot] = self.loop.call_later(interval_ms / 1000, tick)
+
+    def _cancel_timers(self) -> None:
+        for t in self._timers:
+            if t is not None:
+                t.cancel()
+
+    def _topic_config(self) -> dict:
+        return {"cleanup.policy": "compact", "segment.bytes": 104857600, "compression.type": "uncompressed"}
+
+    def _new_load_state(self):
+        return {}
+
+    def _replay_batch(self, header, records, state) -> None:
+        if header.is_control:
+            return
+        for _off, _ts, key, value, _headers in records:
+            if key is None:
+                continue
+            tid = tr.decode_txn_key(key)
+            state[tid] = None if value is None else tr.decode_txn_value(value)
+
+    def _apply_loaded(self, partition: int, state) -> None:
+        resume = []
+        for tid, r in state.items():
+            if r is None or r.state == DEAD:
+                self._txns.pop(tid, None)
+                continue
+            meta = TxnMetadata(tid, partition, r.producer_id)
+            meta.apply(r)
+            meta.last_producer_id, meta.last_producer_epoch = r.previous_producer_id, -1
+            self._txns[tid] = meta
+            if r.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                resume.append(meta)
+        for meta in resume:
+            log.info("transaction %s was %s at load: writing its markers", meta.transactional_id, meta.state)
+            self._spawn(self._complete(meta, meta.state == PREPARE_COMMIT))
+        if state:
+            log.info("loaded %d transactional ids from %s-%d", len(self._txns), self.TOPIC, partition)
+
+    def _forget_partition(self, partition: int) -> None:
+        for tid in [t for t, m in self._txns.items() if m.partition == partition]:
+            del self._txns[tid]
+
+    # -- writes --------------------------------------------------------------------------
+    async def _transition(self, meta: TxnMetadata, target: TxnRecord) -> int:
+        """Write `target` for `meta`; apply it to memory once written.  Returns an error code."""
+        meta.pending = target.state
+        try:
+            await self._append(meta.partition, [(tr.encode_txn_key(meta.transactional_id),
+                                                  tr.encode_txn_value(target))])
+        except Exception as e:  # noqa: BLE001 - becomes the request's error code
+            return storage_code(e, self.TOPIC)
+        finally:
+            meta.pending = None
+        if self._txns.get(meta.transactional_id) is meta:
+            meta.apply(target)
+        return NONE
+
+    def _coordinator_epoch(self, partition: int) -> int:
+        try:
+            plog = self.engine.log(self.TOPIC, partition)
+            return max(plog.leader_epoch_cache.latest_epoch, 0)
+        except KafkaApiError:
+            return 0
+
+    # -- routing -------------------------------------------------------------------------
+    async def find_coordinator(self, transactional_id: str, key_type: int = 1) -> tuple[int, str | None]:
+        """Whether this node coordinates `transactional_id` (creates ``__transaction_state``
+        on first use, answering COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka)."""
+        if not transactional_id:
+            return INVALID_REQUEST, "empty transactional id"
+        return await self._find(transactional_id)
+
+    async def _lookup(self, tid: str, producer_id: int, producer_epoch: int) -> tuple[int, TxnMetadata | None]:
+        if not tid:
+            return INVALID_REQUEST, None
+        err, _ = await self._route(tid)
+        if err:
+            return err, None
+        meta = self._txns.get(tid)
+        if meta is None or meta.producer_id != producer_id:
+            return INVALID_PRODUCER_ID_MAPPING, None
+        if meta.producer_epoch != producer_epoch:
+            return PRODUCER_FENCED, None
+        return NONE, meta
+
+    # -- InitProducerId ------------------------------------------------------------------
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
+                               producer_epoch: int = -1) -> tuple[int, int, int]:
+        """(error, producer_id, epoch) for a transactional producer starting up (or recovering
+        with its current id and epoch, KIP-360)."""
+        tid = transactional_id
+        if not tid:
+            return INVALID_REQUEST, -1, -1
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            return INVALID_TRANSACTION_TIMEOUT, -1, -1
+        err, p = await self._route(tid)
+        if err:
+            return err, -1, -1
+        meta = self._txns.get(tid)
+        if meta is None:
+            pid = await self.loop.run_in_executor(None, self.engine.allocate_producer_id)
+            meta = self._txns.get(tid)
+            if meta is None:
+                meta = self._txns[tid] = TxnMetadata(tid, p, pid, timeout_ms=timeout_ms)
+        if meta.pending is not None:
+            return CONCURRENT_TRANSACTIONS, -1, -1
+        if producer_id >= 0 and meta.producer_epoch >= 0:
+            # KIP-360 (Kafka's isValidProducerId): a new id (epoch -1) takes any pair; else the
+            # pair must be the current one, or the previous one whose bump it did not hear of
+            if (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch) \
+                    and meta.state == EMPTY and meta.pending is None:
+                return NONE, meta.producer_id, meta.producer_epoch     # a retry that already took
+            if (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
+                return PRODUCER_FENCED, -1, -1
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return CONCURRENT_TRANSACTIONS, -1, -1
+        now = self.clock()
+        if meta.state == ONGOING:
+            # fence the running instance: bump the epoch and abort its transaction with it
+            code = await self._fence_and_abort(meta)
+            return (code or CONCURRENT_TRANSACTIONS), -1, -1
+        if meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
+            return INVALID_TXN_STATE, -1, -1
+        pid, epoch = meta.producer_id, meta.producer_epoch + 1
+        if epoch > _MAX_EPOCH - 1:
+            pid = await self.loop.run_in_executor(None, self.engine.allocate_producer_id)
+            epoch = 0
+        target = meta.record(producer_id=pid, producer_epoch=epoch, timeout_ms=timeout_ms, state=EMPTY,
+                             partitions=frozenset(), start_ms=-1, last_update_ms=now)
+        code = await self._transition(meta, target)
+        if code:
+            if not meta.persisted and self._txns.get(tid) is meta:
+                del self._txns[tid]
+            return code, -1, -1
+        return NONE, meta.producer_id, meta.producer_epoch
+
+    async def _fence_and_abort(self, meta: TxnMetadata) -> int:
+        epoch = meta.producer_epoch + 1 if meta.producer_epoch < _MAX_EPOCH else meta.producer_epoch
+        target = meta.record(producer_epoch=epoch, state=PREPARE_ABORT, last_update_ms=self.clock())
+        code = await self._transition(meta, target)
+        if code:
+            return code
+        self._spawn(self._complete(meta, False))
+        return NONE
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Add partitions to the producer's transaction (starting it); {tp: error}."""
+        tps = list(dict.fromkeys((t, int(p)) for t, p in partitions))
+        missing = [tp for tp in tps if not self._partition_exists(*tp)]
+        if missing:
+            # Kafka: the unknown ones UNKNOWN_TOPIC_OR_PARTITION, the rest not attempted
+            return {tp: UNKNOWN_TOPIC_OR_PARTITION if tp in missing else OPERATION_NOT_ATTEMPTED for tp in tps}
+        code = await self._add(transactional_id, producer_id, producer_epoch, tps)
+        return {tp: code for tp in tps}
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          group_id: str) -> int:
+        """Add the ``__consumer_offsets`` partition of `group_id` to the transaction."""
+        if not group_id:
+            return INVALID_REQUEST
+        gc = self._group_coordinator()
+        tp = (group_records.OFFSETS_TOPIC, gc.partition_for(group_id))
+        return await self._add(transactional_id, producer_id, producer_epoch, [tp])
+
+    async def _add(self, tid: str, producer_id: int, producer_epoch: int, tps: list) -> int:
+        err, meta = await self._lookup(tid, producer_id, producer_epoch)
+        if err:
+            return err
+        if meta.pending is not None or meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return CONCURRENT_TRANSACTIONS
+        if meta.state not in (EMPTY, ONGOING, COMPLETE_COMMIT, COMPLETE_ABORT):
+            return INVALID_TXN_STATE
+        if meta.state == ONGOING and set(tps) <= meta.partitions:
+            return NONE
+        now = self.clock()
+        start = meta.start_ms if meta.state == ONGOING else now
+        target = meta.record(state=ONGOING, partitions=frozenset(meta.partitions | set(tps)),
+                             start_ms=start, last_update_ms=now)
+        return await self._transition(meta, target)
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """KIP-890 verification: NONE for partitions in the producer's ongoing transaction,
+        TRANSACTION_ABORTABLE for the others (PRODUCER_FENCED / INVALID_PRODUCER_ID_MAPPING
+        for a stale producer).  Changes nothing."""
+        tps = list(partitions)
+        err, meta = await self._lookup(transactional_id, producer_id, producer_epoch)
+        if err:
+            return {tp: err for tp in tps}
+        ok = meta.state == ONGOING
+        return {tp: NONE if ok and tp in meta.partitions else TRANSACTION_ABORTABLE for tp in tps}
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        try:
+            return 0 <= partition < self.engine.topic_metadata(topic).partitions
+        except KafkaApiError:
+            return False
+
+    # -- TxnOffsetCommit --------------------------------------------------------------------
+    async def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int,
+                                producer_epoch: int, offsets: Mapping, *, generation_id: int = -1,
+                                member_id: str = "", group_instance_id: str | None = None,
+                                ) -> dict[tuple[str, int], int]:
+        """Write offsets of `group_id` as part of the transaction; they become the group's
+        committed offsets with the COMMIT marker (dropped on abort)."""
+        tps = list(offsets)
+        gc = self._group_coordinator()
+        gtp = (group_records.OFFSETS_TOPIC, gc.partition_for(group_id))
+        check = await self.verify_partitions(transactional_id, producer_id, producer_epoch, [gtp])
+        code = check[gtp]
+        if code == TRANSACTION_ABORTABLE:
+            code = INVALID_TXN_STATE          # the group was not added (AddOffsetsToTxn)
+        if code:
+            return {tp: code for tp in tps}
+        return await self._on_group_loop(gc, gc.txn_commit_offsets, group_id, producer_id, producer_epoch,
+                                         offsets, generation_id=generation_id, member_id=member_id,
+                                         group_instance_id=group_instance_id)
+
+    async def _on_group_loop(self, gc, fn, *args, **kwargs):
+        if gc.on_current_loop:
+            return await fn(*args, **kwargs)
+        return await asyncio.wrap_future(gc.submit(fn, *args, **kwargs))
+
+    # -- EndTxn -------------------------------------------------------------------------------
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+        """Commit or abort the producer's transaction: answered once PrepareCommit/PrepareAbort
+        is written; markers and the Complete state follow (CONCURRENT_TRANSACTIONS meanwhile)."""
+        err, meta = await self._lookup(transactional_id, producer_id, producer_epoch)
+        if err:
+            return err
+        if meta.pending is not None:
+            return CONCURRENT_TRANSACTIONS
+        state = meta.state
+        if state == ONGOING:
+            target = meta.record(state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=self.clock())
+            code = await self._transition(meta, target)
+            if code:
+                return code
+            self._spawn(self._complete(meta, commit))
+            return NONE
+        if state == PREPARE_COMMIT:
+            return CONCURRENT_TRANSACTIONS if commit else INVALID_TXN_STATE
+        if state == PREPARE_ABORT:
+            return CONCURRENT_TRANSACTIONS if not commit else INVALID_TXN_STATE
+        if state == COMPLETE_COMMIT:
+            return NONE if commit else INVALID_TXN_STATE       # a retried EndTxn
+        if state == COMPLETE_ABORT:
+            return NONE if not commit else INVALID_TXN_STATE
+        return INVALID_TXN_STATE                                # Empty: no transaction
+
+    async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
+        """Write the markers of meta's transaction, then its Complete state (retried until done
+        or the partition moved away)."""
+        pid, epoch = meta.producer_id, meta.producer_epoch
+        coordinator_epoch = self._coordinator_epoch(meta.partition)
+        delay = 0.05
+        for tp in sorted(meta.partitions):
+            while not self._stopped and self._txns.get(meta.transactional_id) is meta:
+                try:
+                    await self._write_marker(tp, pid, epoch, commit, coordinator_epoch)
+                    break
+                except UnknownTopicOrPartitionError:
+                    log.info("transaction %s: %s-%d is gone; no marker", meta.transactional_id, *tp)
+                    break
+                except Exception as e:  # noqa: BLE001 - retried, as Kafka's marker channel does
+                    log.warning("transaction %s: marker for %s-%d failed (%s); retrying",
+                                meta.transactional_id, tp[0], tp[1], e)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+        while not self._stopped and self._txns.get(meta.transactional_id) is meta:
+            target = meta.record(state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=frozenset(),
+                                 last_update_ms=self.clock())
+            code = await self._transition(meta, target)
+            if code == NONE or code == NOT_COORDINATOR:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def _write_marker(self, tp: tuple[str, int], pid: int, epoch: int, commit: bool,
+                            coordinator_epoch: int) -> None:
+        topic, partition = tp
+        if topic == group_records.OFFSETS_TOPIC:
+            gc = self._group_coordinator()
+            await self._on_group_loop(gc, gc.complete_txn, pid, epoch, partition, commit, coordinator_epoch)
+            return
+        await write_marker(self.engine, self.loop, topic, partition, pid, epoch, commit, coordinator_epoch)
+
+    # -- timeouts and expiry ----------------------------------------------------------------
+    async def abort_timed_out(self) -> int:
+        """Abort (with a bumped epoch, fencing the producer) every Ongoing transaction older
+        than its timeout; returns how many."""
+        now = self.clock()
+        n = 0
+        for meta in list(self._txns.values()):
+            if meta.state == ONGOING and meta.pending is None and meta.start_ms >= 0 \
+                    and meta.start_ms + meta.timeout_ms <= now and self.is_loaded(meta.partition):
+                log.info("transaction %s (producer %d) timed out after %d ms: aborting",
+                         meta.transactional_id, meta.producer_id, meta.timeout_ms)
+                if await self._fence_and_abort(meta) == NONE:
+                    n += 1
+        return n
+
+    async def expire_transactional_ids(self) -> int:
+        """Remove ids idle longer than ``transactional.id.expiration.ms`` (tombstones)."""
+        now = self.clock()
+        n = 0
+        for meta in list(self._txns.values()):
+            if meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and meta.pending is None and meta.persisted \
+                    and meta.last_update_ms + self.id_expiration_ms <= now and self.is_loaded(meta.partition):
+                meta.pending = DEAD
+                try:
+                    await self._append(meta.partition, [(tr.encode_txn_key(meta.transactional_id), None)])
+                except Exception:  # noqa: BLE001 - tried again at the next pass
+                    log.exception("expiring transactional id %s failed", meta.transactional_id)
+                    continue
+                finally:
+                    meta.pending = None
+                if self._txns.get(meta.transactional_id) is meta:
+                    del self._txns[meta.transactional_id]
+                    n += 1
+        return n
+
+    # -- admin ---------------------------------------------------------------------------------
+    async def list_transactions(self, states: Iterable[str] | None = None,
+                                producer_ids: Iterable[int] | None = None,
+                                min_duration_ms: int = -1) -> tuple[int, list[TxnListing]]:
+        states = set(states or ())
+        pids = set(producer_ids or ())
+        now = self.clock()
+        code = NONE
+        if any(st.state != "loaded" for st in self._partitions.values()):
+            code = 14                       # COORDINATOR_LOAD_IN_PROGRESS
+        out = []
+        for tid, meta in sorted(self._txns.items()):
+            if not meta.persisted:
+                continue
+            if states and meta.state not in states:
+                continue
+            if pids and meta.producer_id not in pids:
+                continue
+            if min_duration_ms >= 0 and (meta.state != ONGOING or now - meta.start_ms < min_duration_ms):
+                continue
+            out.append(TxnListing(tid, meta.producer_id, meta.state))
+        return code, out
+
+    async def describe_transactions(self, transactional_ids: Iterable[str]) -> list[TxnDescription]:
+        out = []
+        for tid in transactional_ids:
+            if not tid:
+                out.append(TxnDescription(tid, INVALID_REQUEST))
+                continue
+            err, _ = await self._route(tid) if self._num_partitions is not None else (NONE, -1)
+            meta = self._txns.get(tid)
+            if err:
+                out.append(TxnDescription(tid, err))
+            elif meta is None or not meta.persisted:
+                out.append(TxnDescription(tid, TRANSACTIONAL_ID_NOT_FOUND))
+            else:
+                out.append(TxnDescription(tid, NONE, meta.state, meta.timeout_ms, meta.start_ms,
+                                          meta.producer_id, meta.producer_epoch,
+                                          tuple(sorted(meta.partitions))))
+        return out
+
+
+async def write_marker(engine, loop, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                       commit: bool, coordinator_epoch: int) -> int:
+    """Append a COMMIT/ABORT marker to one of our data partitions (WriteTxnMarkers' work);
+    returns its offset.  Raises what the append raised."""
+    plog = engine.log(topic, partition)
+    if plog.config["flush.messages"] < (1 << 63) - 1:
+        offset = await loop.run_in_executor(None, plog.append_control, producer_id, producer_epoch,
+                                            commit, coordinator_epoch)
+    else:
+        offset = plog.append_control(producer_id, producer_epoch, commit, coordinator_epoch)
+    engine.notify_appended()
+    return offset
+
+
+STATES = frozenset(STATE_NAMES)

@@ -1,0 +1,242 @@
+"""Wire handlers of the transaction APIs, answered by the TransactionCoordinator.
+
+Served (see messages.SUPPORTED, Kafka 4.0's ranges): AddPartitionsToTxn 0-5 (v4+
+batched, with ``verify_only``), AddOffsetsToTxn 0-4, EndTxn 0-5, WriteTxnMarkers
+0-1 (from a peer; this node's own coordinator writes markers in-process),
+TxnOffsetCommit 0-5.  FindCoordinator key type 1 (group_handlers.py),
+InitProducerId (handlers.py), List/DescribeTransactions (admin_handlers.py) and
+the Produce verification (handlers.py) use the same coordinator through
+:func:`call`.
+
+As Kafka (KIP-588), PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to
+clients that predate it: AddPartitionsToTxn / AddOffsetsToTxn / EndTxn below v2,
+TxnOffsetCommit below v3, InitProducerId below v4; TRANSACTION_ABORTABLE (KIP-890)
+as INVALID_TXN_STATE below AddPartitionsToTxn v5.  A read-only Engine has no
+coordinator: COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from .. import _native
+from ..coordinator.group import OffsetAndMetadata
+from ..coordinator.records import OFFSETS_TOPIC
+from ..errors import KafkaApiError
+from ..protocol import messages as m
+
+__all__ = ["TxnHandlers", "call", "fenced", "verify_produce"]
+
+log = logging.getLogger("engine.server")
+
+COORDINATOR_NOT_AVAILABLE = 15
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+PRODUCER_FENCED = 90
+TRANSACTION_ABORTABLE = 120
+
+
+def fenced(code: int, version: int, first_version: int) -> int:
+    """PRODUCER_FENCED for versions from `first_version`, INVALID_PRODUCER_EPOCH before."""
+    if code == PRODUCER_FENCED and version < first_version:
+        return INVALID_PRODUCER_EPOCH
+    return code
+
+
+def coordinator(engine, kind: str = "transaction"):
+    if engine.read_only or engine.closed:
+        return None
+    try:
+        coord = engine._coordinator(kind)
+    except Exception:
+        log.exception("the %s coordinator is not available", kind)
+        return None
+    return coord if coord.running else None
+
+
+async def call(engine, fn_name: str, *args, kind: str = "transaction", **kwargs):
+    """Run a coordinator coroutine on its loop; None when there is no coordinator."""
+    coord = coordinator(engine, kind)
+    if coord is None:
+        return None
+    try:
+        if coord.on_current_loop:           # the broker hosts it: no thread hop
+            return await getattr(coord, fn_name)(*args, **kwargs)
+        return await asyncio.wrap_future(coord.submit(getattr(coord, fn_name), *args, **kwargs))
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("%s coordinator %s failed", kind, fn_name)
+        return None
+
+
+async def verify_produce(engine, req) -> dict | None:
+    """KIP-890 verification: {tp: error} for transactional batches whose partition is not
+    in the producer's ongoing transaction (INVALID_TXN_STATE, Kafka's answer below Produce
+    v12) or whose producer is stale (INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING).
+    Only batches with the transactional bit are looked at (attributes byte 22)."""
+    wanted: dict[tuple[int, int], list] = {}
+    for name, parts in req.topics:
+        for p in parts:
+            rec = p.records
+            if rec is not None and len(rec) > 61 and rec[22] & 0x10:
+                try:
+                    h = _native.read_header(rec, 0)
+                except Exception:  # noqa: BLE001 - the append reports the bad batch
+                    continue
+                wanted.setdefault((h.producer_id, h.producer_epoch), []).append((name, p.index))
+    if not wanted:
+        return None
+    refused = {}
+    for (pid, epoch), tps in wanted.items():
+        res = await call(engine, "verify_partitions", req.transactional_id or "",
+                                      pid, epoch, tps)
+        for tp in tps:
+            code = 15 if res is None else res.get(tp, 0)      # COORDINATOR_NOT_AVAILABLE
+            if code in (120, 42):       # TRANSACTION_ABORTABLE, INVALID_REQUEST (no id)
+                code = 48               # INVALID_TXN_STATE
+            elif code == 90:            # PRODUCER_FENCED
+                code = 47               # INVALID_PRODUCER_EPOCH
+            if code:
+                refused[tp] = code
+    return refused
+
+
+class TxnHandlers:
+    """``table()`` maps API keys to the handlers (merged into Handlers)."""
+
+    def __init__(self, handlers):
+        self.handlers = handlers
+        self.engine = handlers.engine
+
+    def table(self) -> dict:
+        return {
+            m.ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,
+            m.ApiKey.ADD_OFFSETS_TO_TXN: self.add_offsets_to_txn,
+            m.ApiKey.END_TXN: self.end_txn,
+            m.ApiKey.WRITE_TXN_MARKERS: self.write_txn_markers,
+            m.ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
+        }
+
+    @staticmethod
+    def _decode(key: int, header, body):
+        return m.decode(key, header.api_version, body.buf[body.pos:])
+
+    # -- AddPartitionsToTxn (24) ------------------------------------------------------------
+    async def add_partitions_to_txn(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.ADD_PARTITIONS_TO_TXN, header, body)
+        if v < 4:
+            tps = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+            res = await self._add(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                                  req.v3_and_below_producer_epoch, tps, False, v)
+            return [m.encode(m.ApiKey.ADD_PARTITIONS_TO_TXN, v, {
+                "throttle_time": 0, "results_by_topic_v3_and_below": _by_topic(tps, res)})]
+        results = []
+        for t in req.transactions:
+            tps = [(x.name, p) for x in t.topics for p in x.partitions]
+            res = await self._add(t.transactional_id, t.producer_id, t.producer_epoch, tps, t.verify_only, v)
+            results.append({"transactional_id": t.transactional_id, "topic_results": _by_topic(tps, res)})
+        return [m.encode(m.ApiKey.ADD_PARTITIONS_TO_TXN, v, {
+            "throttle_time": 0, "error_code": 0, "results_by_transaction": results})]
+
+    async def _add(self, tid, pid, epoch, tps, verify_only: bool, v: int) -> dict:
+        fn = "verify_partitions" if verify_only else "add_partitions"
+        res = await call(self.engine, fn, tid, pid, epoch, tps)
+        if res is None:
+            return {tp: COORDINATOR_NOT_AVAILABLE for tp in tps}
+        out = {}
+        for tp, code in res.items():
+            code = fenced(code, v, 2)
+            if code == TRANSACTION_ABORTABLE and v < 5:
+                code = INVALID_TXN_STATE
+            out[tp] = code
+        return out
+
+    # -- AddOffsetsToTxn (25) ---------------------------------------------------------------
+    async def add_offsets_to_txn(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.ADD_OFFSETS_TO_TXN, header, body)
+        code = await call(self.engine, "add_offsets", req.transactional_id, req.producer_id,
+                          req.producer_epoch, req.group_id)
+        code = COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
+        return [m.encode(m.ApiKey.ADD_OFFSETS_TO_TXN, v, {"throttle_time": 0, "error_code": code})]
+
+    # -- EndTxn (26) ----------------------------------------------------------------------------
+    async def end_txn(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.END_TXN, header, body)
+        code = await call(self.engine, "end_txn", req.transactional_id, req.producer_id,
+                          req.producer_epoch, bool(req.committed))
+        code = COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
+        # v5 (transaction.version 2) answers the producer's id and epoch; at level 0 they stay
+        return [m.encode(m.ApiKey.END_TXN, v, {"throttle_time": 0, "error_code": code,
+                                                "producer_id": req.producer_id,
+                                                "producer_epoch": req.producer_epoch})]
+
+    # -- TxnOffsetCommit (28) -------------------------------------------------------------------
+    async def txn_offset_commit(self, header, body, conn):
+        v = header.api_version
+        req = self._decode(m.ApiKey.TXN_OFFSET_COMMIT, header, body)
+        offsets = {}
+        for t in req.topics:
+            for p in t.partitions:
+                offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "")
+        res = await call(self.engine, "txn_offset_commit", req.transactional_id, req.group_id,
+                         req.producer_id, req.producer_epoch, offsets,
+                         generation_id=getattr(req, "generation_id", -1),
+                         member_id=getattr(req, "member_id", "") or "",
+                         group_instance_id=getattr(req, "group_instance_id", None))
+        topics = []
+        for t in req.topics:
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": COORDINATOR_NOT_AVAILABLE if res is None
+                 else fenced(res.get((t.name, p.partition_index), 0), v, 3)}
+                for p in t.partitions]})
+        return [m.encode(m.ApiKey.TXN_OFFSET_COMMIT, v, {"throttle_time": 0, "topics": topics})]
+
+    # -- WriteTxnMarkers (27) --------------------------------------------------------------------
+    async def write_txn_markers(self, header, body, conn):
+        """Markers from a transaction coordinator (a peer's, once there are peers): each
+        partition gets its COMMIT/ABORT marker, ``__consumer_offsets`` through the group
+        coordinator (pending transactional offsets are committed or dropped)."""
+        from ..coordinator.transactions import write_marker
+        v = header.api_version
+        req = self._decode(m.ApiKey.WRITE_TXN_MARKERS, header, body)
+        loop = asyncio.get_running_loop()
+        out = []
+        for mk in req.markers:
+            topics = []
+            for t in mk.topics:
+                parts = []
+                for p in t.partition_indexes:
+                    code = 0
+                    try:
+                        if t.name == OFFSETS_TOPIC:
+                            res = await call(self.engine, "complete_txn", mk.producer_id, mk.producer_epoch, p,
+                                             bool(mk.transaction_result), mk.coordinator_epoch, kind="group")
+                            if res is None:
+                                code = COORDINATOR_NOT_AVAILABLE
+                        else:
+                            await write_marker(self.engine, loop, t.name, p, mk.producer_id, mk.producer_epoch,
+                                               bool(mk.transaction_result), mk.coordinator_epoch)
+                    except KafkaApiError as e:
+                        code = e.code
+                    except Exception:  # noqa: BLE001 - one partition's failure is its error
+                        log.exception("transaction marker for %s-%d failed", t.name, p)
+                        code = -1
+                    parts.append({"partition_index": p, "error_code": code})
+                topics.append({"name": t.name, "partitions": parts})
+            out.append({"producer_id": mk.producer_id, "topics": topics})
+        self.handlers.broker.notify_appended()
+        return [m.encode(m.ApiKey.WRITE_TXN_MARKERS, v, {"markers": out})]
+
+
+def _by_topic(tps, res) -> list:
+    by: dict[str, list] = {}
+    for tp in tps:
+        by.setdefault(tp[0], []).append({"partition_index": tp[1], "partition_error_code": res.get(tp, 0)})
+    return [{"name": name, "results_by_partition": parts} for name, parts in by.items()]
