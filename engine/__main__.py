@@ -9,6 +9,7 @@ Commands:
   bench     run the storage benchmarks, print the table and write JSON
   serve     run the Kafka wire-protocol broker on a data directory (--zookeeper: in a cluster)
   cluster   run ZooKeeper and N brokers on 127.0.0.1 (a local cluster)
+  chaos     that cluster under an acks=all producer while brokers are killed; checks nothing is lost
 """
 
 from __future__ import annotations

@@ -48,10 +48,12 @@ def make_member(eng, host: str):
 def start_member(member, broker, eng, port: int) -> None:
     """Register (ClusterError when the id is taken), start the controller candidate and the
     metadata watches, and let the watches drive the broker's replica manager."""
-    from .cluster.local import use_cluster_producer_ids
+    from .cluster.local import use_cluster_auto_create, use_cluster_producer_ids, use_cluster_topic_configs
     member.port = port
     member.start()
     use_cluster_producer_ids(eng, member.store, member.broker_id)
+    use_cluster_topic_configs(eng, member.store)
+    use_cluster_auto_create(eng, member)
     broker.cluster = member
     member.attach(broker.replicas)
 
@@ -77,6 +79,8 @@ def add_cluster_parser(sub) -> None:
     c.add_argument("--config", action="append", metavar="KEY=VALUE",
                    help="a broker setting for every broker (repeatable)")
     c.set_defaults(func=cmd_cluster)
+    from .cluster.chaos import add_chaos_parser
+    add_chaos_parser(sub)
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
@@ -128,14 +132,15 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                     break
             time.sleep(0.2)
     finally:
+        # one at a time: each controlled shutdown moves leaderships to brokers still running
         for _n, p, _l in procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
-        for _n, p, _l in procs:
             try:
                 p.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
         zk.stop()
         print(f"stopped; data kept in {base}", file=sys.stderr, flush=True)
     return 0

@@ -143,7 +143,7 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "zookeeper.connect": ("", lambda k, v: str(v).strip()),
     "zookeeper.session.timeout.ms": (18000, _int(1)),
     "zookeeper.connection.timeout.ms": (18000, _int(1)),
-    "broker.rack": ("", lambda k, v: str(v).strip()),
+    "broker.rack": ("", lambda k, v: str(v).strip()),        # "" = none (Kafka: null)
     "replica.lag.time.max.ms": (30000, _int(1)),
     "auto.leader.rebalance.enable": (True, _bool),
     "leader.imbalance.check.interval.seconds": (300, _int(1)),

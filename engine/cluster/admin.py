@@ -65,7 +65,7 @@ def create_topic(member, name: str, partitions: int | None, replication_factor: 
     else:
         n = eng.config["num.partitions"] if partitions in (None, -1) else partitions
         if n < 1:
-            raise InvalidPartitionsError(f"Number of partitions was set to an invalid non-positive value.")
+            raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
         rf = eng.config["default.replication.factor"] if replication_factor in (None, -1) else replication_factor
         if rf < 1:
             raise InvalidReplicationFactorError(

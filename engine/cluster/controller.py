@@ -41,8 +41,7 @@ import logging
 import threading
 import time
 
-from .zk import (CONTROLLED_SHUTDOWN, CONTROLLER, DELETE_TOPICS, PREFERRED_ELECTION, TOPICS,
-                 NoNodeError, PartitionState, ZkStore)
+from .zk import CONTROLLED_SHUTDOWN, CONTROLLER, PREFERRED_ELECTION, NoNodeError, PartitionState, ZkStore
 
 __all__ = ["Controller"]
 

@@ -20,7 +20,8 @@ import logging
 
 from ..metadata import TopicMetadata, write_partition_metadata
 
-__all__ = ["adopt_cluster_id", "ensure_local_topic", "use_cluster_producer_ids"]
+__all__ = ["adopt_cluster_id", "ensure_local_topic", "use_cluster_producer_ids",
+           "use_cluster_topic_configs", "apply_topic_config", "use_cluster_auto_create"]
 
 log = logging.getLogger("engine.cluster")
 
@@ -76,3 +77,69 @@ def adopt_cluster_id(engine, cluster_id: str, broker_id: int) -> None:
     body = f"#\n#\nversion=1\ncluster.id={cluster_id}\nnode.id={broker_id}\n"
     write_atomic(os.path.join(engine.path, META_PROPERTIES), body.encode())
     meta.cluster_id = cluster_id
+
+
+def _config_strings(overrides: dict) -> dict[str, str]:
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in overrides.items()}
+
+
+def use_cluster_topic_configs(engine, store) -> None:
+    """Topic config changes (IncrementalAlterConfigs, AlterConfigs, the CLI) go to
+    ``/config/topics/<t>``, from where every broker's watch applies them
+    (:func:`apply_topic_config`); this broker applies them at once too."""
+    local_alter = engine.alter_topic_config
+    engine._local_alter_topic_config = local_alter
+
+    def alter_topic_config(name, set=None, delete=()):
+        with engine._admin:
+            overrides = dict(engine.topic_metadata(name).config)
+            overrides.update(set or {})
+            for key in delete:
+                overrides.pop(key, None)
+            cfg = engine.config.log_config(overrides)            # validates before anything is written
+            store.set_topic_config(name, _config_strings(cfg.overrides))
+            local_alter(name, set, delete)
+    engine.alter_topic_config = alter_topic_config
+
+
+def apply_topic_config(engine, topic: str, config: dict[str, str]) -> None:
+    """Make the local topic's overrides those of ZooKeeper (a watch saw them change)."""
+    local_alter = getattr(engine, "_local_alter_topic_config", engine.alter_topic_config)
+    with engine._admin:
+        meta = engine._meta.topics().get(topic)
+        if meta is None:
+            return
+        current = _config_strings(meta.config)
+        if current == dict(config):
+            return
+        wanted = engine.config.log_config(config).overrides
+        if _config_strings(wanted) == current:
+            return
+        log.info("topic %s: config overrides now %s", topic, config)
+        local_alter(topic, wanted, [k for k in meta.config if k not in wanted])
+
+
+def use_cluster_auto_create(engine, member) -> None:
+    """``auto.create.topics.enable`` in cluster mode: Metadata for an unknown topic writes it to
+    ZooKeeper (num.partitions, default.replication.factor) and answers LEADER_NOT_AVAILABLE, as
+    Kafka does; the client asks again once the controller has made leaders."""
+    from ..errors import InvalidReplicationFactorError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+    from ..replica.errors import LeaderNotAvailableError
+    from . import admin
+
+    def ensure_topic(name):
+        try:
+            return engine.topic_metadata(name)
+        except UnknownTopicOrPartitionError:
+            if engine.read_only or not engine.config["auto.create.topics.enable"]:
+                raise
+        if member.view.assignment(name) is None:
+            try:
+                admin.create_topic(member, name, None, None, {}, timeout_s=0)
+                log.info("auto-created topic %s in ZooKeeper", name)
+            except TopicAlreadyExistsError:
+                pass
+            except InvalidReplicationFactorError:
+                raise
+        raise LeaderNotAvailableError(f"topic {name!r} is being created")
+    engine.ensure_topic = ensure_topic

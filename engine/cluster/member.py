@@ -35,11 +35,12 @@ import queue
 import threading
 
 from kazoo.client import KazooState
+from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..errors import UnknownTopicOrPartitionError
 from .controller import Controller
-from .zk import (BROKER_IDS, CONTROLLED_SHUTDOWN, CONTROLLER, TOPICS, ClusterError, PartitionState,
+from .zk import (BROKER_IDS, CONFIG_TOPICS, CONTROLLED_SHUTDOWN, CONTROLLER, TOPICS, ClusterError, PartitionState,
                  TopicAssignment, ZkStore, state_path)
 
 __all__ = ["ClusterMember", "ZkClusterView"]
@@ -106,8 +107,17 @@ class ZkClusterView:
         """The leader's ISR change: a write conditional on the znode version (the partition
         epoch); refused when the leader epoch moved on or this broker is fenced."""
         m = self._m
-        if m.fenced:
+        if m.fenced or m._stopping:
             return False
+        try:
+            return self._alter_isr(topic, partition, new_isr, leader_epoch, partition_epoch)
+        except KazooException as e:          # connection lost or closed: the change did not happen
+            log.warning("broker %d: ISR change of %s-%d not written (ZooKeeper: %s)", self.node_id,
+                        topic, partition, type(e).__name__)
+            return False
+
+    def _alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch) -> bool:
+        m = self._m
         st = m.store.partition_state(topic, partition)
         if st is None or st.leader != self.node_id or st.leader_epoch != leader_epoch \
                 or st.version != partition_epoch:
@@ -138,6 +148,9 @@ class ClusterMember:
     def __init__(self, engine, broker_id: int, zookeeper: str, host: str, port: int, config=None,
                  rack: str | None = None):
         cfg = config if config is not None else engine.config
+        if host in ("", "0.0.0.0", "::"):        # a wildcard listener registers the host's name
+            import socket
+            host = socket.getfqdn()
         self.engine = engine
         self.broker_id = broker_id
         self.host, self.port, self.rack = host, port, rack
@@ -159,6 +172,7 @@ class ClusterMember:
         self._applied: dict[tuple[str, int], tuple] = {}
         self._local_done: dict[str, tuple[str, int]] = {}     # topic -> (id, partitions) made locally
         self._watched_topics: set[str] = set()
+        self._config_watched: set[str] = set()
         self._watched_parts: set[tuple[str, int]] = set()
         self._rm = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -253,7 +267,10 @@ class ClusterMember:
             return False
         brokers = {}
         for b in children:
-            info = self.store.broker(int(b))
+            try:
+                info = self.store.broker(int(b))
+            except KazooException:
+                info = self._brokers.get(int(b))      # keep what we knew; the watch re-fires
             if info is not None:
                 brokers[int(b)] = info
         with self._lock:
@@ -297,9 +314,21 @@ class ClusterMember:
             new = [p for p in a.partitions if (topic, p) not in self._watched_parts]
             self._watched_parts.update((topic, p) for p in new)
         self._work.put(("topic", topic))
+        if topic not in self._config_watched:
+            self._config_watched.add(topic)
+            DataWatch(self.store.client, f"{CONFIG_TOPICS}/{topic}",
+                      lambda d, s, e=None, t=topic: self._on_config(t, d))
         for p in new:
             DataWatch(self.store.client, state_path(topic, p),
                       lambda d, s, e=None, t=topic, p=p: self._on_partition(t, p, d, s))
+        return True
+
+    def _on_config(self, topic, data):
+        if self._stopping or topic not in self._watched_topics:
+            self._config_watched.discard(topic)
+            return False
+        if data is not None:
+            self._work.put(("config", (topic, dict(json.loads(data).get("config", {})))))
         return True
 
     def _on_partition(self, topic, p, data, stat):
@@ -338,6 +367,9 @@ class ClusterMember:
             try:
                 if kind == "part":
                     self._apply(*arg)
+                elif kind == "config":
+                    from .local import apply_topic_config
+                    apply_topic_config(self.engine, *arg)
                 elif kind == "topic":
                     with self._lock:
                         a = self._assignments.get(arg)
@@ -355,6 +387,10 @@ class ClusterMember:
                     self._fence()
                 elif kind == "resume":
                     self._resume()
+            except KazooException as e:      # ZooKeeper unreachable: the watches re-fire later
+                if not self._stopping:
+                    log.warning("broker %d: applying %s %s deferred (ZooKeeper: %s)", self.broker_id,
+                                kind, arg, type(e).__name__)
             except Exception:
                 if not self._stopping:
                     log.exception("broker %d: applying %s %s failed", self.broker_id, kind, arg)
@@ -391,8 +427,8 @@ class ClusterMember:
         with self._lock:
             a = self._assignments.get(topic)
             st = self._states.get((topic, p))
-        if a is None or st is None or p not in a.partitions:
-            return
+        if a is None or st is None or p not in a.partitions or self._rm is None:
+            return          # (before attach(): applied then, from the cache)
         replicas = a.partitions[p]
         if self.broker_id not in replicas:
             if (topic, p) in self._applied:

@@ -118,6 +118,17 @@ class ZkStore:
         self._connection_timeout_s = connection_timeout_s
 
     def start(self) -> "ZkStore":
+        hosts, slash, chroot = self.connect.partition("/")
+        if slash and chroot.strip("/"):       # HOST:PORT/chroot: made when absent, as Kafka does
+            boot = KazooClient(hosts=hosts, timeout=self.client._session_timeout / 1000.0)
+            try:
+                boot.start(timeout=self._connection_timeout_s)
+                boot.ensure_path("/" + chroot.strip("/"))
+            except Exception as e:
+                raise ClusterError(f"cannot connect to ZooKeeper at {hosts}: {e}") from None
+            finally:
+                boot.stop()
+                boot.close()
         try:
             self.client.start(timeout=self._connection_timeout_s)
         except Exception as e:
@@ -151,13 +162,26 @@ class ZkStore:
                "timestamp": _now_ms(), "port": port, "version": 5}
         if rack:
             reg["rack"] = rack
-        try:
-            self.client.create(f"{BROKER_IDS}/{broker_id}", _dumps(reg), ephemeral=True)
-        except NodeExistsError:
-            data, stat = self.client.get(f"{BROKER_IDS}/{broker_id}")
+        path = f"{BROKER_IDS}/{broker_id}"
+        deadline = time.monotonic() + self.client._session_timeout / 1000.0 + 5.0
+        while True:
+            try:
+                self.client.create(path, _dumps(reg), ephemeral=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                continue
             if stat.ephemeralOwner == self.client.client_id[0]:
                 return          # ours already (a retried create after a lost answer)
             other = json.loads(data)
+            if (other.get("host"), other.get("port")) == (host, port) and time.monotonic() < deadline:
+                # our own previous incarnation (killed, restarted at once): its session is
+                # about to expire; wait for that rather than refuse to start
+                time.sleep(0.2)
+                continue
             raise ClusterError(
                 f"broker id {broker_id} is already registered in ZooKeeper at {self.connect} by "
                 f"{other.get('host')}:{other.get('port')} (session 0x{stat.ephemeralOwner:x}); "
@@ -238,6 +262,14 @@ class ZkStore:
         except NoNodeError:
             return {}
         return dict(json.loads(data).get("config", {}))
+
+    def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        """Replace a topic's config overrides (every broker's watch applies them)."""
+        body = _dumps({"version": 1, "config": config})
+        try:
+            self.client.set(f"{CONFIG_TOPICS}/{topic}", body)
+        except NoNodeError:
+            self.client.create(f"{CONFIG_TOPICS}/{topic}", body, makepath=True)
 
     def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
         """Config first, then the assignment (what the controller watches), in one transaction."""

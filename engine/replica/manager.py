@@ -221,12 +221,11 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, replica_id: int = -1,
-             current_leader_epoch: int = -1, log_start_offset: int = -1, min_one_batch: bool = True,
-             isolation_level: int = 0):
-        """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark (up to
-        the last stable offset under ``isolation_level`` 1, read_committed), a follower up to the
-        log end offset (its fetch offset is its LEO: the ISR and the HW move from it).  Returns the
-        log's FetchInfo (its ``high_watermark`` after the update)."""
+             current_leader_epoch: int = -1, log_start_offset: int = -1, isolation_level: int = 0,
+             min_one_batch: bool = True):
+        """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark (the last
+        stable offset with ``isolation_level`` 1, read_committed), a follower up to the log end offset (its fetch offset is its LEO: the ISR and the HW move
+        from it).  Returns the log's FetchInfo (its ``high_watermark`` after the update)."""
         part = self.leader_partition(topic, partition, current_leader_epoch)
         plog = part.log
         if replica_id < 0:

@@ -270,6 +270,9 @@ class AdminHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.ELECT_LEADERS, v, body.buf[body.pos:])
         election_type = getattr(req, "election_type", 0)     # v0: preferred
+        member = getattr(self.handlers.broker, "cluster", None)
+        if member is not None and election_type == 0:       # cluster mode: the controller elects
+            return await self._cluster_preferred_election(member, req, v)
         top = 0
         results = []
         if req.topic_partitions is None:
@@ -297,6 +300,20 @@ class AdminHandlers:
                 results.append({"topic": t.topic, "partition_result": parts})
         return [m.encode(m.ApiKey.ELECT_LEADERS, v, {
             "throttle_time": 0, "error_code": top, "replica_election_results": results})]
+
+    async def _cluster_preferred_election(self, member, req, v):
+        """ElectLeaders (preferred) through ZooKeeper: engine/cluster/admin.elect_preferred."""
+        from ..cluster import admin as cluster_admin
+        wanted = None if req.topic_partitions is None else \
+            [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+        out = await asyncio.get_running_loop().run_in_executor(
+            None, cluster_admin.elect_preferred, member, wanted, req.timeout.total_seconds())
+        by_topic: dict[str, list] = {}
+        for (t, p), (code, msg) in out.items():
+            by_topic.setdefault(t, []).append({"partition_id": p, "error_code": code, "error_message": msg})
+        return [m.encode(m.ApiKey.ELECT_LEADERS, v, {
+            "throttle_time": 0, "error_code": 0,
+            "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()]})]
 
     def _election(self, topic: str, p: int) -> tuple[int, str | None]:
         """ELECTION_NOT_NEEDED when the preferred replica (the first) leads -- always on a single

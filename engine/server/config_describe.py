@@ -79,7 +79,7 @@ _KAFKA_TYPE_CODES = {"boolean": BOOLEAN, "string": STRING, "int": INT, "short": 
 # Broker keys whose Kafka default is null (the value comes from an hours/minutes form or from
 # another key): unset, Kafka shows null and lists no DEFAULT synonym.
 _NULL_DEFAULT_BROKER_KEYS = {"log.roll.ms", "log.roll.jitter.ms", "log.retention.ms",
-                             "log.flush.interval.ms"}
+                             "log.flush.interval.ms", "broker.rack"}
 
 
 def broker_entry(name: str, broker: EngineConfig, synonyms: bool) -> dict:

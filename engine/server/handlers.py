@@ -43,7 +43,6 @@ from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
 from . import authz, config_describe
-from . import txn_handlers
 from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by importers)
     _RESOURCE_BROKER,
     _RESOURCE_TOPIC,
@@ -57,6 +56,7 @@ from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by
     broker_entries,
     partition_entry,
 )
+from . import txn_handlers
 
 __all__ = ["Handlers"]
 
@@ -172,8 +172,8 @@ class Handlers:
             error = 21   # INVALID_REQUIRED_ACKS
         out = []
         appended = False
-        refused = await txn_handlers.verify_produce(self.engine, req) if not error and self._verify_txn else None
         waiting = []        # acks=all: (results, index in results, waiter)
+        refused = await txn_handlers.verify_produce(self.engine, req) if not error and self._verify_txn else None
         for name, parts in req.topics:
             results = []
             for p in parts:
@@ -183,7 +183,7 @@ class Handlers:
                 if refused and (name, p.index) in refused:
                     code = refused[(name, p.index)]
                     results.append((p.index, code, -1, -1, -1,
-                                    "Partition was not added to the transaction"
+                                    "the partition is not part of the producer's transaction"
                                     if code == 48 else None))
                     continue
                 try:
@@ -252,7 +252,7 @@ class Handlers:
                                               replica_id=replica_id,
                                               current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
                                               log_start_offset=getattr(p, "log_start_offset", -1),
-                                              min_one_batch=(total == 0), isolation_level=isolation)
+                                              isolation_level=isolation, min_one_batch=(total == 0))
                     pd.high_watermark = info.high_watermark
                     pd.last_stable_offset = info.last_stable_offset
                     pd.log_start_offset = info.log_start_offset
@@ -303,8 +303,6 @@ class Handlers:
                         hit = plog.last_stable_offset, -1     # read_committed: latest = the LSO
                     else:
                         hit = plog.offset_for_timestamp(ts)
-                    if committed and ts not in (-1, -2) and hit is not None and hit[0] >= plog.last_stable_offset:
-                        hit = None                            # Kafka: only offsets below the LSO
                     if hit is not None:
                         res["offset"], res["timestamp"] = hit
                         res["leader_epoch"] = part.leader_epoch

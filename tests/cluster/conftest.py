@@ -46,8 +46,10 @@ class Cluster:
                         for i in range(1, n + 1)}
 
     def start(self) -> "Cluster":
-        for b in self.brokers.values():
-            b.start()
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(len(self.brokers)) as pool:      # the brokers start together
+            for f in [pool.submit(b.start) for b in self.brokers.values()]:
+                f.result()
         return self
 
     @property

@@ -1,0 +1,189 @@
+"""``python -m engine chaos``: a local cluster under an idempotent acks=all producer while brokers
+are killed (SIGKILL), stopped (SIGTERM, controlled shutdown) and restarted at random; at the end
+every acknowledged value is looked for in the topic.
+
+::
+
+    python -m engine chaos --brokers 3 --duration 60 --seed 1
+
+Prints one line per fault and a verdict: acknowledged / lost / duplicated values, producer errors,
+the longest pause between acknowledgements.  Exit code 0 only with nothing lost or duplicated.
+Needs Debian's zookeeper package and confluent-kafka (the reference client, a test dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+__all__ = ["add_chaos_parser", "cmd_chaos"]
+
+
+def add_chaos_parser(sub) -> None:
+    c = sub.add_parser("chaos", help="a local cluster under load while brokers are killed (a checker)")
+    c.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
+    c.add_argument("--duration", type=float, default=60.0, help="seconds of faults (default 60)")
+    c.add_argument("--interval", type=float, default=8.0, help="seconds between faults (default 8)")
+    c.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
+    c.add_argument("--seed", type=int, default=None, help="random seed (default: time)")
+    c.add_argument("--keep", action="store_true", help="keep the data directory")
+    c.set_defaults(func=cmd_chaos)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Broker:
+    def __init__(self, base, n, zk_connect, session_ms):
+        self.n = n
+        self.dir = os.path.join(base, f"broker-{n}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.listen = f"127.0.0.1:{_port()}"
+        self.args = [sys.executable, "-m", "engine", "serve", "--data-dir", os.path.join(self.dir, "data"),
+                     "--listen", self.listen, "--broker-id", str(n), "--zookeeper", zk_connect,
+                     "--config", f"zookeeper.session.timeout.ms={session_ms}",
+                     "--config", "replica.lag.time.max.ms=3000", "--log-level", "info"]
+        self.proc = None
+
+    def start(self):
+        log = open(os.path.join(self.dir, "broker.log"), "ab")
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(tuple([self.listen.split(":")[0], int(self.listen.split(":")[1])]), 0.5).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"broker {self.n} exited at start (log in {self.dir})")
+                time.sleep(0.1)
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig):
+        if self.running:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    try:
+        from confluent_kafka import Consumer, Producer, TopicPartition
+        from confluent_kafka.admin import AdminClient, NewTopic
+    except ImportError:
+        raise SystemExit("error: the chaos runner drives confluent-kafka: pip install confluent-kafka")
+    from .zkserver import ZooKeeperServer, find_zookeeper
+    if find_zookeeper()[0] is None:
+        raise SystemExit(f"error: {find_zookeeper()[1]}")
+    seed = args.seed if args.seed is not None else int(time.time())
+    rnd = random.Random(seed)
+    base = tempfile.mkdtemp(prefix="engine-chaos-")
+    print(f"chaos: seed {seed}, {args.brokers} brokers, data in {base}", flush=True)
+    zk = ZooKeeperServer(os.path.join(base, "zookeeper")).start()
+    brokers = [_Broker(base, n, zk.connect, 6000) for n in range(1, args.brokers + 1)]
+    try:
+        for b in brokers:
+            b.start()
+        bootstrap = ",".join(b.listen for b in brokers)
+        admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+        topic = "chaos"
+        rf = min(3, args.brokers)
+        admin.create_topics([NewTopic(topic, args.partitions, rf,
+                                      config={"min.insync.replicas": str(min(2, rf))})])[topic].result(60)
+        acked, ack_times, errors = [], [], []
+        stop = threading.Event()
+
+        def report(err, msg):
+            if err is not None:
+                errors.append(str(err))
+            else:
+                acked.append(int(msg.value()))
+                ack_times.append(time.monotonic())
+
+        def produce():
+            p = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
+                          "enable.idempotence": True, "acks": "all", "linger.ms": 2,
+                          "delivery.timeout.ms": 300000, "retry.backoff.max.ms": 500,
+                          "topic.metadata.refresh.interval.ms": 2000})
+            sent = 0
+            while not stop.is_set():
+                if sent - len(acked) - len(errors) < 500:
+                    try:
+                        p.produce(topic, str(sent).encode(), key=str(sent % 97).encode(), on_delivery=report)
+                        sent += 1
+                    except BufferError:
+                        pass
+                p.poll(0.001 if sent % 100 else 0)
+            p.flush(300)
+
+        t = threading.Thread(target=produce, daemon=True)
+        t.start()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < args.duration:
+            time.sleep(args.interval)
+            down = [b for b in brokers if not b.running]
+            up = [b for b in brokers if b.running]
+            # at most one broker down at a time (RF 3, min ISR 2: writes stay possible)
+            if down:
+                b = down[0]
+                b.start()
+                print(f"{time.monotonic() - t0:6.1f}s restart broker {b.n}  (acked {len(acked)})", flush=True)
+            else:
+                b = rnd.choice(up)
+                sig = rnd.choice([signal.SIGKILL, signal.SIGTERM])
+                b.signal(sig)
+                print(f"{time.monotonic() - t0:6.1f}s {'kill -9' if sig == signal.SIGKILL else 'stop'} broker {b.n}"
+                      f"  (acked {len(acked)})", flush=True)
+        for b in brokers:
+            if not b.running:
+                b.start()
+        time.sleep(args.interval)
+        stop.set()
+        t.join(330)
+        c = Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4", "group.id": "chaos-check",
+                      "enable.auto.commit": False})
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=60)[1] for p in range(args.partitions)}
+        c.assign([TopicPartition(topic, p, 0) for p in range(args.partitions)])
+        seen: dict[int, int] = {}
+        pos = {p: 0 for p in ends}
+        deadline = time.monotonic() + 120
+        while any(pos[p] < ends[p] for p in pos) and time.monotonic() < deadline:
+            for msg in c.consume(5000, 1.0):
+                if msg.error() is None:
+                    v = int(msg.value())
+                    seen[v] = seen.get(v, 0) + 1
+                    pos[msg.partition()] = msg.offset() + 1
+        c.close()
+        lost = set(acked) - set(seen)
+        dup = [v for v, k in seen.items() if k > 1]
+        gap = max((b - a for a, b in zip(ack_times, ack_times[1:])), default=0.0)
+        print(f"acked={len(set(acked))} lost={len(lost)} dup={len(dup)} errors={len(errors)} "
+              f"max_unavailability={gap:.2f}s", flush=True)
+        if errors:
+            print(f"producer errors (first 5): {errors[:5]}", flush=True)
+        return 0 if not lost and not dup else 1
+    finally:
+        for b in brokers:
+            b.signal(signal.SIGTERM)
+        zk.stop()
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
