@@ -77,6 +77,8 @@ async def verify_produce(engine, req) -> dict | None:
     in the producer's ongoing transaction (INVALID_TXN_STATE, Kafka's answer below Produce
     v12) or whose producer is stale (INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING).
     Only batches with the transactional bit are looked at (attributes byte 22)."""
+    if req.transactional_id is None:
+        return None     # as Kafka: no transactional id, no verification (a marker gets INVALID_RECORD)
     wanted: dict[tuple[int, int], list] = {}
     for name, parts in req.topics:
         for p in parts:
