@@ -1,5 +1,6 @@
-"""``python -m engine dump-log``: a segment's batches (with CRC checks) or an index's entries,
-in the columns of Kafka's ``kafka-dump-log.sh``."""
+"""``python -m engine dump-log``: a segment's batches (with CRC checks) or an index's entries
+(``.index``, ``.timeindex``, ``.txnindex``), in the columns of Kafka's ``kafka-dump-log.sh``;
+transaction markers print as Kafka's ``endTxnMarker: COMMIT|ABORT coordinatorEpoch: N``."""
 
 from __future__ import annotations
 
@@ -43,10 +44,32 @@ def _dump_index(path: str) -> int:
     return 0
 
 
+def _dump_txn_index(path: str) -> int:
+    """Entries of a .txnindex (aborted transactions), Kafka's line format."""
+    from .errors import CorruptIndexError
+    from .storage import txnindex
+
+    print(f"Dumping {path}")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        entries = txnindex.decode(data, path)
+    except CorruptIndexError as e:
+        print(f"error: {e.reason}")
+        return 1
+    for e in entries:
+        print(f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} "
+              f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}")
+    print(f"{len(entries)} entries", file=sys.stderr)
+    return 0
+
+
 def dump_log(path: str, print_records: bool = False, print_payload: bool = False) -> int:
     """Every batch of a segment (Kafka's DumpLogSegments columns); an index's entries."""
     if path.endswith((".index", ".timeindex")):
         return _dump_index(path)
+    if path.endswith(".txnindex"):
+        return _dump_txn_index(path)
     with open(path, "rb") as f:
         data = f.read()
     pos = 0
@@ -78,7 +101,13 @@ def dump_log(path: str, print_records: bool = False, print_payload: bool = False
               f"isControl: {str(h.is_control).lower()} position: {pos} "
               f"CreateTime: {h.max_timestamp} size: {h.size} magic: {h.magic} "
               f"compresscodec: {_CODECS.get(h.codec, h.codec)} crc: {h.crc} isvalid: {str(valid).lower()}")
-        if print_records and valid:
+        if print_records and valid and h.is_control:
+            kind, coord = _native.read_control_record(data, pos) if h.records_count else (-1, -1)
+            what = {0: "ABORT", 1: "COMMIT"}.get(kind, "UNKNOWN")
+            print(f"| offset: {h.base_offset} CreateTime: {h.max_timestamp} keySize: 4 valueSize: 6 "
+                  f"endTxnMarker: {what} coordinatorEpoch: {coord}" if h.records_count else
+                  "| (empty control batch)")
+        elif print_records and valid:
             for off, ts, key, value, headers in _native.decode_batch(data, pos, False):
                 hdrs = ",".join(f"{k}:{v!r}" for k, v in headers)
                 print(f"| offset: {off} CreateTime: {ts} keySize: {-1 if key is None else len(key)} "

@@ -126,3 +126,58 @@ def test_idle_ids_expire(tmp_path):
         assert coord.call(coord.describe_transactions, ["idle"], timeout=T)[0].error_code == 105
         err, pid2, epoch2 = _init(coord, "idle")
         assert err == 0 and pid2 != pid and epoch2 == 0    # a new producer id
+
+
+def test_concurrent_transactions_while_completing(tmp_path):
+    """Between EndTxn's answer (PrepareCommit written) and the markers, the transaction is
+    completing: AddPartitionsToTxn, InitProducerId and a retried EndTxn(commit) get
+    CONCURRENT_TRANSACTIONS, an EndTxn(abort) INVALID_TXN_STATE (Kafka's answers)."""
+    with engine.open(tmp_path) as eng:
+        eng.create_topic("t", 1)
+        coord = eng.transaction_coordinator
+        err, pid, epoch = _init(coord, "busy")
+        assert coord.call(coord.add_partitions, "busy", pid, epoch, [("t", 0)], timeout=T) == {("t", 0): 0}
+
+        async def end_then_race():
+            # no suspension between the calls: the marker task has not run yet
+            out = [await coord.end_txn("busy", pid, epoch, True)]
+            out.append((await coord.add_partitions("busy", pid, epoch, [("t", 0)]))[("t", 0)])
+            out.append(await coord.end_txn("busy", pid, epoch, True))
+            out.append(await coord.end_txn("busy", pid, epoch, False))
+            out.append((await coord.init_producer_id("busy", 60000))[0])
+            return out
+
+        assert coord.call(end_then_race, timeout=T) == [0, 51, 51, 48, 51]
+        assert _wait_state(coord, "busy", "CompleteCommit").state == "CompleteCommit"
+        assert coord.call(coord.add_partitions, "busy", pid, epoch, [("t", 0)], timeout=T) == {("t", 0): 0}
+
+
+def test_kafka_dump_log_decodes_transaction_state(tmp_path):
+    """Kafka's own decoder (kafka-dump-log.sh --transaction-log-decoder) reads our
+    __transaction_state records: Kafka's TransactionLogKey/Value format."""
+    import os
+    import subprocess
+
+    import pytest
+
+    from engine.coordinator import partition_for
+    from tests.serving import find_kafka
+    home, why = find_kafka()
+    if home is None:
+        pytest.skip(why)
+    tool = os.path.join(home, "bin", "kafka-dump-log.sh")
+    with engine.open(tmp_path) as eng:
+        eng.create_topic("t", 1)
+        coord = eng.transaction_coordinator
+        err, pid, epoch = _init(coord, "dumped")
+        coord.call(coord.add_partitions, "dumped", pid, epoch, [("t", 0)], timeout=T)
+        coord.call(coord.end_txn, "dumped", pid, epoch, True, timeout=T)
+        _wait_state(coord, "dumped", "CompleteCommit")
+    seg = tmp_path / f"__transaction_state-{partition_for('dumped', 50)}" / "00000000000000000000.log"
+    out = subprocess.run([tool, "--transaction-log-decoder", "--files", str(seg)], capture_output=True,
+                         text=True, timeout=120).stdout
+    payloads = [ln.split("payload: ", 1)[1] for ln in out.splitlines() if "transactionalId=dumped" in ln]
+    prefix = f"producerId:{pid},producerEpoch:{epoch},state="
+    assert [p.split("txnLastUpdateTimestamp")[0] for p in payloads] == [
+        f"{prefix}Empty,partitions=[],", f"{prefix}Ongoing,partitions=[t-0],",
+        f"{prefix}PrepareCommit,partitions=[t-0],", f"{prefix}CompleteCommit,partitions=[],"], out

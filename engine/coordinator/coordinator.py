@@ -4,7 +4,9 @@ One coordinator per writable Engine (``Engine.group_coordinator``, created on
 first use), shared by the wire broker and in-process consumers.  It runs on
 its own event loop in a daemon thread (or the broker's loop); all group state
 lives on that loop.  The loop, the internal-topic appends and the replay are
-runtime.py's :class:`CoordinatorRuntime`, shared with the transaction coordinator.
+runtime.py's :class:`CoordinatorRuntime`, shared with the transaction coordinator; this
+module holds membership (join, sync, heartbeats, leave), group_store.py committed offsets,
+admin operations, retention and the replay, group_txn.py transactional offset commits.
 
 Public API (stable; every result carries Kafka error codes, 0 = success)::
 
@@ -32,6 +34,10 @@ Public API (stable; every result carries Kafka error codes, 0 = success)::
     async delete_groups(group_ids) -> {group_id: error_code}
     async delete_offsets(group_id, partitions) -> (error_code, {(topic, partition): error_code})
     async find_coordinator(key, key_type=0) -> (error_code, message)   # creates __consumer_offsets
+    async txn_commit_offsets(group_id, producer_id, producer_epoch, offsets, *, generation_id=-1,
+                             member_id="", group_instance_id=None) -> {(topic, partition): error_code}
+    async complete_txn(producer_id, producer_epoch, partition, commit, coordinator_epoch) -> bool
+    async unstable_partitions(group_id, partitions | None) -> set   # pending transactional offsets
     async load_partition(p) / unload_partition(p)     # the seam for moving leadership later
     async expire_offsets() -> int                     # one retention pass now (also periodic)
     partition_for(group_id) -> int;  load_errors: list[CorruptRecordError];  stop()

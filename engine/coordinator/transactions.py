@@ -506,8 +506,8 @@ class TransactionCoordinator(CoordinatorRuntime):
                 continue
             if pids and meta.producer_id not in pids:
                 continue
-            if min_duration_ms >= 0 and (meta.state != ONGOING or now - meta.start_ms < min_duration_ms):
-                continue
+            if min_duration_ms >= 0 and now - meta.start_ms < min_duration_ms:
+                continue                    # Kafka's duration filter: running at least this long
             out.append(TxnListing(tid, meta.producer_id, meta.state))
         return code, out
 

@@ -217,7 +217,7 @@ class Handlers:
                 if refused and (name, p.index) in refused:
                     code = refused[(name, p.index)]
                     results.append((p.index, code, -1, -1, -1,
-                                    "the partition is not part of the producer's transaction"
+                                    "Partition was not added to the transaction"
                                     if code == 48 else None))
                     continue
                 try:
@@ -334,6 +334,8 @@ class Handlers:
                         hit = plog.last_stable_offset, -1     # read_committed: latest = the LSO
                     else:
                         hit = plog.offset_for_timestamp(ts)
+                    if committed and ts not in (-1, -2) and hit is not None and hit[0] >= plog.last_stable_offset:
+                        hit = None                            # Kafka: only offsets below the LSO
                     if hit is not None:
                         res["offset"], res["timestamp"] = hit
                         res["leader_epoch"] = leader_epoch(plog)

@@ -3,8 +3,8 @@
 For each requested partition, the producers its ProducerStateManager knows
 (engine/storage/producer_state.py): producer id, epoch, last sequence (-1 when
 none of its batches is left), last timestamp (max timestamp of its last
-batch), coordinator epoch and current transaction start offset (-1: no
-transaction; transactions are not served yet).  A partition that does not
+batch), coordinator epoch (of its last transaction marker) and current transaction
+start offset (the first offset of its open transaction, -1: none).  A partition that does not
 exist gets UNKNOWN_TOPIC_OR_PARTITION (3), as Kafka's ReplicaManager answers
 it; this single node leads every partition it has.
 

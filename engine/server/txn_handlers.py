@@ -8,10 +8,11 @@ InitProducerId (handlers.py), List/DescribeTransactions (admin_handlers.py) and
 the Produce verification (handlers.py) use the same coordinator through
 :func:`call`.
 
-As Kafka (KIP-588), PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to
+As Kafka 4.0 (KIP-588), PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to
 clients that predate it: AddPartitionsToTxn / AddOffsetsToTxn / EndTxn below v2,
-TxnOffsetCommit below v3, InitProducerId below v4; TRANSACTION_ABORTABLE (KIP-890)
-as INVALID_TXN_STATE below AddPartitionsToTxn v5.  A read-only Engine has no
+InitProducerId below v4; TxnOffsetCommit, verified through the coordinator as Kafka's
+brokers do, answers INVALID_PRODUCER_EPOCH at every version.  Produce verification:
+INVALID_TXN_STATE for a partition not in the transaction (Kafka's answer below Produce v12).  A read-only Engine has no
 coordinator: COORDINATOR_NOT_AVAILABLE.
 """
 
@@ -76,6 +77,8 @@ async def verify_produce(engine, req) -> dict | None:
     in the producer's ongoing transaction (INVALID_TXN_STATE, Kafka's answer below Produce
     v12) or whose producer is stale (INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING).
     Only batches with the transactional bit are looked at (attributes byte 22)."""
+    if req.transactional_id is None:
+        return None     # as Kafka: no transactional id, no verification (a marker gets INVALID_RECORD)
     wanted: dict[tuple[int, int], list] = {}
     for name, parts in req.topics:
         for p in parts:
@@ -146,13 +149,8 @@ class TxnHandlers:
         res = await call(self.engine, fn, tid, pid, epoch, tps)
         if res is None:
             return {tp: COORDINATOR_NOT_AVAILABLE for tp in tps}
-        out = {}
-        for tp, code in res.items():
-            code = fenced(code, v, 2)
-            if code == TRANSACTION_ABORTABLE and v < 5:
-                code = INVALID_TXN_STATE
-            out[tp] = code
-        return out
+        # (v4+ verify-only answers TRANSACTION_ABORTABLE as it is: Kafka's brokers map it)
+        return {tp: fenced(code, v, 2) for tp, code in res.items()}
 
     # -- AddOffsetsToTxn (25) ---------------------------------------------------------------
     async def add_offsets_to_txn(self, header, body, conn):
@@ -194,7 +192,7 @@ class TxnHandlers:
             topics.append({"name": t.name, "partitions": [
                 {"partition_index": p.partition_index,
                  "error_code": COORDINATOR_NOT_AVAILABLE if res is None
-                 else fenced(res.get((t.name, p.partition_index), 0), v, 3)}
+                 else _txn_offset_code(res.get((t.name, p.partition_index), 0))}
                 for p in t.partitions]})
         return [m.encode(m.ApiKey.TXN_OFFSET_COMMIT, v, {"throttle_time": 0, "topics": topics})]
 
@@ -233,6 +231,12 @@ class TxnHandlers:
             out.append({"producer_id": mk.producer_id, "topics": topics})
         self.handlers.broker.notify_appended()
         return [m.encode(m.ApiKey.WRITE_TXN_MARKERS, v, {"markers": out})]
+
+
+def _txn_offset_code(code: int) -> int:
+    """Kafka 4.0 verifies a TxnOffsetCommit through the transaction coordinator, whose
+    PRODUCER_FENCED reaches the client as INVALID_PRODUCER_EPOCH at every version."""
+    return INVALID_PRODUCER_EPOCH if code == PRODUCER_FENCED else code
 
 
 def _by_topic(tps, res) -> list:

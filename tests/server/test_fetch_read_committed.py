@@ -90,6 +90,31 @@ def test_list_offsets_latest_under_read_committed_is_the_lso(txbroker, version):
     assert got == [10, 7]
 
 
+def test_list_offsets_by_timestamp_under_read_committed_stops_below_the_lso(tmp_path):
+    from .conftest import BrokerThread
+    b = BrokerThread(str(tmp_path / "d"))
+    try:
+        def fill():
+            b.engine.create_topic("ts", 1)
+            log = b.engine.log("ts", 0)
+            log.append(bytearray(build_batch([(b"old", None, [], 1000)])))                  # 0
+            log.append(bytearray(build_batch([(b"t", None, [], 5000)], producer_id=3, producer_epoch=0,
+                                             base_sequence=0, is_transactional=True)))    # 1, open
+        b.call(fill)
+
+        def ask(ts, isolation):
+            resp = call(b.port, 2, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
+                {"name": "ts", "partitions": [{"partition_index": 0, "timestamp": ts,
+                                               "current_leader_epoch": -1}]}]})
+            return resp.topics[0].partitions[0].offset
+        assert (ask(500, 0), ask(500, 1)) == (0, 0)
+        assert (ask(4000, 0), ask(4000, 1)) == (1, -1)          # the hit is at the LSO: none (Kafka)
+        assert (ask(-3, 0), ask(-3, 1)) == (1, -1)
+        assert (ask(-1, 0), ask(-1, 1)) == (2, 1)
+    finally:
+        b.stop()
+
+
 def test_after_the_open_transaction_commits_everything_is_visible(tmp_path):
     from .conftest import BrokerThread
     b = BrokerThread(str(tmp_path / "d"))

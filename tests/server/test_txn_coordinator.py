@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
+import uuid
 
 import pytest
 
@@ -19,8 +19,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from serving import ROOT, ServeProcess  # noqa: E402
+from tests.serving import ServeProcess, find_kafka  # noqa: E402
 
 from engine import _native  # noqa: E402
 from engine.client.wire import WireClient  # noqa: E402
@@ -39,6 +38,7 @@ def srv(tmp_path_factory):
 
 
 def _topic(bootstrap: str, name: str, partitions: int = 2) -> str:
+    name = f"{name}-{uuid.uuid4().hex[:6]}"         # unique: the tests also run against a Kafka
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     return name
@@ -203,48 +203,57 @@ def test_timed_out_transaction_is_aborted_and_fenced(srv):
 def test_bad_input_answers(srv):
     """Row B12 for transactions, Kafka 4.0's codes."""
     topic = _topic(srv.bootstrap, "tx-bad", 2)
+    tid = f"tx-b-{uuid.uuid4().hex[:6]}"
     with WireClient(srv.bootstrap) as w:
         def call(key, body, v):
             return w._call(None, key, body, version=v)
+
+        for _ in range(100):        # as clients do: find the coordinator (creates __transaction_state)
+            if call(ApiKey.FIND_COORDINATOR, {"key_type": 1, "coordinator_keys": [tid]}, 4)[
+                    "coordinators"][0]["error_code"] == 0:
+                break
+            time.sleep(0.1)
 
         def init(tid, timeout=60000, pid=-1, epoch=-1, v=4):
             for _ in range(100):
                 r = call(ApiKey.INIT_PRODUCER_ID, {"transactional_id": tid, "transaction_timeout": timeout,
                                                    "producer_id": pid, "producer_epoch": epoch}, v)
-                if r["error_code"] not in (15, 51):   # coordinator being created, concurrent
+                if r["error_code"] not in (14, 15, 16, 51):   # loading / being created, concurrent
                     return r
                 time.sleep(0.1)
             return r
 
-        assert init("tx-b", timeout=10**9)["error_code"] == 50           # INVALID_TRANSACTION_TIMEOUT
-        r = init("tx-b")
+        assert init(tid, timeout=10**9)["error_code"] == 50           # INVALID_TRANSACTION_TIMEOUT
+        r = init(tid)
         pid, epoch = r["producer_id"], r["producer_epoch"]
         assert r["error_code"] == 0 and pid >= 0
 
         def end(commit, e=None, v=1):
-            return call(ApiKey.END_TXN, {"transactional_id": "tx-b", "producer_id": pid,
+            return call(ApiKey.END_TXN, {"transactional_id": tid, "producer_id": pid,
                                          "producer_epoch": epoch if e is None else e, "committed": commit}, v)
 
         assert end(True)["error_code"] == 48                              # INVALID_TXN_STATE: no txn
 
         def add(parts, e=None, v=0):
             r = call(ApiKey.ADD_PARTITIONS_TO_TXN, {
-                "v3_and_below_transactional_id": "tx-b", "v3_and_below_producer_id": pid,
+                "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
                 "v3_and_below_producer_epoch": epoch if e is None else e,
                 "v3_and_below_topics": [{"name": topic, "partitions": parts}]}, v)
             return [p["partition_error_code"] for t in r["results_by_topic_v3_and_below"]
                     for p in t["results_by_partition"]]
 
         assert add([0]) == [0]
-        assert call(ApiKey.ADD_PARTITIONS_TO_TXN, {
-            "v3_and_below_transactional_id": "tx-b", "v3_and_below_producer_id": pid,
+        r = call(ApiKey.ADD_PARTITIONS_TO_TXN, {
+            "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
             "v3_and_below_producer_epoch": epoch,
             "v3_and_below_topics": [{"name": "no-such-topic", "partitions": [0]},
-                                    {"name": topic, "partitions": [1]}]}, 0)[
-            "results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 3
+                                    {"name": topic, "partitions": [1]}]}, 0)
+        assert {(t["name"], p["partition_index"]): p["partition_error_code"]
+                for t in r["results_by_topic_v3_and_below"] for p in t["results_by_partition"]} == \
+            {("no-such-topic", 0): 3, (topic, 1): 55}       # the rest OPERATION_NOT_ATTEMPTED
         # KIP-890 verify-only (v4): partition 0 is in the transaction, 1 is not
         r = call(ApiKey.ADD_PARTITIONS_TO_TXN, {"transactions": [{
-            "transactional_id": "tx-b", "producer_id": pid, "producer_epoch": epoch, "verify_only": True,
+            "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "verify_only": True,
             "topics": [{"name": topic, "partitions": [0, 1]}]}]}, 5)
         codes = {p["partition_index"]: p["partition_error_code"]
                  for p in r["results_by_transaction"][0]["topic_results"][0]["results_by_partition"]}
@@ -254,35 +263,45 @@ def test_bad_input_answers(srv):
         b.append(b"sneaky", None, None, int(time.time() * 1000))
         batch = b.build(0, 0, pid, epoch, 0, True)
         hw_before = w.list_offsets({(topic, 1): -1})[(topic, 1)][0]
-        r = call(ApiKey.PRODUCE, {"transactional_id": "tx-b", "acks": -1, "timeout": 30000, "topic_data": [
+        r = call(ApiKey.PRODUCE, {"transactional_id": tid, "acks": -1, "timeout": 30000, "topic_data": [
             {"name": topic, "partition_data": [{"index": 1, "records": batch}]}]}, 9)
-        assert r["responses"][0]["partition_responses"][0]["error_code"] == 48   # INVALID_TXN_STATE
+        part = r["responses"][0]["partition_responses"][0]
+        assert (part["error_code"], part["error_message"]) == (48, "Partition was not added to the transaction")
         assert w.list_offsets({(topic, 1): -1})[(topic, 1)][0] == hw_before     # nothing appended
         # stale epochs: INVALID_PRODUCER_EPOCH for old versions, PRODUCER_FENCED from v2
         assert add([0], e=epoch - 1 if epoch > 0 else epoch + 5) == [47]
         assert end(True, e=epoch + 5, v=1)["error_code"] == 47
         assert end(True, e=epoch + 5, v=3)["error_code"] == 90
         # a second instance while the transaction is Ongoing: fenced, aborted, CONCURRENT_TRANSACTIONS
-        r = call(ApiKey.INIT_PRODUCER_ID, {"transactional_id": "tx-b", "transaction_timeout": 60000,
+        r = call(ApiKey.INIT_PRODUCER_ID, {"transactional_id": tid, "transaction_timeout": 60000,
                                            "producer_id": -1, "producer_epoch": -1}, 4)
         assert r["error_code"] == 51
-        r = init("tx-b")
-        assert r["error_code"] == 0 and r["producer_epoch"] == epoch + 2
+        r = init(tid)
+        current = r["producer_epoch"]       # bumped by the fence and again now (Kafka at TV2: thrice)
+        assert r["error_code"] == 0 and r["producer_id"] == pid and current >= epoch + 2
         # the fenced instance: EndTxn and TxnOffsetCommit refused
         assert end(True, v=3)["error_code"] == 90
-        r = call(ApiKey.TXN_OFFSET_COMMIT, {"transactional_id": "tx-b", "group_id": "g", "producer_id": pid,
-                                            "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-                                            "group_instance_id": None, "topics": [
-                                                {"name": topic, "partitions": [{
-                                                    "partition_index": 0, "committed_offset": 1,
-                                                    "committed_leader_epoch": -1,
-                                                    "committed_metadata": ""}]}]}, 3)
-        assert r["topics"][0]["partitions"][0]["error_code"] == 90
+        for _ in range(100):         # as clients do: find the group's coordinator first
+            if call(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": ["g"]}, 4)[
+                    "coordinators"][0]["error_code"] == 0:
+                break
+            time.sleep(0.1)
+        for _ in range(100):
+            r = call(ApiKey.TXN_OFFSET_COMMIT, {
+                "transactional_id": tid, "group_id": "g", "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                           "committed_leader_epoch": -1,
+                                                           "committed_metadata": ""}]}]}, 3)
+            if r["topics"][0]["partitions"][0]["error_code"] not in (14, 15, 16):   # group coordinator loading
+                break
+            time.sleep(0.1)
+        assert r["topics"][0]["partitions"][0]["error_code"] == 47      # INVALID_PRODUCER_EPOCH (Kafka 4.0)
         # KIP-360: the current id and epoch bump it; a stale pair is fenced
-        new_epoch = r_epoch = init("tx-b", pid=pid, epoch=epoch + 2)["producer_epoch"]
-        assert new_epoch == epoch + 3
-        assert init("tx-b", pid=pid, epoch=epoch)["error_code"] == 90
-        assert r_epoch == _describe(srv.bootstrap, "tx-b")["producer_epoch"]
+        r = init(tid, pid=pid, epoch=current)
+        assert (r["error_code"], r["producer_id"], r["producer_epoch"]) == (0, pid, current + 1)
+        assert init(tid, pid=pid, epoch=epoch)["error_code"] == 90
+        assert _describe(srv.bootstrap, tid)["producer_epoch"] == current + 1
         # unknown ids
         assert _describe(srv.bootstrap, "never-seen")["error_code"] == 105
         assert call(ApiKey.END_TXN, {"transactional_id": "never-seen", "producer_id": 1, "producer_epoch": 0,
@@ -334,21 +353,13 @@ def test_recovery_after_kill9(tmp_path):
         s.stop()
 
 
-def _kafka_home() -> str | None:
-    for cand in (os.environ.get("KAFKA_HOME"), os.path.join(ROOT, "..", "shared", "kafka")):
-        if cand:
-            for sub in ("", "kafka_2.13-4.0.0"):
-                if os.path.exists(os.path.join(cand, sub, "bin", "kafka-transactions.sh")):
-                    return os.path.join(cand, sub)
-    return None
-
-
 def test_kafka_transactions_tool(srv):
-    home = _kafka_home()
+    home, why = find_kafka()
     if home is None:
-        pytest.skip("Kafka's tools not found (set KAFKA_HOME to a Kafka 4.0 installation)")
+        pytest.skip(why)
     topic = _topic(srv.bootstrap, "tx-tool", 1)
-    p = _producer(srv.bootstrap, "tx-tool-id")
+    tid = f"tx-tool-{uuid.uuid4().hex[:6]}"
+    p = _producer(srv.bootstrap, tid)
     p.begin_transaction()
     p.produce(topic, b"open", partition=0)
     p.flush(10)
@@ -359,12 +370,14 @@ def test_kafka_transactions_tool(srv):
         assert r.returncode == 0, r.stderr
         return r.stdout
 
-    pid = _describe(srv.bootstrap, "tx-tool-id")["producer_id"]
+    d = _describe(srv.bootstrap, tid)
+    pid = d["producer_id"]
     out = tool("list")
-    assert any(line.split()[:4] == ["tx-tool-id", "0", str(pid), "Ongoing"] for line in out.splitlines()), out
-    out = tool("describe", "--transactional-id", "tx-tool-id")
+    rows = [ln.split() for ln in out.splitlines()]
+    assert [tid, str(pid), "Ongoing"] in [r[:1] + r[2:4] for r in rows if len(r) >= 4], out
+    out = tool("describe", "--transactional-id", tid)
     row = out.splitlines()[1].split()
-    assert row[1:5] == ["tx-tool-id", str(pid), "0", "Ongoing"] and row[-1] == f"{topic}-0", out
+    assert row[1:5] == [tid, str(pid), str(d["producer_epoch"]), "Ongoing"] and row[-1] == f"{topic}-0", out
     out = tool("describe-producers", "--topic", topic, "--partition", "0")
     lines = [ln.split() for ln in out.splitlines()[1:] if ln.strip()]
     mine = [ln for ln in lines if ln[0] == str(pid)]

@@ -450,3 +450,17 @@ def log_values(log):
             for off, _ts, k, v, _h in _native.decode_batches(seg._data(), 0, seg.size)[0]:
                 out[k] = v
     return out
+
+
+def test_our_dump_log_prints_markers_and_txnindex_as_kafka(tmp_path, capsys):
+    from engine.dump import dump_log
+    with manager(str(tmp_path)) as m:
+        log = m.create_log(T, 0)
+        log.append(txn(1, 0, 0))
+        log.append_control(1, 0, False, 7)
+        seg = log.segments[0]
+    assert dump_log(seg.txn_index.path) == 0
+    assert dump_log(seg.log_path, print_records=True) == 0
+    out = capsys.readouterr().out
+    assert "version: 0 producerId: 1 firstOffset: 0 lastOffset: 2 lastStableOffset: 3" in out
+    assert "endTxnMarker: ABORT coordinatorEpoch: 7" in out
