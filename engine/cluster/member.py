@@ -181,6 +181,7 @@ class ClusterMember:
         self._stopping = False
         self._session_lost = False
         self._shutting_down = False
+        self._strays_checked = False
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "ClusterMember":
@@ -287,6 +288,9 @@ class ClusterMember:
         if self._stopping:
             return False
         current = set(children)
+        if not self._strays_checked:
+            self._strays_checked = True
+            self._work.put(("strays", current))
         with self._lock:
             gone = [t for t in self._assignments if t not in current]
             new = [t for t in current if t not in self._watched_topics]
@@ -367,6 +371,12 @@ class ClusterMember:
             try:
                 if kind == "part":
                     self._apply(*arg)
+                elif kind == "strays":
+                    strays = [t for t in self.engine.list_topics() if t not in arg and not t.startswith("__")]
+                    if strays:
+                        log.warning("broker %d: local topics unknown to the cluster (deleted while this "
+                                    "broker was away, or from before it joined), kept but not served: %s",
+                                    self.broker_id, ", ".join(strays))
                 elif kind == "config":
                     from .local import apply_topic_config
                     apply_topic_config(self.engine, *arg)
