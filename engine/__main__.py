@@ -414,12 +414,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         None, start_member, member, broker, eng, adv_port or broker.port)
                     started = member
                 http = _start_operator_endpoints(broker, args, cfg)
-                # last: "serving" means every endpoint asked for is up (tests wait for it)
-                print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
                 stop = asyncio.Event()
                 loop = asyncio.get_running_loop()
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.add_signal_handler(sig, stop.set)
+                # last, after the signal handlers (a SIGTERM right after it is a clean stop):
+                # "serving" means every endpoint asked for is up (tests wait for it)
+                print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
                 await stop.wait()
             finally:
                 if started is not None:     # controlled shutdown while still serving
