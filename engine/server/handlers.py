@@ -303,6 +303,8 @@ class Handlers:
                         hit = plog.last_stable_offset, -1     # read_committed: latest = the LSO
                     else:
                         hit = plog.offset_for_timestamp(ts)
+                    if committed and ts not in (-1, -2) and hit is not None and hit[0] >= plog.last_stable_offset:
+                        hit = None                            # Kafka: only offsets below the LSO
                     if hit is not None:
                         res["offset"], res["timestamp"] = hit
                         res["leader_epoch"] = part.leader_epoch
