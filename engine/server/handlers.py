@@ -183,7 +183,7 @@ class Handlers:
                 if refused and (name, p.index) in refused:
                     code = refused[(name, p.index)]
                     results.append((p.index, code, -1, -1, -1,
-                                    "the partition is not part of the producer's transaction"
+                                    "Partition was not added to the transaction"
                                     if code == 48 else None))
                     continue
                 try:
