@@ -38,7 +38,7 @@ from .. import _native
 from ..errors import CorruptIndexError, CorruptRecordError
 from . import checkpoint, files, producer_state
 from .epochs import LeaderEpochCache
-from .log import RecoveryEvent, RecoveryStats
+from .logtypes import RecoveryEvent, RecoveryStats
 from .segment import LogSegment
 
 __all__ = ["LoadedLog", "discover_new_segments", "load_partition", "load_producer_state"]
