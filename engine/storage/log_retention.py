@@ -80,7 +80,7 @@ class RetentionMixin:
             self._flush_epoch_cache()
             pstate.delete_snapshots(self.dir, lambda _o: True)
             self.producer_state.clear()
-            self._hw_file.publish(self.high_watermark, self.log_start_offset)
+            self._publish()  # HW, log start and LSO, like every other publication
             if self.gaps_allowed:
                 from .cleaner import truncate_checkpoint
                 truncate_checkpoint(self, offset)
