@@ -18,11 +18,7 @@ is fdatasync'd.  In durable mode (``flush.messages=1``) an append returns only
 after an fdatasync covered its bytes, and the automatic high watermark moves
 only over synced bytes, so a reader never sees data a power loss could take.
 
-Flush policy: Kafka's default leaves data in the page cache; ``flush.messages=N``
-syncs when N offsets are unflushed (N=1: durable mode, group commit);
-``flush.ms`` is applied by ``maybe_flush()`` (LogManager's periodic task).
-As in Kafka, a roll schedules a flush of the segments before it; here
-``maybe_flush()`` (the periodic task) performs it, moving the recovery point.
+Flush policy (flush.messages, flush.ms, the flush after a roll): log_flush.py.
 
 Lock rule: ``self._lock`` (an RLock) guards the segment list, every segment
 and index call, and every offset field.  It is held for validation, the
@@ -54,6 +50,7 @@ from ..errors import (
 )
 from . import files
 from .epochs import HighWatermarkFile, LeaderEpochCache
+from .log_flush import FlushMixin
 from .log_retention import RetentionMixin
 from .log_txn import ProducerStateMixin
 from .logtypes import AppendInfo, FetchInfo, RecoveryEvent, RecoveryStats
@@ -70,12 +67,13 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog(ProducerStateMixin, RetentionMixin):
+class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
     """A partition's segments, offsets, flush policy, retention and HW publication.
 
     Truncation, DeleteRecords and retention live in RetentionMixin
     (log_retention.py); idempotence, transactions, the LSO, HW publication
-    and producer snapshots in ProducerStateMixin (log_txn.py).
+    and producer snapshots in ProducerStateMixin (log_txn.py); fdatasync,
+    group commit and the flush policy in FlushMixin (log_flush.py).
 
     Normally created by LogManager (which runs the loader); ``PartitionLog(...)``
     directly opens/creates the directory, recovering it when
@@ -333,83 +331,6 @@ class PartitionLog(ProducerStateMixin, RetentionMixin):
         self._roll_flush_pending = max(self._roll_flush_pending, new_base)
         self._snapshot_locked(new_base)
         return seg
-
-    # -- durability ------------------------------------------------------
-    def _await_sync(self, target: int) -> None:
-        """Return once every byte below offset `target` is fdatasync'd (group commit)."""
-        with self._sync_cond:
-            while self._synced_offset < target:
-                if not self._sync_in_progress:
-                    self._sync_in_progress = True
-                    break
-                self._sync_cond.wait()
-            else:
-                return
-        try:
-            upto = self._sync_round()
-        except BaseException:
-            with self._sync_cond:
-                self._sync_in_progress = False
-                self._sync_cond.notify_all()
-            raise
-        with self._sync_cond:
-            if upto > self._synced_offset:
-                self._synced_offset = upto
-            self._sync_in_progress = False
-            self._sync_cond.notify_all()
-
-    def _sync_round(self) -> int:
-        """fdatasync every segment with unsynced bytes; returns the offset now covered.
-
-        The snapshot is taken without the log lock, so a sync never waits
-        behind a write in progress: the log end offset is read first, then
-        the segment sizes, and append() grows a segment's size before it
-        moves the log end offset, so the sizes read cover every byte below
-        `upto` (reads of single attributes are atomic under the GIL).
-        """
-        upto = self.log_end_offset
-        work = [(s, s.file, s.size) for s in list(self._segments) if s.flushed_size < s.size]
-        try:
-            for _seg, f, _size in work:
-                if f.fd >= 0:
-                    _native.fdatasync(f.fd)
-        except OSError as e:
-            with self._lock:
-                self._failed = e
-            raise KafkaStorageError(e.errno, f"fdatasync in {self.dir} failed: {e.strerror}") from e
-        with self._lock:
-            self.sync_count += 1
-            for seg, _f, size in work:
-                if size > seg.flushed_size:
-                    seg.flushed_size = size
-            upto = min(upto, self.log_end_offset)
-            if upto > self.recovery_point:
-                self.recovery_point = upto
-            self._maybe_advance_hw(upto)
-            self._check_offsets()
-        self._last_flush_ms = self.clock()
-        return upto
-
-    def flush(self, up_to: int | None = None) -> int:
-        """fdatasync everything below `up_to` (default: the log end offset); returns the recovery point."""
-        self._check_writable()
-        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        if target > self.recovery_point:
-            self._await_sync(target)
-        return self.recovery_point
-
-    def maybe_flush(self, now_ms: int | None = None) -> bool:
-        """flush.ms policy (called periodically): flush if the last flush is older than flush.ms."""
-        if self.read_only or self._closed:
-            return False
-        now = self.clock() if now_ms is None else now_ms
-        if self.log_end_offset > self.recovery_point and now - self._last_flush_ms >= self.config["flush.ms"]:
-            self.flush()
-            return True
-        if self._roll_flush_pending > self.recovery_point:
-            self.flush(self._roll_flush_pending)  # the segments before the last roll
-            return True
-        return False
 
     def _flush_epoch_cache(self) -> None:
         self.leader_epoch_cache.flush()

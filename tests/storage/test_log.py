@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-import engine.storage.log as logmod
+import engine.storage.log_flush as logflush
 from engine import _native
 from engine.errors import (
     CorruptRecordError,
@@ -204,7 +204,7 @@ def test_durable_group_commit(tmp_path, monkeypatch):
             calls.append(fd)
             _native.fdatasync(fd)
 
-    monkeypatch.setattr(logmod, "_native", Counting())
+    monkeypatch.setattr(logflush, "_native", Counting())  # the module doing the fdatasyncs
     log = _open(tmp_path, config=small_config(flush_messages=1, segment_bytes=10**6))
     assert log.config.durable
     errors = []
