@@ -16,6 +16,7 @@ import os
 from ..errors import OffsetOutOfRangeError
 from . import files
 from . import producer_state as pstate
+from .cleaner_checkpoint import truncate_checkpoint
 from .segment import LogSegment
 
 __all__ = ["RetentionMixin"]
@@ -59,7 +60,6 @@ class RetentionMixin:
             self._publish()
             self._check_offsets()
             if self.gaps_allowed:
-                from .cleaner import truncate_checkpoint
                 truncate_checkpoint(self, self.log_end_offset)
             return self.log_end_offset
 
@@ -82,7 +82,6 @@ class RetentionMixin:
             self.producer_state.clear()
             self._publish()  # HW, log start and LSO, like every other publication
             if self.gaps_allowed:
-                from .cleaner import truncate_checkpoint
                 truncate_checkpoint(self, offset)
             self._check_offsets()
 
