@@ -45,7 +45,7 @@ One cleaning of a log:
    and deletes ``.deleted``.
 5. The checkpoint ``<data dir>/cleaner-offset-checkpoint`` (Kafka's text
    format: ``0`` / N / ``topic partition offset``; atomic write) moves to the
-   end offset.
+   end offset (cleaner_checkpoint.py).
 
 Concurrency: a cleaning reads sealed segments with ``pread`` and writes the
 cleaned files without the log lock; appends and reads go on.  The lock is
@@ -66,11 +66,14 @@ from dataclasses import dataclass
 from .. import _native
 from ..errors import ClosedError, CorruptRecordError
 from . import checkpoint, files
+from .cleaner_checkpoint import checkpoint_path, read_cleaner_checkpoint, truncate_checkpoint, \
+    update_cleaner_checkpoint
 from .cleaner_txn import COMPACT, KEEP, CleanedTxnMetadata, aborted_entries, in_range, skip_aborted, \
     transactional_batch
 from .segment import LogSegment
 
-__all__ = ["CleanStats", "LogCleaner", "clean_log", "cleanable", "read_cleaner_checkpoint"]
+__all__ = ["CleanStats", "LogCleaner", "clean_log", "cleanable", "read_cleaner_checkpoint",
+           "checkpoint_path", "update_cleaner_checkpoint", "truncate_checkpoint"]
 
 _logger = logging.getLogger(__name__)
 DEFAULT_DEDUPE_BUFFER_SIZE = 134217728  # log.cleaner.dedupe.buffer.size
@@ -109,57 +112,6 @@ class SimulatedCrash(Exception):
 
     Nothing is undone (no file is removed), as if the process had died there.
     """
-
-
-# -- the checkpoint file (one per data dir, shared by its partitions) ----------
-_ckpt_guard = threading.Lock()
-_ckpt_locks: dict[str, threading.Lock] = {}
-
-
-def _ckpt_lock(path: str) -> threading.Lock:
-    with _ckpt_guard:
-        lk = _ckpt_locks.get(path)
-        if lk is None:
-            lk = _ckpt_locks[path] = threading.Lock()
-        return lk
-
-
-def checkpoint_path(log) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(log.dir)), files.CLEANER_OFFSET_CHECKPOINT)
-
-
-def read_cleaner_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    """{(topic, partition): first dirty offset}; a garbled file counts as empty (everything dirty)."""
-    try:
-        return checkpoint.read_offset_checkpoint(path) or {}
-    except checkpoint.CheckpointError:
-        return {}
-
-
-def update_cleaner_checkpoint(path: str, key: tuple[str, int], offset: int | None) -> None:
-    """Set (or with None remove) one partition's entry, atomically."""
-    with _ckpt_lock(path):
-        entries = read_cleaner_checkpoint(path)
-        if offset is None:
-            if key not in entries:
-                return
-            entries.pop(key)
-        else:
-            if entries.get(key) == offset:
-                return
-            entries[key] = offset
-        checkpoint.write_offset_checkpoint(path, entries)
-
-
-def truncate_checkpoint(log, offset: int) -> None:
-    """The log was truncated to `offset`: the first dirty offset may not stay above it (Kafka)."""
-    path = checkpoint_path(log)
-    if not os.path.exists(path):
-        return
-    key = (log.topic, log.partition)
-    cur = read_cleaner_checkpoint(path).get(key)
-    if cur is not None and cur > offset:
-        update_cleaner_checkpoint(path, key, offset)
 
 
 # -- what is cleanable ---------------------------------------------------------

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from .. import _native
 from ..errors import CorruptIndexError, CorruptRecordError
 from . import checkpoint, files, producer_state
-from .log import LeaderEpochCache, RecoveryEvent, RecoveryStats
+from .epochs import LeaderEpochCache
+from .logtypes import RecoveryEvent, RecoveryStats
 from .segment import LogSegment
 
 __all__ = ["LoadedLog", "discover_new_segments", "load_partition", "load_producer_state"]

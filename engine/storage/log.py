@@ -5,18 +5,7 @@ On disk (``<topic>-<partition>/``): segments ``<base>.log/.index/.timeindex``
 ``<offset>.snapshot`` (producer_state.py: written at each roll and by
 ``write_producer_snapshot`` at clean shutdown, the latest two kept, those above
 a truncation point deleted; loaded by loader.load_producer_state) and our
-``.highwatermark`` publication file::
-
-    .highwatermark   64 bytes, little-endian int64 fields, each 8-byte aligned
-        0   high watermark      (written with one atomic 8-byte store)
-        8   log start offset    (atomic store)
-        16  magic 0x4B48574D31  ("KHWM1"), identifies the format
-        24  last stable offset  (atomic store, before the high watermark)
-        32  magic 0x4B4C534F31  ("KLSO1") once field 24 is written
-
-A read-only open in another process maps the file read-only and reads the
-high watermark with one atomic 8-byte load (``_native.load_i64_atomic``); it
-never serves an offset at or above it, and only complete batches.
+``.highwatermark`` publication file (layout and readers: epochs.py).
 
 Offsets, named and ordered (asserted after every change):
 ``log_start_offset <= high_watermark <= log_end_offset`` and
@@ -29,11 +18,7 @@ is fdatasync'd.  In durable mode (``flush.messages=1``) an append returns only
 after an fdatasync covered its bytes, and the automatic high watermark moves
 only over synced bytes, so a reader never sees data a power loss could take.
 
-Flush policy: Kafka's default leaves data in the page cache; ``flush.messages=N``
-syncs when N offsets are unflushed (N=1: durable mode, group commit);
-``flush.ms`` is applied by ``maybe_flush()`` (LogManager's periodic task).
-As in Kafka, a roll schedules a flush of the segments before it; here
-``maybe_flush()`` (the periodic task) performs it, moving the recovery point.
+Flush policy (flush.messages, flush.ms, the flush after a roll): log_flush.py.
 
 Lock rule: ``self._lock`` (an RLock) guards the segment list, every segment
 and index call, and every offset field.  It is held for validation, the
@@ -51,223 +36,44 @@ from __future__ import annotations
 
 import bisect
 import logging
-import mmap
 import os
-import struct
 import threading
 import time
-from dataclasses import dataclass, field
 
 from .. import _native
 from ..errors import (
     ClosedError,
-    CorruptIndexError,
     KafkaStorageError,
-    OutOfOrderSequenceError,
     OffsetOutOfRangeError,
     ReadOnlyError,
 )
-from . import checkpoint, files
-from . import producer_state as pstate
+from . import files
+from .epochs import HighWatermarkFile, LeaderEpochCache
+from .log_flush import FlushMixin
+from .log_retention import RetentionMixin
+from .log_txn import ProducerStateMixin
+from .logtypes import AppendInfo, FetchInfo, RecoveryEvent, RecoveryStats
 from .producer_state import ProducerStateManager
 from .segment import FileSlice, LogSegment
+from .verify import verified_slice as _verified
 
 __all__ = ["AppendInfo", "FetchInfo", "LeaderEpochCache", "PartitionLog", "HighWatermarkFile",
            "RecoveryEvent"]
 
 _log = logging.getLogger(__name__)
 
-HWM_MAGIC = 0x4B48574D31
-LSO_MAGIC = 0x4B4C534F31
-HWM_SIZE = 64
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What one append wrote: offsets [first_offset, last_offset], size bytes."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    batches: int
-    records: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchInfo:
-    """A read: slices of complete-or-partial batches starting at the batch holding start_offset."""
-
-    slices: list
-    start_offset: int
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-    last_stable_offset: int = -1
-    aborted_transactions: list | None = None   # read_committed: [(producer_id, first_offset)]
-
-    @property
-    def size(self) -> int:
-        return sum(s.size for s in self.slices)
-
-    def read(self) -> bytes:
-        return b"".join(s.read() for s in self.slices)
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryEvent:
-    """One thing the loader changed or distrusted (the recovery report)."""
-
-    path: str
-    position: int | None
-    bytes_dropped: int
-    reason: str
-
-
-@dataclass
-class RecoveryStats:
-    segments_scanned: int = 0
-    bytes_scanned: int = 0
-    events: list = field(default_factory=list)
-
-
-class HighWatermarkFile:
-    """The `.highwatermark` publication file (layout in the module docstring)."""
-
-    def __init__(self, path: str, writable: bool):
-        self.path = path
-        self.writable = writable
-        self._map: mmap.mmap | None = None
-        if writable:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                if os.fstat(fd).st_size != HWM_SIZE:
-                    os.ftruncate(fd, HWM_SIZE)
-                self._map = mmap.mmap(fd, HWM_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-            finally:
-                os.close(fd)
-            if _native.load_i64_atomic(self._map, 16) != HWM_MAGIC:
-                _native.store_i64_atomic(self._map, 16, HWM_MAGIC)
-        else:
-            self._try_map()
-
-    def _try_map(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
-        try:
-            if os.fstat(fd).st_size < HWM_SIZE:
-                return False
-            m = mmap.mmap(fd, HWM_SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
-        finally:
-            os.close(fd)
-        if _native.load_i64_atomic(m, 16) != HWM_MAGIC:
-            m.close()
-            return False
-        self._map = m
-        return True
-
-    def publish(self, high_watermark: int, log_start_offset: int, last_stable_offset: int | None = None) -> None:
-        if self._map is not None:
-            _native.store_i64_atomic(self._map, 8, log_start_offset)
-            if last_stable_offset is not None:
-                _native.store_i64_atomic(self._map, 24, last_stable_offset)
-                if self._lso_magic is not True:
-                    _native.store_i64_atomic(self._map, 32, LSO_MAGIC)
-                    self._lso_magic = True
-            _native.store_i64_atomic(self._map, 0, high_watermark)
-
-    _lso_magic = None
-
-    def read(self) -> tuple[int, int] | None:
-        """(high_watermark, log_start_offset) or None when not published."""
-        if self._map is None and not self._try_map():
-            return None
-        assert self._map is not None
-        return _native.load_i64_atomic(self._map, 0), _native.load_i64_atomic(self._map, 8)
-
-    def read_lso(self, high_watermark: int) -> int:
-        """The published last stable offset, at most `high_watermark` (the HW when none is published)."""
-        if self._map is None and not self._try_map():
-            return high_watermark
-        assert self._map is not None
-        if _native.load_i64_atomic(self._map, 32) != LSO_MAGIC:
-            return high_watermark
-        return min(_native.load_i64_atomic(self._map, 24), high_watermark)
-
-    def close(self) -> None:
-        if self._map is not None:
-            try:
-                self._map.close()
-            except BufferError:
-                pass
-            self._map = None
-
-
-class LeaderEpochCache:
-    """epoch -> start offset (Kafka's LeaderEpochFileCache), persisted in leader-epoch-checkpoint."""
-
-    def __init__(self, path: str | None, entries: list[tuple[int, int]] | None = None):
-        self.path = path
-        self.entries: list[tuple[int, int]] = list(entries or [])
-
-    @property
-    def latest_epoch(self) -> int:
-        return self.entries[-1][0] if self.entries else -1
-
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` starts at `start_offset`; True if the cache changed."""
-        if epoch < 0:
-            return False
-        if self.entries and epoch <= self.entries[-1][0]:
-            return False
-        # Drop entries that conflict (start at or after the new epoch's start).
-        while self.entries and self.entries[-1][1] >= start_offset:
-            self.entries.pop()
-        self.entries.append((epoch, start_offset))
-        return True
-
-    def truncate_from_end(self, end_offset: int) -> bool:
-        """Remove epochs starting at or after end_offset (log truncated to end_offset)."""
-        n = len(self.entries)
-        self.entries = [(e, o) for e, o in self.entries if o < end_offset]
-        return len(self.entries) != n
-
-    def truncate_from_start(self, start_offset: int) -> bool:
-        """Log start moved: the epoch covering start_offset now starts there."""
-        keep = [(e, o) for e, o in self.entries if o >= start_offset]
-        older = [(e, o) for e, o in self.entries if o < start_offset]
-        if older and (not keep or keep[0][1] > start_offset):
-            keep.insert(0, (older[-1][0], start_offset))
-        changed = keep != self.entries
-        self.entries = keep
-        return changed
-
-    def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(largest epoch <= `epoch`, its end offset); (-1, -1) if unknown (Kafka's rule)."""
-        if not self.entries or epoch < self.entries[0][0]:
-            return -1, -1
-        if epoch >= self.entries[-1][0]:
-            return self.entries[-1][0], log_end_offset
-        for i, (e, _o) in enumerate(self.entries):
-            if e > epoch:
-                return self.entries[i - 1][0], self.entries[i][1]
-        return self.entries[-1][0], log_end_offset  # pragma: no cover
-
-    def flush(self) -> None:
-        if self.path is not None:
-            checkpoint.write_epoch_checkpoint(self.path, self.entries)
-
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog:
+class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
     """A partition's segments, offsets, flush policy, retention and HW publication.
+
+    Truncation, DeleteRecords and retention live in RetentionMixin
+    (log_retention.py); idempotence, transactions, the LSO, HW publication
+    and producer snapshots in ProducerStateMixin (log_txn.py); fdatasync,
+    group commit and the flush policy in FlushMixin (log_flush.py).
 
     Normally created by LogManager (which runs the loader); ``PartitionLog(...)``
     directly opens/creates the directory, recovering it when
@@ -380,52 +186,6 @@ class PartitionLog:
             self._publish()
             self._check_offsets()
             return hw
-
-    def _publish(self) -> None:
-        """Publish HW, log start and LSO in .highwatermark (caller holds _lock)."""
-        fu = self.producer_state.first_unstable_offset(self.high_watermark)
-        lso = self.high_watermark if fu is None else max(min(fu, self.high_watermark), self.log_start_offset)
-        self._hw_file.publish(self.high_watermark, self.log_start_offset, lso)
-
-    @property
-    def last_stable_offset(self) -> int:
-        """min(first offset of the oldest open or not yet replicated transaction, high watermark).
-
-        read_committed reads stop here.  A read-only open returns what the
-        writer published (the HW when the writer never published an LSO).
-        """
-        if self.read_only:
-            self.refresh()
-            with self._lock:
-                return max(self._hw_file.read_lso(self.high_watermark), self.log_start_offset)
-        with self._lock:
-            fu = self.producer_state.first_unstable_offset(self.high_watermark)
-            if fu is None:
-                return self.high_watermark
-            return max(min(fu, self.high_watermark), self.log_start_offset)
-
-    def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
-        """[(producer_id, first_offset)] of the aborted transactions overlapping [start_offset, upper_offset).
-
-        Kafka's collectAbortedTransactions: the ``.txnindex`` of the segment
-        holding `start_offset` and of the later ones, until an entry's
-        lastStableOffset reaches `upper_offset`.  What a read_committed Fetch
-        answers with, and what the scanner drops.
-        """
-        out = []
-        with self._lock:   # the writer appends entries under it; the entries are in memory once read
-            for seg in self._segments[self._floor_index(start_offset):]:
-                if self.read_only:
-                    seg.txn_index.refresh()
-                try:
-                    found, complete = seg.txn_index.collect(start_offset, upper_offset)
-                except (CorruptIndexError, OSError) as e:
-                    _log.warning("%s", e)
-                    found, complete = [], False
-                out.extend((a.producer_id, a.first_offset) for a in found)
-                if complete:
-                    break
-        return out
 
     def _maybe_advance_hw(self, offset: int) -> None:
         # called with _lock held
@@ -542,41 +302,6 @@ class PartitionLog:
             self._await_sync(end)
         return AppendInfo(first, last, maxts, off_maxts, lat, nb, nrec, size)
 
-    def _index_aborted_locked(self, seg: LogSegment, done) -> None:
-        """Add the aborted ones of `done` (CompletedTxn) to `seg`'s .txnindex."""
-        from .txnindex import AbortedTxn
-        for c in done:
-            if c.aborted:
-                try:
-                    seg.txn_index.append(AbortedTxn(c.producer_id, c.first_offset, c.last_offset,
-                                                    c.last_stable_offset))
-                except OSError as e:
-                    # the marker is in the log: a later recovery rebuilds the index from it
-                    _log.error("could not write %s: %s", seg.txn_index.path, e)
-
-    def _check_idempotent(self, buf):
-        """Check the idempotent batches of an append (caller holds the lock).
-
-        Returns the batch headers to record after the write, or an AppendInfo
-        with the original offsets when the append is a retry of one batch
-        already in the log.  Raises OutOfOrderSequenceError,
-        InvalidProducerEpochError or InvalidRecordError (ProducerStateManager).
-        """
-        headers, _end = _native.list_batches(buf, 0, -1, False)
-        staged: dict[int, tuple[int, int]] = {}
-        for h in headers:
-            if h.producer_id < 0:
-                continue
-            dup = self.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence,
-                                            h.last_offset_delta, staged, bool(h.attributes & 0x10))
-            if dup is not None:
-                if len(headers) != 1:
-                    raise OutOfOrderSequenceError(
-                        f"producer {h.producer_id} repeated sequence {h.base_sequence} inside one append")
-                return AppendInfo(dup.first_offset, dup.last_offset, -1, -1, -1, 0, 0, 0)
-            staged[h.producer_id] = (h.producer_epoch, (h.base_sequence + h.last_offset_delta) % (1 << 31))
-        return headers
-
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int) -> LogSegment:
         seg = self._segments[-1]
         if seg.size > 0 and seg.should_roll(size, max_ts, last_offset, self.clock()):
@@ -606,119 +331,6 @@ class PartitionLog:
         self._roll_flush_pending = max(self._roll_flush_pending, new_base)
         self._snapshot_locked(new_base)
         return seg
-
-    # -- producer state snapshots -------------------------------------------
-    def _snapshot_locked(self, offset: int) -> None:
-        """Write ``<offset>.snapshot`` (state below `offset`), prune old ones (caller holds _lock).
-
-        A snapshot that cannot be written is only logged: the state is rebuilt from the log.
-        """
-        try:
-            pstate.write_snapshot(self.dir, offset, self.producer_state.snapshot_entries())
-            self._prune_snapshots_locked()
-        except OSError as e:
-            _log.warning("could not write the producer snapshot of %s at %d: %s", self.dir, offset, e)
-
-    def _prune_snapshots_locked(self) -> None:
-        """Keep the latest KEEP_SNAPSHOTS snapshots; drop those below the first segment (log start)."""
-        offs = pstate.list_snapshots(self.dir)
-        keep = set(offs[-pstate.KEEP_SNAPSHOTS:])
-        first = self._segments[0].base_offset
-        pstate.delete_snapshots(self.dir, lambda o: o not in keep or o < first)
-
-    def write_producer_snapshot(self) -> None:
-        """Snapshot the producer state at the log end offset (clean shutdown)."""
-        self._check_writable()
-        with self._lock:
-            pstate.write_snapshot(self.dir, self.log_end_offset, self.producer_state.snapshot_entries())
-            self._prune_snapshots_locked()
-
-    def active_producers(self) -> list:
-        """The producers this partition knows (producer_state.SnapshotEntry each), for DescribeProducers."""
-        with self._lock:
-            return self.producer_state.active_producers()
-
-    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
-        """producer.id.expiration.ms: forget producers idle that long; returns their ids."""
-        with self._lock:
-            return self.producer_state.remove_expired(now_ms, expiration_ms)
-
-    # -- durability ------------------------------------------------------
-    def _await_sync(self, target: int) -> None:
-        """Return once every byte below offset `target` is fdatasync'd (group commit)."""
-        with self._sync_cond:
-            while self._synced_offset < target:
-                if not self._sync_in_progress:
-                    self._sync_in_progress = True
-                    break
-                self._sync_cond.wait()
-            else:
-                return
-        try:
-            upto = self._sync_round()
-        except BaseException:
-            with self._sync_cond:
-                self._sync_in_progress = False
-                self._sync_cond.notify_all()
-            raise
-        with self._sync_cond:
-            if upto > self._synced_offset:
-                self._synced_offset = upto
-            self._sync_in_progress = False
-            self._sync_cond.notify_all()
-
-    def _sync_round(self) -> int:
-        """fdatasync every segment with unsynced bytes; returns the offset now covered.
-
-        The snapshot is taken without the log lock, so a sync never waits
-        behind a write in progress: the log end offset is read first, then
-        the segment sizes, and append() grows a segment's size before it
-        moves the log end offset, so the sizes read cover every byte below
-        `upto` (reads of single attributes are atomic under the GIL).
-        """
-        upto = self.log_end_offset
-        work = [(s, s.file, s.size) for s in list(self._segments) if s.flushed_size < s.size]
-        try:
-            for _seg, f, _size in work:
-                if f.fd >= 0:
-                    _native.fdatasync(f.fd)
-        except OSError as e:
-            with self._lock:
-                self._failed = e
-            raise KafkaStorageError(e.errno, f"fdatasync in {self.dir} failed: {e.strerror}") from e
-        with self._lock:
-            self.sync_count += 1
-            for seg, _f, size in work:
-                if size > seg.flushed_size:
-                    seg.flushed_size = size
-            upto = min(upto, self.log_end_offset)
-            if upto > self.recovery_point:
-                self.recovery_point = upto
-            self._maybe_advance_hw(upto)
-            self._check_offsets()
-        self._last_flush_ms = self.clock()
-        return upto
-
-    def flush(self, up_to: int | None = None) -> int:
-        """fdatasync everything below `up_to` (default: the log end offset); returns the recovery point."""
-        self._check_writable()
-        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        if target > self.recovery_point:
-            self._await_sync(target)
-        return self.recovery_point
-
-    def maybe_flush(self, now_ms: int | None = None) -> bool:
-        """flush.ms policy (called periodically): flush if the last flush is older than flush.ms."""
-        if self.read_only or self._closed:
-            return False
-        now = self.clock() if now_ms is None else now_ms
-        if self.log_end_offset > self.recovery_point and now - self._last_flush_ms >= self.config["flush.ms"]:
-            self.flush()
-            return True
-        if self._roll_flush_pending > self.recovery_point:
-            self.flush(self._roll_flush_pending)  # the segments before the last roll
-            return True
-        return False
 
     def _flush_epoch_cache(self) -> None:
         self.leader_epoch_cache.flush()
@@ -920,161 +532,6 @@ class PartitionLog:
         with self._lock:
             return self.leader_epoch_cache.end_offset_for_epoch(epoch, self.log_end_offset)
 
-    # -- truncation / retention ------------------------------------------
-    def truncate_to(self, offset: int) -> int:
-        """Remove everything at and above `offset` (batch granularity); returns the new log end offset."""
-        self._check_writable()
-        with self._lock:
-            if offset >= self.log_end_offset:
-                return self.log_end_offset
-            if offset < self.log_start_offset:
-                offset = self.log_start_offset
-            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                seg = self._segments.pop()
-                self._bases.pop()
-                seg.delete()
-            seg = self._segments[-1]
-            seg.truncate_to(offset)
-            if seg.next_offset < self.log_start_offset:
-                # Only offsets below the log start would remain: truncate fully, start at it (Kafka's
-                # truncateFullyAndStartAt).
-                for old in self._segments:
-                    old.delete()
-                seg = LogSegment(self.dir, self.log_start_offset, self.config, create=True)
-                self._segments, self._bases = [seg], [seg.base_offset]
-            seg.make_active()
-            self.log_end_offset = seg.next_offset
-            self.high_watermark = min(self.high_watermark, self.log_end_offset)
-            self.recovery_point = min(self.recovery_point, self.log_end_offset)
-            with self._sync_cond:
-                self._synced_offset = min(self._synced_offset, self.log_end_offset)
-            if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
-                self._flush_epoch_cache()
-            # Kafka's truncateAndReload: snapshots above the new end go, the state is rebuilt.
-            from .loader import load_producer_state
-            load_producer_state(self, self.log_end_offset, self.recovery_stats, report_stale=False)
-            self._publish()
-            self._check_offsets()
-            if self.gaps_allowed:
-                from .cleaner import truncate_checkpoint
-                truncate_checkpoint(self, self.log_end_offset)
-            return self.log_end_offset
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """A follower behind its leader's log start (Kafka's truncateFullyAndStartAt): every
-        segment, epoch and producer snapshot goes; the log restarts empty at `offset`."""
-        self._check_writable()
-        with self._lock:
-            for seg in self._segments:
-                seg.delete()
-            seg = LogSegment(self.dir, offset, self.config, create=True)
-            self._segments, self._bases = [seg], [offset]
-            self.log_start_offset = self.log_end_offset = self.high_watermark = offset
-            self.recovery_point = offset
-            with self._sync_cond:
-                self._synced_offset = offset
-            self.leader_epoch_cache.entries = []
-            self._flush_epoch_cache()
-            pstate.delete_snapshots(self.dir, lambda _o: True)
-            self.producer_state.clear()
-            self._hw_file.publish(self.high_watermark, self.log_start_offset)
-            if self.gaps_allowed:
-                from .cleaner import truncate_checkpoint
-                truncate_checkpoint(self, offset)
-            self._check_offsets()
-
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to `offset` (<= HW); returns it."""
-        self._check_writable()
-        with self._lock:
-            if offset > self.high_watermark or offset < 0:
-                raise OffsetOutOfRangeError(
-                    f"cannot delete records before {offset}: high watermark is {self.high_watermark}")
-            if offset > self.log_start_offset:
-                self.log_start_offset = offset
-                if self.leader_epoch_cache.truncate_from_start(offset):
-                    self._flush_epoch_cache()
-                self._publish()
-            self._delete_segments_locked(lambda seg, nxt, _total: nxt <= self.log_start_offset, "log start offset")
-            self._check_offsets()
-            return self.log_start_offset
-
-    def maybe_apply_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole old segments by retention.ms / retention.bytes / log start; returns how many."""
-        if self.read_only or self._closed:
-            return 0
-        now = self.clock() if now_ms is None else now_ms
-        cfg = self.config
-        deleted = 0
-        # Kafka: retention.ms / retention.bytes apply only when cleanup.policy includes delete.
-        by_retention = "delete" in cfg["cleanup.policy"]
-        with self._lock:
-            rms = cfg["retention.ms"] if by_retention else -1
-            if rms >= 0:
-                def expired(seg, _nxt, _total):
-                    ts = seg.max_timestamp
-                    if ts < 0:
-                        ts = int(os.path.getmtime(seg.log_path) * 1000)
-                    return now - ts > rms
-                deleted += self._delete_segments_locked(expired, "retention.ms")
-            rbytes = cfg["retention.bytes"] if by_retention else -1
-            if rbytes >= 0:
-                state = {"diff": sum(s.size for s in self._segments) - rbytes}
-
-                def too_big(seg, _nxt, _total):
-                    if state["diff"] - seg.size >= 0:
-                        state["diff"] -= seg.size
-                        return True
-                    return False
-                deleted += self._delete_segments_locked(too_big, "retention.bytes")
-            deleted += self._delete_segments_locked(
-                lambda seg, nxt, _t: nxt <= self.log_start_offset, "log start offset")
-            self._check_offsets()
-        self.maybe_delete_pending(now)
-        return deleted
-
-    def _delete_segments_locked(self, predicate, reason: str) -> int:
-        """Delete leading non-active segments while predicate(seg, next_base, total) holds and next_base <= HW."""
-        n = 0
-        while len(self._segments) > 1:
-            seg, nxt = self._segments[0], self._segments[1].base_offset
-            if nxt > self.high_watermark or not predicate(seg, nxt, len(self._segments)):
-                break
-            self._segments.pop(0)
-            self._bases.pop(0)
-            seg.change_suffix(files.DELETED_SUFFIX)
-            delay = self.config["file.delete.delay.ms"]
-            self._pending_deletes.append((self.clock() + delay, seg))
-            n += 1
-        if n:
-            new_start = self._segments[0].base_offset
-            if new_start > self.log_start_offset:
-                self.log_start_offset = new_start
-                if self.leader_epoch_cache.truncate_from_start(new_start):
-                    self._flush_epoch_cache()
-            self.high_watermark = max(self.high_watermark, self.log_start_offset)
-            self._publish()
-            self._prune_snapshots_locked()  # snapshots below the new first segment are useless
-            if self.config["file.delete.delay.ms"] == 0:
-                self._delete_pending_locked(None)
-        return n
-
-    def maybe_delete_pending(self, now_ms: int | None = None) -> int:
-        """Unlink `.deleted` segments whose file.delete.delay.ms has passed."""
-        with self._lock:
-            return self._delete_pending_locked(self.clock() if now_ms is None else now_ms)
-
-    def _delete_pending_locked(self, now: int | None) -> int:
-        keep, n = [], 0
-        for deadline, seg in self._pending_deletes:
-            if now is None or deadline <= now:
-                seg.delete()
-                n += 1
-            else:
-                keep.append((deadline, seg))
-        self._pending_deletes = keep
-        return n
-
     # -- compaction ------------------------------------------------------
     def clean(self, now_ms: int | None = None, *, force: bool = True, **kw):
         """Compact the log now (cleanup.policy compact); returns a cleaner.CleanStats.
@@ -1117,44 +574,3 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"hw={self.high_watermark}, leo={self.log_end_offset}, segments={len(self._segments)})")
-
-
-def _verified(fs: FileSlice, bound, compacted: bool = False) -> FileSlice:
-    """The consumer's checked read: structure + CRC of every complete batch, contiguous offsets.
-
-    Checks from the offset-index entry at or before the slice (so a corrupt
-    baseOffset just before the fetch position is seen too) up to the slice
-    end; a batch that claims to run past `max_position` (below the high
-    watermark every batch is complete) is corrupt, not a partial tail.
-    Raises CorruptRecordError naming the file and the byte position.
-    """
-    from ..errors import CorruptRecordError
-
-    start_pos, first_base, max_pos, start_offset = bound
-    end_pos = fs.position + fs.size
-    data = os.pread(fs.fd, end_pos - start_pos, start_pos) if end_pos > start_pos else b""
-    headers, end = _native.list_batches(data, 0, len(data), True, fs.path, start_pos)
-    expect = first_base
-    for h in headers:
-        if compacted:
-            # A compacted log has offset gaps (between and inside batches); offsets still increase.
-            if expect >= 0 and h.base_offset < expect:
-                raise CorruptRecordError("offsets not increasing", fs.path, h.position)
-        elif (expect >= 0 and h.base_offset != expect) or h.records_count != h.last_offset_delta + 1:
-            raise CorruptRecordError("offsets not contiguous", fs.path, h.position)
-        expect = h.next_offset
-    if end < len(data):
-        rest = data[end:]
-        if len(rest) >= 17:
-            blen = struct.unpack_from(">i", rest, 8)[0]
-            if blen < 49 or rest[16] != 2 or start_pos + end + 12 + blen > max_pos:
-                raise CorruptRecordError("batch runs past the end of the log below the high watermark"
-                                         if blen >= 49 and rest[16] == 2 else "bad batch header",
-                                         fs.path, start_pos + end)
-    if headers:
-        served = [h for h in headers if h.position >= fs.position]
-        if served and not ((compacted or served[0].base_offset <= start_offset)
-                           and start_offset <= served[0].last_offset):
-            raise CorruptRecordError("batch offsets do not cover the fetch offset", fs.path, served[0].position)
-    cut = start_pos + end - fs.position
-    return FileSlice(fs._file, fs.position, max(cut, 0), fs.start_offset, fs.end_offset)

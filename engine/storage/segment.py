@@ -1,4 +1,4 @@
-"""LogSegment: one `.log` file and its two sparse indexes; FileSlice: a byte range of it.
+"""LogSegment: one `.log` file and its two sparse indexes (FileSlice, a byte range of it: fileslice.py).
 
 On-disk format: ``<base>.log`` holds RecordBatch v2 batches back to back,
 exactly as on the wire (layout: csrc/consts.pxi); ``<base>.index`` and
@@ -35,103 +35,13 @@ import time
 from .. import _native
 from ..errors import CorruptRecordError
 from . import files
+from .fileslice import FileSlice, SegmentFile
 from .txnindex import TransactionIndex
 
 __all__ = ["FileSlice", "LogSegment", "SegmentFile"]
 
-_PAGE = mmap.ALLOCATIONGRANULARITY
 _OFF_MAX_TIMESTAMP = 35
 INT32_MAX = 2**31 - 1
-
-
-class SegmentFile:
-    """An open `.log` file descriptor, closed when the last reference goes away.
-
-    LogSegment and every FileSlice of it hold a reference, so a reader never
-    sees its fd closed (or worse, reused) under it.
-    """
-
-    __slots__ = ("fd", "path", "__weakref__")
-
-    def __init__(self, path: str, writable: bool):
-        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        self.path = path
-        self.fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
-
-    def close(self) -> None:
-        fd, self.fd = getattr(self, "fd", -1), -1  # -1 too when os.open failed in __init__
-        if fd >= 0:
-            os.close(fd)
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except OSError:
-            pass
-
-
-class FileSlice:
-    """``size`` bytes of a segment's `.log` starting at ``position``.
-
-    The value object reads return: the broker can ``sendfile(fd, position,
-    size)`` it, a consumer ``read()``s it, the Arrow scanner ``view()``s it
-    zero-copy.  ``end_offset`` is one past the last offset of the last
-    complete batch in the slice when known (-1 otherwise).
-    """
-
-    __slots__ = ("_file", "path", "position", "size", "start_offset", "end_offset")
-
-    def __init__(self, file: SegmentFile, position: int, size: int,
-                 start_offset: int = -1, end_offset: int = -1):
-        if position < 0 or size < 0:
-            raise ValueError("negative position or size")
-        self._file = file
-        self.path = file.path
-        self.position = position
-        self.size = size
-        self.start_offset = start_offset
-        self.end_offset = end_offset
-
-    @property
-    def fd(self) -> int:
-        return self._file.fd
-
-    def read(self) -> bytes:
-        """The bytes (os.pread, may be fewer if the file was truncated since)."""
-        if self.size == 0:
-            return b""
-        out = os.pread(self._file.fd, self.size, self.position)
-        if len(out) < self.size:
-            parts = [out]
-            got = len(out)
-            while got < self.size:
-                chunk = os.pread(self._file.fd, self.size - got, self.position + got)
-                if not chunk:
-                    break
-                parts.append(chunk)
-                got += len(chunk)
-            out = b"".join(parts)
-        return out
-
-    def view(self) -> memoryview:
-        """A read-only memoryview of exactly this range over a fresh mmap (zero-copy).
-
-        Valid while the bytes stay in the file: data below the high watermark
-        is never truncated except by a follower's log truncation.
-        """
-        if self.size == 0:
-            return memoryview(b"")
-        start = self.position - self.position % _PAGE
-        m = mmap.mmap(self._file.fd, self.position + self.size - start, mmap.MAP_SHARED,
-                      mmap.PROT_READ, offset=start)
-        return memoryview(m)[self.position - start:]
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __repr__(self) -> str:
-        return (f"FileSlice({os.path.basename(self.path)!r}, position={self.position}, "
-                f"size={self.size}, offsets=[{self.start_offset}, {self.end_offset}))")
 
 
 class LogSegment:

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-import engine.storage.log as logmod
+import engine.storage.log_flush as logflush
 from engine import _native
 from engine.errors import (
     CorruptRecordError,
@@ -204,7 +204,7 @@ def test_durable_group_commit(tmp_path, monkeypatch):
             calls.append(fd)
             _native.fdatasync(fd)
 
-    monkeypatch.setattr(logmod, "_native", Counting())
+    monkeypatch.setattr(logflush, "_native", Counting())  # the module doing the fdatasyncs
     log = _open(tmp_path, config=small_config(flush_messages=1, segment_bytes=10**6))
     assert log.config.durable
     errors = []
@@ -462,4 +462,28 @@ def test_roll_schedules_flush_of_previous_segments(tmp_path):
     assert log.maybe_flush()
     assert log.recovery_point >= log.active_segment.base_offset
     assert all(s.flushed_size == s.size for s in log.segments[:-1])
+    log.close()
+
+
+def test_truncate_fully_and_start_at_publishes_hw_log_start_and_lso(tmp_path):
+    """A follower restarting behind its leader's log start republishes all three
+    `.highwatermark` fields (HW @0, log start @8, LSO @24): none is left stale."""
+    import struct
+
+    log = _open(tmp_path)
+    for i in range(5):
+        log.append(make_batch(2, 1000 + i, 60, seed=i))
+    assert log.high_watermark == log.log_end_offset == 10
+    path = os.path.join(log.dir, files.HIGH_WATERMARK_FILE)
+
+    def published():
+        with open(path, "rb") as f:
+            hw, start, _magic, lso, lso_magic = struct.unpack("<5q", f.read(40))
+        return hw, start, lso, lso_magic
+
+    assert published()[:3] == (10, 0, 10)
+    log.truncate_fully_and_start_at(250)
+    hw, start, lso, lso_magic = published()
+    assert (hw, start, lso) == (250, 250, 250) and lso_magic == 0x4B4C534F31
+    assert log.last_stable_offset == 250 == log.log_end_offset
     log.close()

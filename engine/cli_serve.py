@@ -1,0 +1,212 @@
+"""Command-line glue of ``serve`` (the broker, with its metrics and console
+endpoints) and ``console`` (a web console for a running broker): their
+argparse sub-parsers and commands.  Kept apart from engine/__main__.py, which
+registers them (``add_serve_parser`` / ``add_console_parser``) and passes its
+``KEY=VALUE`` parser in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+
+__all__ = ["add_console_parser", "add_serve_parser", "cmd_console", "cmd_serve"]
+
+
+def add_serve_parser(sub, parse_kv) -> None:
+    """Register ``serve``; `parse_kv` turns the ``--config KEY=VALUE`` list into a dict."""
+    s = sub.add_parser("serve", help="run the Kafka wire-protocol broker")
+    s.add_argument("properties", nargs="?", metavar="server.properties",
+                   help="a Kafka-style properties file (log.dirs, listeners, num.partitions, ...)")
+    s.add_argument("--data-dir", default=None,
+                   help="data directory (default: log.dirs of the properties file, else ./data)")
+    s.add_argument("--config", action="append", metavar="KEY=VALUE",
+                   help="broker config (Kafka keys), repeatable; overrides the properties file")
+    s.add_argument("--listen", default=None,
+                   help="HOST:PORT to listen on (port 0: any; default: listeners, else 127.0.0.1:9092)")
+    s.add_argument("--advertised", default=None, metavar="HOST:PORT",
+                   help="address given to clients in Metadata (default: the connection's local address)")
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="broker log level (default info)")
+    s.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics (default: metrics.port, off)")
+    s.add_argument("--console-listen", default=None, metavar="HOST:PORT",
+                   help="serve the web console at http://HOST:PORT/ (default: console.port, off)")
+    from .cli_cluster import add_serve_flags
+    add_serve_flags(s)
+    s.set_defaults(func=functools.partial(cmd_serve, parse_kv=parse_kv))
+
+
+def add_console_parser(sub) -> None:
+    """Register ``console``."""
+    co = sub.add_parser("console", help="a web console (topics, groups, messages) for a running broker")
+    co.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker")
+    co.add_argument("--listen", default="127.0.0.1:8080",
+                    help="HOST:PORT of the console (default 127.0.0.1:8080; port 0: any)")
+    co.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                    help="log level (default info)")
+    co.set_defaults(func=cmd_console)
+
+
+def _listener_address(value: str) -> tuple[str, int]:
+    """HOST:PORT from ``HOST:PORT`` or the first ``PLAINTEXT://HOST:PORT`` of a listeners list."""
+    first = value.split(",")[0].strip()
+    if "://" in first:
+        proto, first = first.split("://", 1)
+        if proto.upper() != "PLAINTEXT":
+            raise SystemExit(f"error: only PLAINTEXT listeners are served, got {proto}")
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SystemExit(f"error: expected HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def _log_recovery(log, eng, seconds: float) -> None:
+    """After an unclean shutdown: what recovery found and how long the open took."""
+    if eng.logs.had_clean_shutdown or eng.logs.was_new:
+        log.info("opened %s%s in %.2f s", eng.path,
+                 " after a clean shutdown" if eng.logs.had_clean_shutdown else " (new)", seconds)
+        return
+    report = eng.recovery_report
+    scanned = sum(lg.recovery_stats.bytes_scanned for lg in eng.logs.logs().values())
+    log.warning("recovered %s after an unclean shutdown in %.2f s: %d segments scanned (%d bytes) and "
+                "their indexes rebuilt, %d bytes truncated, %d other changes",
+                eng.path, seconds, eng.logs.segments_scanned, scanned,
+                sum(ev.bytes_dropped for ev in report), sum(1 for ev in report if not ev.bytes_dropped))
+    for ev in report:
+        where = f" at byte {ev.position}" if ev.position is not None else ""
+        log.warning("recovery: %s%s: %s (%d bytes dropped)", ev.path, where, ev.reason, ev.bytes_dropped)
+
+
+def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
+    """Serve a data directory to Kafka clients until SIGTERM/SIGINT (then shut down cleanly)."""
+    import asyncio
+    import logging
+    import signal
+
+    from .config import parse_properties
+    from .server import Broker
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings: dict = {}
+    if args.properties:
+        with open(args.properties) as f:
+            settings.update(parse_properties(f.read(), args.properties))
+    settings.update(parse_kv(args.config))
+    from .cli_cluster import apply_serve_flags, make_member, start_member, stop_member
+    apply_serve_flags(args, settings)
+    data_dir = args.data_dir or (settings.pop("log.dirs", None) or settings.get("log.dir")
+                                 or "./data").split(",")[0]
+    settings.pop("log.dirs", None)
+    listen = args.listen or settings.get("listeners", "127.0.0.1:9092")
+    host, port = _listener_address(listen)
+    host = host or "0.0.0.0"
+    adv_host, adv_port = None, None
+    advertised = args.advertised or settings.get("advertised.listeners")
+    if advertised:
+        adv_host, adv_port = _listener_address(advertised)
+
+    import engine
+
+    async def run() -> None:
+        # background=True: retention and flush tasks run while serving
+        t0 = time.monotonic()
+        with engine.open(data_dir, settings or None) as eng:
+            cfg = eng.config
+            log = logging.getLogger("engine.server")
+            _log_recovery(log, eng, time.monotonic() - t0)
+            if cfg.ignored:
+                log.warning("configuration keys accepted without effect here: %s",
+                            ", ".join(sorted(cfg.ignored)))
+            effective = {k: v for k, v in cfg.explicit.items() if k not in cfg.ignored}
+            if effective:
+                log.info("effective non-default configuration: %s",
+                         ", ".join(f"{k}={v}" for k, v in sorted(effective.items())))
+            member = make_member(eng, adv_host or host)       # cluster mode: zookeeper.connect
+            broker = Broker(eng, host, port, advertised_host=adv_host, advertised_port=adv_port,
+                            max_request_bytes=cfg["socket.request.max.bytes"],
+                            idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
+                            view=member.view if member is not None else None)
+            await broker.start()
+            http = []
+            started = None
+            try:
+                if member is not None:      # register, then serve (ClusterError: id taken)
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, start_member, member, broker, eng, adv_port or broker.port)
+                    started = member
+                http = _start_operator_endpoints(broker, args, cfg)
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.add_signal_handler(sig, stop.set)
+                # last, after the signal handlers (a SIGTERM right after it is a clean stop):
+                # "serving" means every endpoint asked for is up (tests wait for it)
+                print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
+                await stop.wait()
+            finally:
+                if started is not None:     # controlled shutdown while still serving
+                    await asyncio.get_running_loop().run_in_executor(None, stop_member, started, eng)
+                for server in http:
+                    server.stop()
+                await broker.stop()
+        print("stopped cleanly", file=sys.stderr, flush=True)
+
+    asyncio.run(run())
+    return 0
+
+
+def _endpoint(listen: str | None, cfg, prefix: str) -> tuple[str, int] | None:
+    """HOST:PORT from the command line, else `<prefix>.host`/`<prefix>.port`; None when off."""
+    if listen:
+        h, p = _listener_address(listen)
+        return h or "127.0.0.1", p
+    if cfg[f"{prefix}.port"] < 0:
+        return None
+    return cfg[f"{prefix}.host"], cfg[f"{prefix}.port"]
+
+
+def _start_operator_endpoints(broker, args, cfg) -> list:
+    """The Prometheus endpoint and the web console, when asked for (both off by default)."""
+    started = []
+    metrics_at = _endpoint(args.metrics_listen, cfg, "metrics")
+    console_at = _endpoint(args.console_listen, cfg, "console")
+    if metrics_at:
+        from .server.metrics import MetricsServer
+        srv = MetricsServer(broker.enable_metrics(), *metrics_at).start()
+        started.append(srv)
+        print(f"metrics on http://{srv.host}:{srv.port}/metrics", file=sys.stderr, flush=True)
+    if console_at:
+        from .console import ConsoleServer, EngineSource
+        broker.enable_metrics()
+        srv = ConsoleServer(EngineSource(broker.engine, broker.metrics), *console_at).start()
+        started.append(srv)
+        print(f"console on http://{srv.host}:{srv.port}/", file=sys.stderr, flush=True)
+    return started
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    """A web console for a running broker, reached over the Kafka protocol."""
+    import logging
+    import signal
+    import threading
+
+    from .console import ConsoleServer, WireSource
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    host, port = _listener_address(args.listen)
+    source = WireSource(args.bootstrap_server)
+    srv = ConsoleServer(source, host or "127.0.0.1", port).start()
+    print(f"console for {args.bootstrap_server} on http://{srv.host}:{srv.port}/",
+          file=sys.stderr, flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    srv.stop()
+    source.close()
+    return 0

@@ -1,0 +1,178 @@
+"""RetentionMixin: the parts of PartitionLog (log.py) that remove data.
+
+Owns truncation (``truncate_to``: a follower or recovery cutting the log end;
+``truncate_fully_and_start_at``: a follower behind its leader's log start),
+DeleteRecords (``delete_records_before``), retention (``retention.ms`` /
+``retention.bytes`` / log start, ``maybe_apply_retention``) and the delayed
+unlink of ``.deleted`` segments (``file.delete.delay.ms``).  Every method runs
+on a PartitionLog and follows its lock rule (log.py's module docstring): the
+``*_locked`` helpers expect ``self._lock`` held.  No state of its own.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import OffsetOutOfRangeError
+from . import files
+from . import producer_state as pstate
+from .cleaner_checkpoint import truncate_checkpoint
+from .segment import LogSegment
+
+__all__ = ["RetentionMixin"]
+
+
+class RetentionMixin:
+    """Truncation, DeleteRecords and retention of a PartitionLog (see the module docstring)."""
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything at and above `offset` (batch granularity); returns the new log end offset."""
+        self._check_writable()
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return self.log_end_offset
+            if offset < self.log_start_offset:
+                offset = self.log_start_offset
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                seg = self._segments.pop()
+                self._bases.pop()
+                seg.delete()
+            seg = self._segments[-1]
+            seg.truncate_to(offset)
+            if seg.next_offset < self.log_start_offset:
+                # Only offsets below the log start would remain: truncate fully, start at it (Kafka's
+                # truncateFullyAndStartAt).
+                for old in self._segments:
+                    old.delete()
+                seg = LogSegment(self.dir, self.log_start_offset, self.config, create=True)
+                self._segments, self._bases = [seg], [seg.base_offset]
+            seg.make_active()
+            self.log_end_offset = seg.next_offset
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            with self._sync_cond:
+                self._synced_offset = min(self._synced_offset, self.log_end_offset)
+            if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
+                self._flush_epoch_cache()
+            # Kafka's truncateAndReload: snapshots above the new end go, the state is rebuilt.
+            from .loader import load_producer_state
+            load_producer_state(self, self.log_end_offset, self.recovery_stats, report_stale=False)
+            self._publish()
+            self._check_offsets()
+            if self.gaps_allowed:
+                truncate_checkpoint(self, self.log_end_offset)
+            return self.log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower behind its leader's log start (Kafka's truncateFullyAndStartAt): every
+        segment, epoch and producer snapshot goes; the log restarts empty at `offset`."""
+        self._check_writable()
+        with self._lock:
+            for seg in self._segments:
+                seg.delete()
+            seg = LogSegment(self.dir, offset, self.config, create=True)
+            self._segments, self._bases = [seg], [offset]
+            self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+            self.recovery_point = offset
+            with self._sync_cond:
+                self._synced_offset = offset
+            self.leader_epoch_cache.entries = []
+            self._flush_epoch_cache()
+            pstate.delete_snapshots(self.dir, lambda _o: True)
+            self.producer_state.clear()
+            self._publish()  # HW, log start and LSO, like every other publication
+            if self.gaps_allowed:
+                truncate_checkpoint(self, offset)
+            self._check_offsets()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (<= HW); returns it."""
+        self._check_writable()
+        with self._lock:
+            if offset > self.high_watermark or offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: high watermark is {self.high_watermark}")
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                if self.leader_epoch_cache.truncate_from_start(offset):
+                    self._flush_epoch_cache()
+                self._publish()
+            self._delete_segments_locked(lambda seg, nxt, _total: nxt <= self.log_start_offset, "log start offset")
+            self._check_offsets()
+            return self.log_start_offset
+
+    def maybe_apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole old segments by retention.ms / retention.bytes / log start; returns how many."""
+        if self.read_only or self._closed:
+            return 0
+        now = self.clock() if now_ms is None else now_ms
+        cfg = self.config
+        deleted = 0
+        # Kafka: retention.ms / retention.bytes apply only when cleanup.policy includes delete.
+        by_retention = "delete" in cfg["cleanup.policy"]
+        with self._lock:
+            rms = cfg["retention.ms"] if by_retention else -1
+            if rms >= 0:
+                def expired(seg, _nxt, _total):
+                    ts = seg.max_timestamp
+                    if ts < 0:
+                        ts = int(os.path.getmtime(seg.log_path) * 1000)
+                    return now - ts > rms
+                deleted += self._delete_segments_locked(expired, "retention.ms")
+            rbytes = cfg["retention.bytes"] if by_retention else -1
+            if rbytes >= 0:
+                state = {"diff": sum(s.size for s in self._segments) - rbytes}
+
+                def too_big(seg, _nxt, _total):
+                    if state["diff"] - seg.size >= 0:
+                        state["diff"] -= seg.size
+                        return True
+                    return False
+                deleted += self._delete_segments_locked(too_big, "retention.bytes")
+            deleted += self._delete_segments_locked(
+                lambda seg, nxt, _t: nxt <= self.log_start_offset, "log start offset")
+            self._check_offsets()
+        self.maybe_delete_pending(now)
+        return deleted
+
+    def _delete_segments_locked(self, predicate, reason: str) -> int:
+        """Delete leading non-active segments while predicate(seg, next_base, total) holds and next_base <= HW."""
+        n = 0
+        while len(self._segments) > 1:
+            seg, nxt = self._segments[0], self._segments[1].base_offset
+            if nxt > self.high_watermark or not predicate(seg, nxt, len(self._segments)):
+                break
+            self._segments.pop(0)
+            self._bases.pop(0)
+            seg.change_suffix(files.DELETED_SUFFIX)
+            delay = self.config["file.delete.delay.ms"]
+            self._pending_deletes.append((self.clock() + delay, seg))
+            n += 1
+        if n:
+            new_start = self._segments[0].base_offset
+            if new_start > self.log_start_offset:
+                self.log_start_offset = new_start
+                if self.leader_epoch_cache.truncate_from_start(new_start):
+                    self._flush_epoch_cache()
+            self.high_watermark = max(self.high_watermark, self.log_start_offset)
+            self._publish()
+            self._prune_snapshots_locked()  # snapshots below the new first segment are useless
+            if self.config["file.delete.delay.ms"] == 0:
+                self._delete_pending_locked(None)
+        return n
+
+    def maybe_delete_pending(self, now_ms: int | None = None) -> int:
+        """Unlink `.deleted` segments whose file.delete.delay.ms has passed."""
+        with self._lock:
+            return self._delete_pending_locked(self.clock() if now_ms is None else now_ms)
+
+    def _delete_pending_locked(self, now: int | None) -> int:
+        keep, n = [], 0
+        for deadline, seg in self._pending_deletes:
+            if now is None or deadline <= now:
+                seg.delete()
+                n += 1
+            else:
+                keep.append((deadline, seg))
+        self._pending_deletes = keep
+        return n
