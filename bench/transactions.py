@@ -274,6 +274,7 @@ def run_embedded(args, values, rows: list) -> None:
             except TypeError:
                 print("  [embedded] read_arrow: n/a (read_arrow has no isolation_level in this tree)")
                 return
+            read_arrow_rate(eng, "emb-fetch", None)          # warm-up: page cache and first touches
             best_c = best_u = None
             for _ in range(args.repeat):
                 u = read_arrow_rate(eng, "emb-fetch", None)
