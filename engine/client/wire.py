@@ -476,9 +476,9 @@ class WireClient:
         else:
             sid, epoch, to_send, forgotten = 0, -1, wanted, []
         topics: dict[str, list] = {}
-        for (t, p), (off, pmax, epoch) in to_send.items():
+        for (t, p), (off, pmax, leader_epoch) in to_send.items():
             topics.setdefault(t, []).append({
-                "partition": p, "current_leader_epoch": epoch, "fetch_offset": off,
+                "partition": p, "current_leader_epoch": leader_epoch, "fetch_offset": off,
                 "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": pmax})
         gone: dict[str, list] = {}
         for t, p in forgotten:
