@@ -244,8 +244,12 @@ class WireClient:
 
     # -- connections and versions ---------------------------------------------------
     def _connect_bootstrap(self) -> _Connection:
+        """A connection for Metadata and other any-broker requests: a bootstrap address, else
+        any broker Metadata named (so a client given one address survives that broker's loss,
+        as Kafka's clients do)."""
         errors = []
-        for host, port in random.sample(self.bootstrap, len(self.bootstrap)):
+        known = [a for a in self._brokers.values() if a not in self.bootstrap]
+        for host, port in random.sample(self.bootstrap, len(self.bootstrap)) + random.sample(known, len(known)):
             try:
                 conn = _Connection(host, port, self.client_id, self.timeout_s)
                 self._negotiate(conn)

@@ -11,6 +11,8 @@ with replication factor 3, ``min.insync.replicas=2`` and 3 partitions.
 * Leader epochs: Fetch and ListOffsets carry the epoch Metadata gave; after the leadership went
   away and came back to the same broker (a newer epoch), the client's cached epoch is fenced
   (FENCED_LEADER_EPOCH), it refreshes Metadata and goes on from where it was.
+* A client given one bootstrap address survives that broker's loss: Metadata comes from the
+  brokers the cluster named.
 
 Skipped, saying why, without ZooKeeper or java."""
 
@@ -260,3 +262,29 @@ def test_a_stale_leader_epoch_is_fenced_and_refreshed(ha):
         _full_isr(kz, topic)
     t = pa.Table.from_batches(got)
     assert t.column("offset").to_pylist() == list(range(200))
+
+
+def test_one_bootstrap_address_survives_that_brokers_loss(ha):
+    c, kz, _ = ha
+    victim = 1
+    with engine.connect(c.brokers[victim].bootstrap) as eng:     # the only address it is given
+        topic = _make_topic(eng, kz, "boot")
+        before = eng.producer()
+        for part in range(PARTS):
+            before.send_batch(topic, values=[b"a%d" % i for i in range(50)], partitions=part)
+        c.brokers[victim].kill9()
+        wait_for(lambda: all(_state(kz, topic, p)["leader"] not in (victim, -1) for p in range(PARTS)),
+                 timeout=SESSION_MS / 1000 + 30, what="leaders away from the killed broker")
+        # Metadata now comes from the brokers the first answers named: the producer made before
+        # the loss goes on, and one made after it (from the engine's known brokers) starts
+        for part in range(PARTS):
+            before.send_batch(topic, values=[b"b%d" % i for i in range(50)], partitions=part)
+        before.close()
+        with eng.producer() as p:
+            for part in range(PARTS):
+                p.send_batch(topic, values=[b"c%d" % i for i in range(50)], partitions=part)
+        for part in range(PARTS):
+            assert eng.read_arrow(topic, part).column("value").to_pylist() == \
+                [b"%s%d" % (x, i) for x in (b"a", b"b", b"c") for i in range(50)]
+        c.brokers[victim].start()
+        _full_isr(kz, topic)
