@@ -125,7 +125,10 @@ class WireAdmin:
             raise api_error(t["error_code"], f"describe topic {name!r}")
         parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
         for p in parts:
-            self.client._leaders[(name, p["partition_index"])] = p["leader_id"]
+            self.client.forget_leader(name, p["partition_index"])
+            if p["leader_id"] >= 0:
+                self.client._leaders[(name, p["partition_index"])] = p["leader_id"]
+                self.client._epochs[(name, p["partition_index"])] = p.get("leader_epoch", -1)
         tps = [(name, p["partition_index"]) for p in parts]
         starts = self.client.list_offsets({tp: EARLIEST for tp in tps}) if tps else {}
         ends = self.client.list_offsets({tp: LATEST for tp in tps}) if tps else {}

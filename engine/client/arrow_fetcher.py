@@ -34,6 +34,7 @@ class Fetchers:
         self.gen = 0
         self.next: dict[TopicPartition, int] = {}     # where the fetchers read next
         self.leaders: dict[TopicPartition, int] = {}  # tp -> node id of its leader
+        self.epochs: dict[TopicPartition, int] = {}   # tp -> its leader epoch (-1: unknown)
         self.threads: dict[int, _Fetcher] = {}
         self.stopped = False
 
@@ -42,13 +43,14 @@ class Fetchers:
         found = {}
         for tp in positions:
             try:
-                found[tp] = client.leader(tp.topic, tp.partition)
+                found[tp] = client.leader(tp.topic, tp.partition, retry=False)
             except (KafkaApiError, KafkaConnectionError):
-                pass                                   # a fetcher thread asks again
+                pass                                   # no leader now: a fetcher thread asks again
         with self.cond:
             self.gen += 1
             self.next = dict(positions)
             self.leaders.update(found)
+            self.epochs.update({tp: client.leader_epoch(tp.topic, tp.partition) for tp in found})
             while not self.out.empty():
                 try:
                     self.out.get_nowait()
@@ -111,17 +113,32 @@ class _Fetcher(threading.Thread):
                 gen = sh.gen
                 unknown = [tp for tp in sh.next if tp not in sh.leaders]
                 mine = {tp: o for tp, o in sh.next.items() if sh.leaders.get(tp) == self.node}
+                epochs = {(tp.topic, tp.partition): sh.epochs.get(tp, -1) for tp in mine}
             if unknown:
-                try:
-                    found = {tp: self.client.leader(tp.topic, tp.partition, refresh=True) for tp in unknown}
-                except (KafkaApiError, KafkaConnectionError) as e:
-                    self._failed(gen, e, unknown, timeout_s, backoff)
-                    continue
+                # one Metadata request per topic (the first lookup fills its partitions); a
+                # partition without a leader (an election under way) does not hold up the others
+                for tp in unknown:
+                    self.client.forget_leader(tp.topic, tp.partition)
+                found, failed, err = {}, [], None
+                for tp in unknown:
+                    try:
+                        found[tp] = self.client.leader(tp.topic, tp.partition, retry=False)
+                    except (KafkaApiError, KafkaConnectionError) as e:
+                        failed.append(tp)
+                        err = e
+                if failed:
+                    self._failed(gen, err, failed, timeout_s, backoff)
+                    if not found:
+                        continue
                 with sh.cond:
                     sh.leaders.update(found)
+                    sh.epochs.update({tp: self.client.leader_epoch(tp.topic, tp.partition) for tp in found})
                     for node in set(found.values()):
                         sh._ensure(node)
-                    mine.update({tp: sh.next[tp] for tp, n in found.items() if n == self.node and tp in sh.next})
+                    for tp, n in found.items():
+                        if n == self.node and tp in sh.next:
+                            mine[tp] = sh.next[tp]
+                            epochs[(tp.topic, tp.partition)] = sh.epochs[tp]
             if not mine:
                 with sh.cond:
                     sh.cond.wait(0.05)
@@ -131,18 +148,21 @@ class _Fetcher(threading.Thread):
                     self.node, {(tp.topic, tp.partition): o for tp, o in mine.items()},
                     max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
                     max_bytes=cfg["fetch.max.bytes"], partition_max_bytes=cfg["max.partition.fetch.bytes"],
-                    session=True, isolation_level=1 if str(cfg["isolation.level"]) == "read_committed" else 0)
+                    session=True, isolation_level=1 if str(cfg["isolation.level"]) == "read_committed" else 0,
+                    epochs=epochs)
             except (KafkaApiError, KafkaConnectionError) as e:
                 self._failed(gen, e, list(mine), timeout_s, backoff,
                              broker=self.client.node_address(self.node))
                 continue
             self.failing_since = None
-            self._scan(gen, mine, res)
+            if self._scan(gen, mine, res):
+                time.sleep(backoff)     # a leader moved (or an epoch is not there yet): not in a tight loop
 
     def _forget_leader(self, tp: TopicPartition) -> None:
-        self.client._leaders.pop((tp.topic, tp.partition), None)
+        self.client.forget_leader(tp.topic, tp.partition)
         with self.shared.cond:
             self.shared.leaders.pop(tp, None)
+            self.shared.epochs.pop(tp, None)
 
     def _failed(self, gen, e, tps, timeout_s, backoff, broker=None) -> None:
         now = time.monotonic()
@@ -159,8 +179,11 @@ class _Fetcher(threading.Thread):
             self.failing_since = None
         time.sleep(backoff)
 
-    def _scan(self, gen: int, offsets: dict, res: dict) -> None:
+    def _scan(self, gen: int, offsets: dict, res: dict) -> bool:
+        """Hand the answer's record batches out; True if a partition's leader is to be looked
+        up again (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, ...)."""
         sh = self.shared
+        moved = False
         check = self.cfg["check.crcs"]
         for tp, off in offsets.items():
             r = res.get((tp.topic, tp.partition))
@@ -176,6 +199,7 @@ class _Fetcher(threading.Thread):
                             sh.next.pop(tp, None)
                 else:
                     self._forget_leader(tp)             # leader moved: ask again
+                    moved = True
                 continue
             if not len(r.records):
                 continue
@@ -198,6 +222,7 @@ class _Fetcher(threading.Thread):
             batch = sc.finish(tp.topic, tp.partition, as_table=False)
             with sh.cond:
                 if sh.gen != gen:
-                    return
+                    return moved
                 sh.next[tp] = nxt
             sh.out.put((gen, tp, off, batch, nxt))
+        return moved

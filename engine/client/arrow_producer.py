@@ -282,7 +282,7 @@ class RemoteProducer:
                 raise EngineError(f"delivery of {count} record(s) to {topic}-{p} failed after "
                                   f"{attempt} attempt(s) within delivery.timeout.ms: {err}") from err
             time.sleep(self._backoff_s)
-            self._client._leaders.pop((topic, p), None)   # NOT_LEADER / moved: ask metadata again
+            self._client.forget_leader(topic, p)   # NOT_LEADER / moved / lost: ask metadata again
 
     def _deliver_many(self, topic: str, p: int, batches: list) -> list[int]:
         """Deliver [(batch, record_count)] of one partition in order, up to
@@ -342,7 +342,7 @@ class RemoteProducer:
                                   f"{topic}-{p} failed after {attempt} attempt(s) within "
                                   f"delivery.timeout.ms: {err}") from err
             time.sleep(self._backoff_s)
-            self._client._leaders.pop((topic, p), None)   # NOT_LEADER / moved: ask metadata again
+            self._client.forget_leader(topic, p)   # NOT_LEADER / moved / lost: ask metadata again
         return bases
 
     def _sender_loop(self) -> None:

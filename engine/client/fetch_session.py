@@ -3,7 +3,7 @@
 One :class:`FetchSession` per broker.  The first Fetch is a full one asking for a new
 session (``session_id`` 0, ``session_epoch`` 0).  A broker that serves sessions answers
 a non-zero ``session_id``; later Fetches are incremental: they carry that id and the
-next epoch, only the partitions whose fetch offset or ``partition_max_bytes`` changed
+next epoch, only the partitions whose fetch offset, ``partition_max_bytes`` or current leader epoch changed
 since the last request, and the partitions no longer wanted in ``forgotten_topics_data``.
 The broker then answers only the partitions with something new (records, an error, a
 moved high watermark); the others are simply absent from the response.
@@ -29,7 +29,8 @@ class FetchSession:
     def __init__(self) -> None:
         self.session_id = 0
         self.epoch = _INITIAL_EPOCH
-        # what the broker's session holds: {(topic, partition): (fetch_offset, partition_max_bytes)}
+        # what the broker's session holds:
+        # {(topic, partition): (fetch_offset, partition_max_bytes, current_leader_epoch)}
         self.partitions: dict[tuple[str, int], tuple[int, int]] = {}
         self._pending: tuple | None = None       # (full, wanted) of the request in flight
         self.full_fetches = 0            # answered without error (for tests and metrics)
@@ -41,7 +42,7 @@ class FetchSession:
 
     def build(self, wanted: dict[tuple[str, int], tuple[int, int]]):
         """(session_id, epoch, to_send, forgotten) for the next Fetch of `wanted`
-        ({(topic, partition): (fetch_offset, partition_max_bytes)}): `to_send` the
+        ({(topic, partition): (fetch_offset, partition_max_bytes, current_leader_epoch)}): `to_send` the
         partitions to name in the request, `forgotten` [(topic, partition)] to drop."""
         if not self.active:
             self._pending = (True, dict(wanted))

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import InvalidConfigError
-from .wire import EARLIEST, LATEST, WireClient
+from ..errors import InvalidConfigError, KafkaApiError
+from .wire import EARLIEST, LATEST, KafkaConnectionError, WireClient
 
 __all__ = ["RemoteEngine", "connect"]
 
@@ -94,7 +94,19 @@ class RemoteEngine:
                 **_normalise(given, {**_COMMON, **defaults})}
 
     def _new_client(self, cfg: dict) -> WireClient:
-        return WireClient(self.bootstrap, client_id=cfg["client.id"], request_timeout_ms=cfg["request.timeout.ms"])
+        """A client for a new producer / consumer / fetcher: the bootstrap addresses, then every
+        broker this engine's Metadata has named (so clients made after a bootstrap broker's loss
+        still find the cluster)."""
+        boot = [self.bootstrap]
+        own = getattr(self, "_client", None)
+        if own is not None:
+            if not own._brokers:
+                try:
+                    own.metadata([])          # the cluster's brokers (no topic)
+                except (KafkaApiError, KafkaConnectionError):
+                    pass
+            boot += ["%s:%d" % a for a in own._brokers.values()]
+        return WireClient(",".join(boot), client_id=cfg["client.id"], request_timeout_ms=cfg["request.timeout.ms"])
 
     # -- producers and consumers -----------------------------------------------------------
     def producer(self, **settings: Any):

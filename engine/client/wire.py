@@ -95,6 +95,7 @@ class PartitionMetadata:
     partition: int
     leader: int
     error_code: int
+    leader_epoch: int = -1
 
 
 @dataclass
@@ -227,6 +228,7 @@ class WireClient:
         self._conns: dict[int, _Connection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
         self._leaders: dict[tuple[str, int], int] = {}
+        self._epochs: dict[tuple[str, int], int] = {}    # leader epochs from Metadata v7+ (-1: unknown)
         self._counts: dict[str, int] = {}
         self._fetch_sessions: dict[int, object] = {}     # node -> FetchSession
         self.versions: dict[int, int] = {}
@@ -242,8 +244,12 @@ class WireClient:
 
     # -- connections and versions ---------------------------------------------------
     def _connect_bootstrap(self) -> _Connection:
+        """A connection for Metadata and other any-broker requests: a bootstrap address, else
+        any broker Metadata named (so a client given one address survives that broker's loss,
+        as Kafka's clients do)."""
         errors = []
-        for host, port in random.sample(self.bootstrap, len(self.bootstrap)):
+        known = [a for a in self._brokers.values() if a not in self.bootstrap]
+        for host, port in random.sample(self.bootstrap, len(self.bootstrap)) + random.sample(known, len(known)):
             try:
                 conn = _Connection(host, port, self.client_id, self.timeout_s)
                 self._negotiate(conn)
@@ -320,6 +326,7 @@ class WireClient:
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 self._leaders.clear()
+                self._epochs.clear()
 
     # -- Metadata ---------------------------------------------------------------------
     def metadata(self, topics: list[str] | None = None, auto_create: bool = False) -> dict:
@@ -336,12 +343,18 @@ class WireClient:
         for t in resp["topics"]:
             if t["error_code"]:
                 raise api_error(t["error_code"], f"metadata of topic {t['name']!r}")
-            parts = sorted((PartitionMetadata(p["partition_index"], p["leader_id"], p["error_code"])
+            parts = sorted((PartitionMetadata(p["partition_index"], p["leader_id"], p["error_code"],
+                                              p.get("leader_epoch", -1))
                             for p in t["partitions"]), key=lambda p: p.partition)
             out[t["name"]] = parts
             self._counts[t["name"]] = len(parts)
             for p in parts:
-                self._leaders[(t["name"], p.partition)] = p.leader
+                if p.leader >= 0:
+                    self._leaders[(t["name"], p.partition)] = p.leader
+                    self._epochs[(t["name"], p.partition)] = p.leader_epoch
+                else:                # no leader now (being elected): asked again on next use
+                    self._leaders.pop((t["name"], p.partition), None)
+                    self._epochs.pop((t["name"], p.partition), None)
         return out
 
     def list_topics(self) -> dict[str, int]:
@@ -362,14 +375,31 @@ class WireClient:
         return self._retrying("metadata", once)
 
     def _leader(self, topic: str, partition: int) -> int:
+        """The leader's node id from the cache, else from a Metadata request; a partition
+        without a leader (-1: an election under way) raises its error, LEADER_NOT_AVAILABLE
+        (5) when none is given -- retriable, never a request sent to some other broker."""
         node = self._leaders.get((topic, partition))
         if node is None:
             parts = self.metadata([topic]).get(topic) or []
             if partition >= len(parts):
                 raise UnknownTopicOrPartitionError(
                     f"partition {partition} of topic {topic!r} does not exist ({len(parts)} partitions)")
-            node = self._leaders[(topic, partition)]
+            node = self._leaders.get((topic, partition))
+            if node is None:
+                raise api_error(parts[partition].error_code or 5, f"leader of {topic}-{partition}")
         return node
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch Metadata gave with the cached leader (-1: unknown), sent as
+        ``current_leader_epoch`` in Fetch and ListOffsets so a deposed or lagging broker answers
+        FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (retriable: refresh metadata, ask again)
+        instead of serving as the leader it no longer is."""
+        return self._epochs.get((topic, partition), -1)
+
+    def forget_leader(self, topic: str, partition: int) -> None:
+        """Drop the cached leader of topic-partition: the next request asks Metadata again."""
+        self._leaders.pop((topic, partition), None)
+        self._epochs.pop((topic, partition), None)
 
     # -- ListOffsets -------------------------------------------------------------------
     def list_offsets(self, requests: dict[tuple[str, int], int],
@@ -389,7 +419,8 @@ class WireClient:
     def _list_offsets(self, node: int, reqs: dict, isolation_level: int = 0) -> dict:
         topics: dict[str, list] = {}
         for (t, p), ts in sorted(reqs.items()):
-            topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": -1, "timestamp": ts})
+            topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": self.leader_epoch(t, p),
+                                             "timestamp": ts})
         body = {"replica_id": -1, "isolation_level": isolation_level,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
         resp = self._call(node, ApiKey.LIST_OFFSETS, body)
@@ -426,7 +457,8 @@ class WireClient:
 
     def fetch_many(self, node: int, offsets: dict[tuple[str, int], int], *, max_wait_ms: int = 500,
                    min_bytes: int = 1, max_bytes: int = 52428800, partition_max_bytes: int = 1048576,
-                   session: bool = False, isolation_level: int = 0) -> dict[tuple[str, int], FetchResult]:
+                   session: bool = False, isolation_level: int = 0,
+                   epochs: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], FetchResult]:
         """One Fetch to broker `node` for several partitions ({(topic, partition): offset});
         {(topic, partition): FetchResult} (records are views into the one response frame).
         Partition error codes are in the results; a top-level error, a lost connection
@@ -434,18 +466,23 @@ class WireClient:
 
         With `session`, the Fetch runs in this client's fetch session with `node`
         (engine/client/fetch_session.py, KIP-227): once the broker has opened one, only
-        changed partitions are sent and partitions without news are absent from the result."""
+        changed partitions are sent and partitions without news are absent from the result.
+
+        Each partition carries its ``current_leader_epoch``: from `epochs` when given (a caller
+        that looked the leaders up with another client), else from this client's Metadata."""
         v = self._version(ApiKey.FETCH)
         fs = self.fetch_session(node) if session and v >= 7 else None
-        wanted = {tp: (off, partition_max_bytes) for tp, off in offsets.items()}
+        # the leader epoch is part of what the session holds: a new one is sent again
+        wanted = {tp: (off, partition_max_bytes, epochs.get(tp, -1) if epochs is not None else self.leader_epoch(*tp))
+                  for tp, off in offsets.items()}
         if fs is not None:
             sid, epoch, to_send, forgotten = fs.build(wanted)
         else:
             sid, epoch, to_send, forgotten = 0, -1, wanted, []
         topics: dict[str, list] = {}
-        for (t, p), (off, pmax) in to_send.items():
+        for (t, p), (off, pmax, leader_epoch) in to_send.items():
             topics.setdefault(t, []).append({
-                "partition": p, "current_leader_epoch": -1, "fetch_offset": off,
+                "partition": p, "current_leader_epoch": leader_epoch, "fetch_offset": off,
                 "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": pmax})
         gone: dict[str, list] = {}
         for t, p in forgotten:
@@ -494,10 +531,14 @@ class WireClient:
             return "%s:%d" % self._brokers[node]
         return self._boot.address if self._boot is not None else ",".join("%s:%d" % a for a in self.bootstrap)
 
-    def leader(self, topic: str, partition: int, refresh: bool = False) -> int:
-        """The leader's node id of topic-partition (from cached metadata unless `refresh`)."""
+    def leader(self, topic: str, partition: int, refresh: bool = False, retry: bool = True) -> int:
+        """The leader's node id of topic-partition (from cached metadata unless `refresh`);
+        retriable errors (no leader yet, a lost connection) are retried within the request
+        timeout unless `retry` is false (then they raise at once)."""
         if refresh:
-            self._leaders.pop((topic, partition), None)
+            self.forget_leader(topic, partition)
+        if not retry:
+            return self._leader(topic, partition)
         return self._retrying("metadata", lambda: self._leader(topic, partition))
 
     @staticmethod
