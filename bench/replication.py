@@ -27,6 +27,9 @@ Rows:
   acknowledgements from 0.5 s before the signal on.  Reference: the longest gap between
   acknowledgements of that partition in the 1.5 s before the signal (the producer's own rhythm).
 
+``--quick`` (50,000 records, 1 repeat, 2 failovers, ~1 minute) is a smoke run: rows that short
+are bound by acks=all latency (follower fetch round trips) and move several-fold between runs.
+
 Apache Kafka 4.0 is not measured here (a 3-broker KRaft cluster needs per-node configs and a
 shared cluster id; /work/shared/kafka's run-kafka.sh starts one combined node only).  The
 client, the brokers and ZooKeeper share the machine's cores; the load average is printed.
