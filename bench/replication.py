@@ -1,0 +1,354 @@
+"""Replication: what acks=all on replicated partitions costs, and how long a partition is
+unavailable when its leader dies -- on a local 3-broker cluster of ours (ZooKeeper from Debian's
+package, three ``python -m engine serve`` processes, all on 127.0.0.1), every figure beside its
+reference measured in the same run.
+
+    python -m bench.replication [--records 300000] [--sizes 100,1024] [--repeat 2]
+                                [--failovers 3] [--session-ms 6000] [--quick] [--json FILE]
+
+Rows:
+
+* produce, per record size: confluent-kafka to a 3-partition topic with RF 3 and
+  ``min.insync.replicas=2``, ``acks=all``, against ``acks=1`` to a 3-partition RF 1 topic on the
+  same cluster (leaders spread over the three brokers in both), same records -- ratio
+  all/RF3 over 1/RF1 (LinkedIn's 2014 figure for Kafka 0.8: 0.51, one machine per broker; here the
+  three brokers share the client's cores, so the CPU time of the three brokers per record is
+  printed too: RF 3 writes every byte three times).  Interleaved, best of ``--repeat``; ``linger.ms=5``, ``batch.size=1 MiB``, values random hex, no compression.
+* failover (SIGKILL): an idempotent ``acks=all`` producer sends continuously to one RF 3
+  partition (``min.insync.replicas=2``); its leader's process is SIGKILLed.  Reported: seconds from
+  the kill to the first acknowledgement after it, and the gap between the last acknowledgement
+  before and the first after.  The killed broker is restarted and back in the ISR before the next
+  repetition.  Bound: the controller only elects once ZooKeeper expires the dead broker's session
+  (``zookeeper.session.timeout.ms``, ``--session-ms``), then the client must learn the new leader
+  from Metadata (librdkafka re-asks on the refused connection, backing off up to
+  ``retry.backoff.max.ms``, set to 500 here).  The reference is the session timeout itself.
+* controlled shutdown (SIGTERM): the same producer over 3 partitions; the broker leading the
+  most partitions gets SIGTERM; for each partition it led, the longest gap between
+  acknowledgements from 0.5 s before the signal on.  Reference: the longest gap between
+  acknowledgements of that partition in the 1.5 s before the signal (the producer's own rhythm).
+
+``--quick`` (50,000 records, 1 repeat, 2 failovers, ~1 minute) is a smoke run: rows that short
+are bound by acks=all latency (follower fetch round trips) and move several-fold between runs.
+
+Apache Kafka 4.0 is not measured here (a 3-broker KRaft cluster needs per-node configs and a
+shared cluster id; /work/shared/kafka's run-kafka.sh starts one combined node only).  The
+client, the brokers and ZooKeeper share the machine's cores; the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from engine.cluster.chaos import _Broker  # noqa: E402
+
+_DISTINCT = 4096
+LINKEDIN_2014 = 0.51
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class LocalCluster:
+    """ZooKeeper + n brokers (ids 1..n) on loopback, in a temp dir."""
+
+    def __init__(self, n: int, session_ms: int):
+        from engine.cluster.zkserver import ZooKeeperServer, find_zookeeper
+        if find_zookeeper()[0] is None:
+            raise SystemExit(f"error: {find_zookeeper()[1]}")
+        self.base = tempfile.mkdtemp(prefix="bench-repl-")
+        self.zk = ZooKeeperServer(os.path.join(self.base, "zookeeper")).start()
+        self.brokers = {i: _Broker(self.base, i, self.zk.connect, session_ms) for i in range(1, n + 1)}
+        for b in self.brokers.values():
+            b.args[b.args.index("--log-level") + 1] = "warning"
+        for b in self.brokers.values():
+            b.start()
+        self.bootstrap = ",".join(b.listen for b in self.brokers.values())
+
+    def broker_cpu(self) -> float:
+        """User + system CPU seconds used so far by the running brokers, together."""
+        from bench.broker_clients import cpu_seconds
+        return sum(cpu_seconds(b.proc.pid) for b in self.brokers.values() if b.running)
+
+    def close(self) -> None:
+        for b in self.brokers.values():
+            b.signal(signal.SIGTERM)
+        self.zk.stop()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+
+
+def create_topic(bootstrap: str, name: str, parts: int, rf: int, config: dict | None = None) -> None:
+    from confluent_kafka.admin import NewTopic
+    a = _admin(bootstrap)                                   # keep the handle until the result
+    a.create_topics([NewTopic(name, parts, rf, config=config or {})])[name].result(60)
+    wait_partitions(bootstrap, name, parts, rf)
+
+
+def partitions(bootstrap: str, topic: str) -> dict:
+    """{partition: (leader, isr)} from a fresh Metadata request."""
+    a = _admin(bootstrap)
+    md = a.list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return {}
+    return {p: (m.leader, tuple(sorted(m.isrs))) for p, m in t.partitions.items()}
+
+
+def wait_partitions(bootstrap: str, topic: str, parts: int, isr: int, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            st = partitions(bootstrap, topic)
+        except Exception:                                   # noqa: BLE001 (a broker still starting)
+            st = {}
+        if len(st) == parts and all(ld >= 0 and len(i) >= isr for ld, i in st.values()):
+            return st
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: partitions not led with ISR >= {isr} after {timeout}s: {st}")
+        time.sleep(0.2)
+
+
+# -- throughput ---------------------------------------------------------------------------
+def produce(bootstrap: str, topic: str, n: int, values: list[bytes], acks: str) -> float:
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4", "linger.ms": 5,
+                  "batch.size": 1 << 20, "acks": acks, "queue.buffering.max.messages": 2_000_000,
+                  "queue.buffering.max.kbytes": 2 * 1024 * 1024})
+    for i in range(64):                                     # warm up: metadata, connections
+        p.produce(topic, values[i])
+    p.flush(60)
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, values[i & (_DISTINCT - 1)])
+                break
+            except BufferError:
+                p.poll(0.01)
+    if p.flush(300) != 0:
+        raise RuntimeError("records left undelivered")
+    return time.perf_counter() - t0
+
+
+def run_throughput(c: LocalCluster, args, rows: list) -> None:
+    for size in args.sizes:
+        values = [os.urandom(size // 2 + 1).hex().encode()[:size] for _ in range(_DISTINCT)]
+        best = {"rf3": float("inf"), "rf1": float("inf")}
+        cpu = {"rf3": float("inf"), "rf1": float("inf")}
+        for r in range(args.repeat):
+            for kind in ("rf1", "rf3"):
+                topic = f"tp-{kind}-{size}-{r}"
+                if kind == "rf3":
+                    create_topic(c.bootstrap, topic, 3, 3, {"min.insync.replicas": "2"})
+                else:
+                    create_topic(c.bootstrap, topic, 3, 1)
+                c0 = c.broker_cpu()
+                dt = produce(c.bootstrap, topic, args.records, values, "all" if kind == "rf3" else "1")
+                cpu[kind] = min(cpu[kind], c.broker_cpu() - c0)
+                best[kind] = min(best[kind], dt)
+        n = args.records
+        v, ref = n / best["rf3"], n / best["rf1"]
+        us3, us1 = cpu["rf3"] / n * 1e6, cpu["rf1"] / n * 1e6
+        rows.append({"row": "produce", "size": size, "records": n, "value": v, "reference": ref,
+                     "ratio": v / ref, "unit": "records/s", "broker_cpu_us_per_record": [us3, us1]})
+        print(f"  produce {size:>5} B  acks=all RF3 (min ISR 2) {v:11,.0f} rec/s {v * size / 1e6:6.1f} MB/s   "
+              f"acks=1 RF1 {ref:11,.0f} rec/s {ref * size / 1e6:6.1f} MB/s   ratio {v / ref:5.2f} "
+              f"(LinkedIn 2014: {LINKEDIN_2014})   CPU of the 3 brokers µs/rec {us3:.2f} vs {us1:.2f}   [{_load()}]",
+              flush=True)
+
+
+# -- availability ---------------------------------------------------------------------------
+class Sender:
+    """An idempotent acks=all producer sending continuously (up to 200 in flight) to the
+    partitions given, keeping the monotonic time of every acknowledgement per partition."""
+
+    def __init__(self, bootstrap: str, topic: str, parts: list[int]):
+        from confluent_kafka import Producer
+        self.topic, self.parts = topic, parts
+        self.acks: dict[int, list[float]] = {p: [] for p in parts}
+        self.sent_at: dict[int, list[float]] = {p: [] for p in parts}
+        self.errors: list[str] = []
+        self.sent = self.done = 0
+        self.stop_ev = threading.Event()
+        self.p = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
+                           "enable.idempotence": True, "acks": "all", "linger.ms": 1,
+                           "delivery.timeout.ms": 300000, "retry.backoff.max.ms": 500})
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _report(self, err, msg, sent_at):
+        self.done += 1
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            now = time.monotonic()
+            self.acks[msg.partition()].append(now)
+            self.sent_at[msg.partition()].append(sent_at)
+
+    def first_ack_of_sent_after(self, part: int, t: float) -> float:
+        """Ack time of the first record of `part` produced after `t` (nan if none yet)."""
+        for s, a in zip(self.sent_at[part], self.acks[part]):
+            if s > t:
+                return a
+        return float("nan")
+
+    def _run(self):
+        p, i = self.p, 0
+        while not self.stop_ev.is_set():
+            if self.sent - self.done < 200:
+                try:
+                    p.produce(self.topic, b"x" * 100, partition=self.parts[i % len(self.parts)],
+                              on_delivery=lambda e, m, t=time.monotonic(): self._report(e, m, t))
+                    self.sent += 1
+                    i += 1
+                except BufferError:
+                    pass
+            p.poll(0.0005)
+        p.flush(300)
+
+    def close(self):
+        self.stop_ev.set()
+        self.t.join(330)
+
+
+def run_failover(c: LocalCluster, args, rows: list) -> None:
+    topic = "failover"
+    create_topic(c.bootstrap, topic, 1, 3, {"min.insync.replicas": "2"})
+    s = Sender(c.bootstrap, topic, [0])
+    since_kill, gaps = [], []
+    try:
+        time.sleep(2)
+        for rep in range(args.failovers):
+            wait_partitions(c.bootstrap, topic, 1, 3)
+            time.sleep(3)                                   # a preferred-leader move settles
+            leader = partitions(c.bootstrap, topic)[0][0]
+            t_kill = time.monotonic()
+            c.brokers[leader].signal(signal.SIGKILL)
+            deadline = time.monotonic() + 120
+            while s.first_ack_of_sent_after(0, t_kill) != s.first_ack_of_sent_after(0, t_kill) \
+                    and time.monotonic() < deadline and not s.errors:
+                time.sleep(0.01)
+            acks = s.acks[0]
+            after = s.first_ack_of_sent_after(0, t_kill)   # first success of a record sent after the kill
+            before = max((t for t in acks if t <= t_kill), default=float("nan"))
+            since_kill.append(after - t_kill)
+            gaps.append(after - before)
+            print(f"  failover {rep + 1}: SIGKILL leader {leader}: first ack of a record sent after the kill "
+                  f"{after - t_kill:5.2f} s after it (since the last ack before: {after - before:5.2f} s)   "
+                  f"[{_load()}]", flush=True)
+            if s.errors:
+                print(f"  producer errors: {len(s.errors)}, first: {s.errors[:3]}", flush=True)
+                break
+            c.brokers[leader].start()
+            wait_partitions(c.bootstrap, topic, 1, 3)
+    finally:
+        s.close()
+    ref = args.session_ms / 1000
+    for name, xs in (("kill -> first ack", since_kill), ("gap last ack -> first ack", gaps)):
+        xs = [x for x in xs if x == x] or [float("nan")]
+        med, mx = statistics.median(xs), max(xs)
+        rows.append({"row": f"failover SIGKILL, {name}", "n": len(xs), "median_s": med, "max_s": mx,
+                     "reference": ref, "ratio": med / ref, "unit": "s", "errors": len(s.errors)})
+        print(f"  failover SIGKILL, {name}: median {med:5.2f} s  max {mx:5.2f} s over {len(xs)}   "
+              f"zookeeper.session.timeout.ms {args.session_ms}   ratio median/session {med / ref:4.2f}   "
+              f"goal < 3 s: {'met' if mx < 3 else 'NOT met'}   producer errors {len(s.errors)}", flush=True)
+
+
+def run_controlled(c: LocalCluster, args, rows: list) -> None:
+    topic = "controlled"
+    parts = list(range(3))
+    create_topic(c.bootstrap, topic, 3, 3, {"min.insync.replicas": "2"})
+    s = Sender(c.bootstrap, topic, parts)
+    moved_gaps, refs, stop_s = [], [], []
+    try:
+        time.sleep(2)
+        for rep in range(args.failovers):
+            st = wait_partitions(c.bootstrap, topic, 3, 3)
+            counts = {b: sum(1 for ld, _ in st.values() if ld == b) for b in c.brokers}
+            victim = max(counts, key=counts.get)
+            led = [p for p, (ld, _) in st.items() if ld == victim]
+            time.sleep(1.5)
+            t_sig = time.monotonic()
+            c.brokers[victim].signal(signal.SIGTERM)                  # waits for the process to exit
+            stop_s.append(time.monotonic() - t_sig)
+            time.sleep(1.0)
+            for p in led:
+                a = s.acks[p]
+                pre = [y - x for x, y in zip(a, a[1:]) if t_sig - 1.5 <= x and y <= t_sig]
+                win = [t for t in a if t_sig - 0.5 <= t]
+                gap = max((y - x for x, y in zip(win, win[1:])), default=float("nan"))
+                moved_gaps.append(gap)
+                refs.append(max(pre) if pre else float("nan"))
+                print(f"  controlled shutdown {rep + 1}: SIGTERM broker {victim} (exited after {stop_s[-1]:4.2f} s), "
+                      f"partition {p}: longest gap between acks {gap * 1000:7.1f} ms "
+                      f"(longest gap in the 1.5 s before: {refs[-1] * 1000:5.1f} ms)", flush=True)
+            c.brokers[victim].start()
+            wait_partitions(c.bootstrap, topic, 3, 3)
+    finally:
+        s.close()
+    if s.errors:
+        print(f"  producer errors: {len(s.errors)}, first: {s.errors[:3]}", flush=True)
+    med, mx = statistics.median(moved_gaps), max(moved_gaps)
+    ref = statistics.median(refs)
+    rows.append({"row": "controlled shutdown, longest ack gap per partition moved", "n": len(moved_gaps),
+                 "median_s": med, "max_s": mx, "reference": ref, "ratio": med / ref, "unit": "s",
+                 "broker_exit_s": statistics.median(stop_s), "errors": len(s.errors)})
+    print(f"  controlled shutdown: per partition moved, longest gap median {med * 1000:.1f} ms  max {mx * 1000:.1f} ms "
+          f"over {len(moved_gaps)}; longest gap in the 1.5 s before, median {ref * 1000:.1f} ms (ratio {med / ref:.1f}); "
+          f"broker exit {statistics.median(stop_s):.2f} s median; producer errors {len(s.errors)}", flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=300_000)
+    ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--failovers", type=int, default=3, help="repetitions of each availability row")
+    ap.add_argument("--session-ms", type=int, default=6000, help="brokers' zookeeper.session.timeout.ms")
+    ap.add_argument("--only", choices=["produce", "failover", "controlled"], action="append")
+    ap.add_argument("--quick", action="store_true", help="50,000 records, 1 repeat, 2 failovers")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    args.sizes = [int(x) for x in args.sizes.split(",")]
+    if args.quick:
+        args.records, args.repeat, args.failovers = min(args.records, 50_000), 1, 2
+    only = args.only or ["produce", "failover", "controlled"]
+    print(f"replication bench: 3 brokers + ZooKeeper on 127.0.0.1, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{_load()}, {os.cpu_count()} CPUs (shared with client, brokers, ZooKeeper)", flush=True)
+    rows: list = []
+    c = LocalCluster(3, args.session_ms)
+    try:
+        if "produce" in only:
+            run_throughput(c, args, rows)
+        if "failover" in only:
+            run_failover(c, args, rows)
+        if "controlled" in only:
+            run_controlled(c, args, rows)
+    finally:
+        c.close()
+    print(f"done, {_load()}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"load": os.getloadavg(), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
