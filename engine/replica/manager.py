@@ -72,6 +72,22 @@ class ReplicaManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._notify = lambda: None
         self._expire_task: asyncio.Task | None = None
+        self._role_listeners: list = []
+
+    def add_role_listener(self, fn) -> None:
+        """Call ``fn(topic, partition, leader: bool)`` after every role change of a hosted
+        partition: ``True`` after ``become_leader``, ``False`` after ``become_follower`` and
+        ``stop_replica`` (the broker wiring registers the coordinators here, so they load and
+        unload ``__consumer_offsets`` / ``__transaction_state`` partitions with leadership).
+        Runs on the thread that changed the role (the broker's loop in cluster mode)."""
+        self._role_listeners.append(fn)
+
+    def _roles_changed(self, topic: str, partition: int, leader: bool) -> None:
+        for fn in self._role_listeners:
+            try:
+                fn(topic, partition, leader)
+            except Exception:
+                log.exception("role listener failed for %s-%d", topic, partition)
 
     # -- lifecycle ---------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop, notify=None) -> None:
@@ -300,6 +316,8 @@ class ReplicaManager:
             log.warning("become_leader %s-%d epoch %d ignored: epoch %d is newer", topic, partition,
                         leader_epoch, part.leader_epoch)
         self._wake()
+        if part.is_leader:
+            self._roles_changed(topic, partition, True)
         return part
 
     def become_follower(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
@@ -310,6 +328,7 @@ class ReplicaManager:
         was_leader = part.is_leader
         if not part.make_follower(leader_id, leader_epoch, replicas, partition_epoch):
             return part
+        self._roles_changed(topic, partition, False)
         if was_leader:
             self._call_on_loop(part.fail_waiters, NotLeaderOrFollowerError,
                                f"{topic}-{partition} is now led by {leader_id}")
@@ -329,6 +348,7 @@ class ReplicaManager:
                 part.leader_id = -1
             self._call_on_loop(part.fail_waiters, NotLeaderOrFollowerError,
                                f"{topic}-{partition} is no longer hosted here")
+            self._roles_changed(topic, partition, False)
         if delete:
             try:
                 self.engine.logs.delete_log(topic, partition)
