@@ -188,16 +188,36 @@ class ReplicaManager:
             info = plog.append(buf, epoch)
         if part.local:
             return info, plog.log_start_offset, None
+        return info, plog.log_start_offset, self._appended(part, info.last_offset, acks)
+
+    def _appended(self, part: Partition, last_offset: int, acks: int):
+        """After a leader's append: move the HW; the acks=all waiter of `last_offset` or None."""
         if part.maybe_advance_hw():
             part.complete_waiters()
             self._notify()
-        waiter = None
-        if acks == -1 and plog.high_watermark <= info.last_offset:
+        if acks == -1 and part.log.high_watermark <= last_offset:
             if not part.is_leader:
-                raise NotLeaderOrFollowerError(f"{topic}-{partition} lost its leadership")
+                raise NotLeaderOrFollowerError(f"{part.topic}-{part.partition} lost its leadership")
             waiter = asyncio.get_running_loop().create_future()
-            part.waiters.append((info.last_offset + 1, waiter))
-        return info, plog.log_start_offset, waiter
+            part.waiters.append((last_offset + 1, waiter))
+            return waiter
+        return None
+
+    async def append_control(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                             commit: bool, coordinator_epoch: int):
+        """A COMMIT/ABORT marker appended as the leader (WriteTxnMarkers in cluster mode), with
+        acks=all: returns ``(offset, waiter)`` (``waiter`` for :meth:`wait_for_acks`, or None)."""
+        part = self.leader_partition(topic, partition)
+        plog = part.log
+        epoch = None if part.local else part.leader_epoch
+        offset = await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(plog.append_control, producer_id, producer_epoch, commit,
+                                    coordinator_epoch, epoch)) \
+            if plog.config["flush.messages"] < _NO_FLUSH_POLICY else \
+            plog.append_control(producer_id, producer_epoch, commit, coordinator_epoch, epoch)
+        if part.local:
+            return offset, None
+        return offset, self._appended(part, offset, -1)
 
     async def wait_for_acks(self, waiters: list, timeout_ms: int) -> list:
         """Wait for acks=all waiters (from :meth:`append`) together, at most `timeout_ms`.

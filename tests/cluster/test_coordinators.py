@@ -121,3 +121,46 @@ def test_non_coordinator_answers_not_coordinator(cluster_factory):
     with WireClient(c.brokers[coord].bootstrap) as w:
         r = w._call(None, 9, {"group_id": group, "topics": None}, version=5)
     assert r["error_code"] == 0
+
+
+def test_transaction_commit_survives_the_txn_coordinators_kill(cluster_factory):
+    c = cluster_factory(3, *SMALL)
+    topic, tid = f"tx-{uuid.uuid4().hex[:8]}", f"tid-{uuid.uuid4().hex[:8]}"
+    make_topic(c.bootstrap, topic)
+    p = ck.Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid, "acks": "all"})
+    p.init_transactions(60)
+    coord = wait_for(lambda: same_coordinator_everywhere(c, tid, 1), 40, "one transaction coordinator")
+    p.begin_transaction()
+    for i in range(10):                     # both partitions: markers to two leaders
+        p.produce(topic, f"c{i}".encode(), partition=i % 2)
+    p.commit_transaction(60)
+    p.begin_transaction()
+    p.produce(topic, b"aborted", partition=0)
+    p.abort_transaction(60)
+    del p
+
+    c.brokers[coord].kill9()
+    alive = [i for i in c.brokers if i != coord]
+    new = wait_for(lambda: (same_coordinator_everywhere(c, tid, 1) or 0) in alive
+                   and same_coordinator_everywhere(c, tid, 1), 40, "a new transaction coordinator")
+    assert new in alive
+    boot = ",".join(c.brokers[i].bootstrap for i in alive)
+    # the committed values are read by read_committed consumers, the aborted one is not
+    got = consume(boot, f"g-{uuid.uuid4().hex[:8]}", topic, 11, timeout=30)
+    assert sorted(got) == sorted(f"c{i}".encode() for i in range(10))
+    # the new coordinator knows the transactional id: the producer re-initialises (epoch bump)
+    p2 = ck.Producer({"bootstrap.servers": boot, "transactional.id": tid, "acks": "all"})
+    p2.init_transactions(60)
+    p2.begin_transaction()
+    p2.produce(topic, b"after", partition=1)
+    p2.commit_transaction(60)
+    from engine.client.wire import WireClient
+
+    def state():
+        with WireClient(c.brokers[new].bootstrap) as w:
+            r = w._call(None, 65, {"transactional_ids": [tid]}, version=0)   # DescribeTransactions
+        st = r["transaction_states"][0]
+        return st if (st["error_code"], st["transaction_state"]) == (0, "CompleteCommit") else None
+    # (EndTxn answers once PrepareCommit is written; the markers follow, as in Kafka)
+    st = wait_for(state, 20, "CompleteCommit after the markers")
+    assert st["producer_epoch"] >= 1            # the id was known: InitProducerId bumped its epoch
