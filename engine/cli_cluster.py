@@ -66,7 +66,7 @@ def attach_coordinators(member, broker, eng) -> None:
     partitions loaded when this broker becomes leader, their writes replicated with acks=all.
     Before ``member.attach``: the first role changes already reach them."""
     from .cluster import admin
-    from .coordinator.runtime import ClusterLink
+    from .coordinator.cluster_link import ClusterLink
     from .errors import TopicAlreadyExistsError
 
     cfg = eng.config

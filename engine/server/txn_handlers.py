@@ -72,7 +72,7 @@ async def call(engine, fn_name: str, *args, kind: str = "transaction", **kwargs)
         return None
 
 
-async def verify_produce(engine, req) -> dict | None:
+async def verify_produce(engine, req, cluster: bool = False) -> dict | None:
     """KIP-890 verification: {tp: error} for transactional batches whose partition is not
     in the producer's ongoing transaction (INVALID_TXN_STATE, Kafka's answer below Produce
     v12) or whose producer is stale (INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING).
@@ -97,7 +97,7 @@ async def verify_produce(engine, req) -> dict | None:
                                       pid, epoch, tps)
         for tp in tps:
             code = 15 if res is None else res.get(tp, 0)      # COORDINATOR_NOT_AVAILABLE
-            if code in (14, 16):
+            if cluster and code in (14, 16):
                 # cluster mode, the transaction coordinator is another broker: not verified
                 # (Kafka asks it with AddPartitionsToTxn verify-only; not done here yet)
                 code = 0
