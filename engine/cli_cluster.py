@@ -55,7 +55,42 @@ def start_member(member, broker, eng, port: int) -> None:
     use_cluster_topic_configs(eng, member.store)
     use_cluster_auto_create(eng, member)
     broker.cluster = member
+    attach_coordinators(member, broker, eng)
     member.attach(broker.replicas)
+
+
+def attach_coordinators(member, broker, eng) -> None:
+    """Cluster mode for the group and transaction coordinators the broker hosts: their internal
+    topics are created through ZooKeeper (replication factor ``offsets.topic.replication.factor``
+    / ``transaction.state.log.replication.factor`` capped by the live brokers, as Kafka), their
+    partitions loaded when this broker becomes leader, their writes replicated with acks=all.
+    Before ``member.attach``: the first role changes already reach them."""
+    from .cluster import admin
+    from .coordinator.cluster_link import ClusterLink
+    from .errors import TopicAlreadyExistsError
+
+    cfg = eng.config
+    keys = {"__consumer_offsets": ("offsets.topic.replication.factor", None),
+            "__transaction_state": ("transaction.state.log.replication.factor", "transaction.state.log.min.isr")}
+
+    def create_topic(topic: str, partitions: int, config: dict) -> None:
+        rf_key, isr_key = keys[topic]
+        rf = max(1, min(cfg[rf_key], len(member.view.brokers())))
+        config = dict(config)
+        if isr_key is not None:
+            config["min.insync.replicas"] = min(cfg[isr_key], rf)
+        try:
+            admin.create_topic(member, topic, partitions, rf, config, timeout_s=10.0)
+        except TopicAlreadyExistsError:
+            pass
+        deadline = time.monotonic() + 10
+        while member.view.assignment(topic) is None and time.monotonic() < deadline:
+            time.sleep(0.02)        # another broker created it: wait for this broker's watch
+
+    link = ClusterLink(broker.replicas, member.view, create_topic, cfg["offsets.commit.timeout.ms"])
+    for coord in (broker._own_coordinator, broker._own_txn_coordinator):
+        if coord is not None and coord.running:
+            coord.call(coord.attach_cluster, link, timeout=30)
 
 
 def stop_member(member, eng) -> None:

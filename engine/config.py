@@ -173,6 +173,7 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "group.max.size": (2147483647, _int(1)),
     "offsets.topic.num.partitions": (50, _int(1)),
     "offsets.topic.replication.factor": (3, _int(1)),   # cluster mode; capped by live brokers
+    "offsets.commit.timeout.ms": (5000, _int(1)),       # cluster mode: acks=all wait of its writes
     "offsets.retention.minutes": (10080, _int(1)),
     "offsets.retention.check.interval.ms": (600000, _int(1)),
     "offset.metadata.max.bytes": (4096, _int(0)),
@@ -181,6 +182,8 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "producer.id.expiration.check.interval.ms": (600000, _int(1)),
     # transaction coordinator (engine.coordinator.transactions)
     "transaction.state.log.num.partitions": (50, _int(1)),
+    "transaction.state.log.replication.factor": (3, _int(1)),   # cluster mode; capped by live brokers
+    "transaction.state.log.min.isr": (2, _int(1)),      # cluster mode; capped by its replication factor
     "transaction.max.timeout.ms": (900000, _int(1)),
     "transactional.id.expiration.ms": (604800000, _int(1)),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (10000, _int(1)),

@@ -78,6 +78,7 @@ from typing import Callable, Iterable, Mapping
 from . import records as rec
 from .group_store import GroupStoreMixin
 from .group_txn import TxnOffsetsMixin
+from ..errors import KafkaApiError
 from .runtime import CoordinatorRuntime, storage_code, wall_ms
 from .group import (
     COMPLETING_REBALANCE,
@@ -399,6 +400,8 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         try:
             await self._append(group.partition, [(rec.encode_group_metadata_key(group.group_id),
                                                   rec.encode_group_metadata(group))])
+        except KafkaApiError as e:      # e.g. leadership of the partition moved (cluster mode)
+            log.warning("group %s: storing the empty group failed: %s", group.group_id, e)
         except Exception:
             log.exception("group %s: storing the empty group failed", group.group_id)
 

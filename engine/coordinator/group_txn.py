@@ -110,7 +110,10 @@ class TxnOffsetsMixin:
             raise NotCoordinatorError(f"partition {partition} of {rec.OFFSETS_TOPIC} is not loaded here")
         async with st.lock:
             plog = self.engine.log(rec.OFFSETS_TOPIC, partition)
-            if plog.config["flush.messages"] < _LONG_MAX:
+            if self.cluster is not None:        # cluster mode: replicated, acks=all
+                await self.cluster.append_control(rec.OFFSETS_TOPIC, partition, producer_id, producer_epoch,
+                                                  commit, coordinator_epoch)
+            elif plog.config["flush.messages"] < _LONG_MAX:
                 await self.loop.run_in_executor(None, plog.append_control, producer_id, producer_epoch,
                                                 commit, coordinator_epoch)
             else:

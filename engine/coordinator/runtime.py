@@ -39,6 +39,7 @@ from typing import Any, Callable
 from .. import _native
 from ..errors import ClosedError, CorruptRecordError, KafkaApiError, UnknownTopicOrPartitionError
 from ..storage.segment import FileSlice
+from .cluster_link import ClusterLink
 
 __all__ = ["CoordinatorRuntime", "LOADED", "LOADING", "NotCoordinatorError"]
 
@@ -89,6 +90,7 @@ class CoordinatorRuntime:
         self._stopped = False
         self._owns_thread = True
         self._creating: asyncio.Task | None = None
+        self.cluster: ClusterLink | None = None
 
     # -- hooks ---------------------------------------------------------------------------
     def _topic_config(self) -> dict:
@@ -265,6 +267,9 @@ class CoordinatorRuntime:
     async def _ensure_topic(self) -> None:
         if self._num_partitions is not None:
             return
+        if self.cluster is not None:
+            await self._ensure_cluster_topic()
+            return
         async with self._topic_lock:
             if self._num_partitions is not None:
                 return
@@ -284,6 +289,60 @@ class CoordinatorRuntime:
             self._num_partitions = count
             log.info("created %s with %d partitions", topic, count)
 
+    async def _ensure_cluster_topic(self) -> None:
+        """Cluster mode: the topic is created through ZooKeeper like any topic (the link's
+        ``create_topic``); partitions are loaded only when this broker becomes their leader."""
+        link = self.cluster
+        n = link.partition_count(self.TOPIC)
+        if n is None:
+            async with self._topic_lock:
+                n = link.partition_count(self.TOPIC)
+                if n is None:
+                    await self.loop.run_in_executor(None, link.create_topic, self.TOPIC,
+                                                    self.configured_partitions, self._topic_config())
+                    n = link.partition_count(self.TOPIC)
+                    log.info("created %s in the cluster", self.TOPIC)
+        self._num_partitions = n        # None: not in this broker's metadata cache yet
+
+    def coordinator_node(self, key: str) -> int:
+        """Cluster mode: the broker leading the partition of `key` (-1: none, or no topic yet)."""
+        if self.cluster is None:
+            return self.node_id
+        if self._num_partitions is None:
+            return -1
+        return self.cluster.leader(self.TOPIC, self.partition_for(key))
+
+    async def attach_cluster(self, link: "ClusterLink") -> None:
+        """Switch to cluster mode (on the coordinator's loop, before the replica manager is
+        driven by the cluster): drop what was loaded from the local logs; from now on a
+        partition is loaded when this broker becomes its leader (``link.replicas`` role
+        listener) and writes are replicated appends with acks=all."""
+        self.cluster = link
+        for p in list(self._partitions):
+            self._drop_partition_state(p)
+        self._num_partitions = link.partition_count(self.TOPIC)
+        loop = self.loop
+
+        def on_role(topic: str, partition: int, leader: bool) -> None:
+            if topic != self.TOPIC or self._stopped:
+                return
+            loop.call_soon_threadsafe(self._role_changed, partition, leader)
+        link.replicas.add_role_listener(on_role)
+
+    def _role_changed(self, partition: int, leader: bool) -> None:
+        if self._stopped:
+            return
+        if leader:
+            if partition not in self._partitions:
+                if self._num_partitions is None:
+                    self._num_partitions = self.cluster.partition_count(self.TOPIC)
+                self._partitions[partition] = _Partition(LOADING)
+                log.info("%s-%d: this broker leads it now, loading", self.TOPIC, partition)
+                self._spawn(self.load_partition(partition))
+        elif partition in self._partitions:
+            log.info("%s-%d: no longer led here, unloading", self.TOPIC, partition)
+            self._spawn(self.unload_partition(partition))
+
     async def _route(self, key: str) -> tuple[int, int]:
         """(error code, partition) for a request about `key`."""
         if self._stopped:
@@ -292,6 +351,8 @@ class CoordinatorRuntime:
             await self._ensure_topic()
         except Exception:
             log.exception("could not create %s", self.TOPIC)
+            return COORDINATOR_NOT_AVAILABLE, -1
+        if self._num_partitions is None:            # cluster mode: not in the metadata cache yet
             return COORDINATOR_NOT_AVAILABLE, -1
         p = self.partition_for(key)
         st = self._partitions.get(p)
@@ -305,10 +366,19 @@ class CoordinatorRuntime:
         """FindCoordinator for `key`: Kafka's first lookup starts creating the topic and
         answers COORDINATOR_NOT_AVAILABLE (the client retries; its connection is not held up
         behind the creation); loading partitions are still this node's."""
+        if self.cluster is not None and self._num_partitions is None and not self._stopped:
+            self._num_partitions = self.cluster.partition_count(self.TOPIC)
         if self._num_partitions is None and not self._stopped:
             if self._creating is None or self._creating.done():
                 self._creating = self._spawn(self._ensure_topic())
             return COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} is being created"
+        if self.cluster is not None:
+            if self._stopped:
+                return NOT_COORDINATOR, None
+            leader = self.coordinator_node(key)
+            if leader < 0:
+                return COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} has no leader for this key"
+            return NONE, None
         err, _ = await self._route(key)
         if err == COORDINATOR_LOAD_IN_PROGRESS:
             err = NONE
@@ -357,6 +427,9 @@ class CoordinatorRuntime:
                 if e.producer_id == producer_id and e.epoch == producer_epoch and e.last_sequence >= 0:
                     seq = (e.last_sequence + 1) % (1 << 31)
         buf = b.build(0, 0, producer_id, producer_epoch, seq, transactional)
+        if self.cluster is not None:
+            await self.cluster.append(self.TOPIC, partition, buf)
+            return
         if plog.config["flush.messages"] < _LONG_MAX:
             await self.loop.run_in_executor(None, plog.append, buf)
         else:
@@ -383,6 +456,8 @@ class CoordinatorRuntime:
             log.error("%s-%d: %s (skipped; the other records of the partition are loaded)",
                       self.TOPIC, partition, e)
         self.load_errors.extend(errors)
+        if self._partitions.get(partition) is not st:
+            return              # unloaded meanwhile (leadership moved away)
         self._apply_loaded(partition, state)
         if self._partitions.get(partition) is st:
             st.state = LOADED
@@ -404,7 +479,10 @@ class CoordinatorRuntime:
         plog = self.engine.log(self.TOPIC, partition)
         state = self._new_load_state()
         errors: list[CorruptRecordError] = []
-        lso, hw = plog.log_start_offset, plog.high_watermark
+        # a new leader's high watermark may lag what the ISR had committed: read to the log end
+        # offset, as Kafka's coordinators load
+        lso = plog.log_start_offset
+        hw = plog.log_end_offset if self.cluster is not None else plog.high_watermark
         for seg in plog.segments:
             size = seg.size
             if size == 0 or seg.base_offset >= hw:
@@ -454,7 +532,7 @@ def storage_code(e: BaseException, topic: str) -> int:
     if isinstance(e, KafkaApiError):
         if e.code in (10, 18):                  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
             return 28                           # INVALID_COMMIT_OFFSET_SIZE
-        if e.code in (NOT_COORDINATOR,):
+        if e.code in (NOT_COORDINATOR, 6):      # NOT_LEADER_OR_FOLLOWER: leadership moved
             return NOT_COORDINATOR
         return COORDINATOR_NOT_AVAILABLE        # storage errors, unknown partition, closed log
     log.error("%s append failed", topic, exc_info=e)

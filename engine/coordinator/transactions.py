@@ -447,6 +447,12 @@ class TransactionCoordinator(CoordinatorRuntime):
     async def _write_marker(self, tp: tuple[str, int], pid: int, epoch: int, commit: bool,
                             coordinator_epoch: int) -> None:
         topic, partition = tp
+        link = self.cluster
+        if link is not None and (topic != group_records.OFFSETS_TOPIC
+                                 or link.leader(topic, partition) != link.view.node_id):
+            # cluster mode: the partition's leader writes it (here, or WriteTxnMarkers to it)
+            await link.write_marker(topic, partition, pid, epoch, commit, coordinator_epoch)
+            return
         if topic == group_records.OFFSETS_TOPIC:
             gc = self._group_coordinator()
             await self._on_group_loop(gc, gc.complete_txn, pid, epoch, partition, commit, coordinator_epoch)

@@ -72,6 +72,22 @@ class ReplicaManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._notify = lambda: None
         self._expire_task: asyncio.Task | None = None
+        self._role_listeners: list = []
+
+    def add_role_listener(self, fn) -> None:
+        """Call ``fn(topic, partition, leader: bool)`` after every role change of a hosted
+        partition: ``True`` after ``become_leader``, ``False`` after ``become_follower`` and
+        ``stop_replica`` (the broker wiring registers the coordinators here, so they load and
+        unload ``__consumer_offsets`` / ``__transaction_state`` partitions with leadership).
+        Runs on the thread that changed the role (the broker's loop in cluster mode)."""
+        self._role_listeners.append(fn)
+
+    def _roles_changed(self, topic: str, partition: int, leader: bool) -> None:
+        for fn in self._role_listeners:
+            try:
+                fn(topic, partition, leader)
+            except Exception:
+                log.exception("role listener failed for %s-%d", topic, partition)
 
     # -- lifecycle ---------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop, notify=None) -> None:
@@ -172,16 +188,36 @@ class ReplicaManager:
             info = plog.append(buf, epoch)
         if part.local:
             return info, plog.log_start_offset, None
+        return info, plog.log_start_offset, self._appended(part, info.last_offset, acks)
+
+    def _appended(self, part: Partition, last_offset: int, acks: int):
+        """After a leader's append: move the HW; the acks=all waiter of `last_offset` or None."""
         if part.maybe_advance_hw():
             part.complete_waiters()
             self._notify()
-        waiter = None
-        if acks == -1 and plog.high_watermark <= info.last_offset:
+        if acks == -1 and part.log.high_watermark <= last_offset:
             if not part.is_leader:
-                raise NotLeaderOrFollowerError(f"{topic}-{partition} lost its leadership")
+                raise NotLeaderOrFollowerError(f"{part.topic}-{part.partition} lost its leadership")
             waiter = asyncio.get_running_loop().create_future()
-            part.waiters.append((info.last_offset + 1, waiter))
-        return info, plog.log_start_offset, waiter
+            part.waiters.append((last_offset + 1, waiter))
+            return waiter
+        return None
+
+    async def append_control(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                             commit: bool, coordinator_epoch: int):
+        """A COMMIT/ABORT marker appended as the leader (WriteTxnMarkers in cluster mode), with
+        acks=all: returns ``(offset, waiter)`` (``waiter`` for :meth:`wait_for_acks`, or None)."""
+        part = self.leader_partition(topic, partition)
+        plog = part.log
+        epoch = None if part.local else part.leader_epoch
+        offset = await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(plog.append_control, producer_id, producer_epoch, commit,
+                                    coordinator_epoch, epoch)) \
+            if plog.config["flush.messages"] < _NO_FLUSH_POLICY else \
+            plog.append_control(producer_id, producer_epoch, commit, coordinator_epoch, epoch)
+        if part.local:
+            return offset, None
+        return offset, self._appended(part, offset, -1)
 
     async def wait_for_acks(self, waiters: list, timeout_ms: int) -> list:
         """Wait for acks=all waiters (from :meth:`append`) together, at most `timeout_ms`.
@@ -300,6 +336,8 @@ class ReplicaManager:
             log.warning("become_leader %s-%d epoch %d ignored: epoch %d is newer", topic, partition,
                         leader_epoch, part.leader_epoch)
         self._wake()
+        if part.is_leader:
+            self._roles_changed(topic, partition, True)
         return part
 
     def become_follower(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
@@ -310,6 +348,7 @@ class ReplicaManager:
         was_leader = part.is_leader
         if not part.make_follower(leader_id, leader_epoch, replicas, partition_epoch):
             return part
+        self._roles_changed(topic, partition, False)
         if was_leader:
             self._call_on_loop(part.fail_waiters, NotLeaderOrFollowerError,
                                f"{topic}-{partition} is now led by {leader_id}")
@@ -329,6 +368,7 @@ class ReplicaManager:
                 part.leader_id = -1
             self._call_on_loop(part.fail_waiters, NotLeaderOrFollowerError,
                                f"{topic}-{partition} is no longer hosted here")
+            self._roles_changed(topic, partition, False)
         if delete:
             try:
                 self.engine.logs.delete_log(topic, partition)

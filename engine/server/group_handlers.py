@@ -110,10 +110,21 @@ class GroupHandlers:
                 res = await self._call("find_coordinator", key, key_type)
                 code, message = res if res is not None else (_COORDINATOR_NOT_AVAILABLE, "no group coordinator")
             ok = code == 0
+            node, khost, kport = self._node_id(), host, port
+            if ok and not self.handlers.view.local:
+                # cluster mode: the leader of the key's internal-topic partition coordinates it
+                from .txn_handlers import coordinator
+                coord = coordinator(self.engine, "transaction" if key_type == 1 else "group")
+                node = coord.coordinator_node(key) if coord is not None else -1
+                addr = self.handlers.view.brokers().get(node)
+                if addr is None:
+                    code, ok, message = _COORDINATOR_NOT_AVAILABLE, False, "the coordinator is not available"
+                elif node != self._node_id():
+                    khost, kport = addr[0], addr[1]
             # Kafka 4.0's texts: "" in every v4 entry; before v4, "NONE" on success
             message = "" if v >= 4 else ("NONE" if ok else message)
-            answers.append({"key": key, "node_id": self._node_id() if ok else -1,
-                            "host": host if ok else "", "port": port if ok else -1,
+            answers.append({"key": key, "node_id": node if ok else -1,
+                            "host": khost if ok else "", "port": kport if ok else -1,
                             "error_code": code, "error_message": message})
         if v >= 4:
             return [m.encode(m.ApiKey.FIND_COORDINATOR, v, {"throttle_time": 0, "coordinators": answers})]

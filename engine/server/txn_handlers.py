@@ -72,7 +72,7 @@ async def call(engine, fn_name: str, *args, kind: str = "transaction", **kwargs)
         return None
 
 
-async def verify_produce(engine, req) -> dict | None:
+async def verify_produce(engine, req, cluster: bool = False) -> dict | None:
     """KIP-890 verification: {tp: error} for transactional batches whose partition is not
     in the producer's ongoing transaction (INVALID_TXN_STATE, Kafka's answer below Produce
     v12) or whose producer is stale (INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING).
@@ -97,6 +97,10 @@ async def verify_produce(engine, req) -> dict | None:
                                       pid, epoch, tps)
         for tp in tps:
             code = 15 if res is None else res.get(tp, 0)      # COORDINATOR_NOT_AVAILABLE
+            if cluster and code in (14, 16):
+                # cluster mode, the transaction coordinator is another broker: not verified
+                # (Kafka asks it with AddPartitionsToTxn verify-only; not done here yet)
+                code = 0
             if code in (120, 42):       # TRANSACTION_ABORTABLE, INVALID_REQUEST (no id)
                 code = 48               # INVALID_TXN_STATE
             elif code == 90:            # PRODUCER_FENCED
@@ -218,6 +222,13 @@ class TxnHandlers:
                                              bool(mk.transaction_result), mk.coordinator_epoch, kind="group")
                             if res is None:
                                 code = COORDINATOR_NOT_AVAILABLE
+                        elif not self.handlers.view.local:      # cluster mode: as leader, acks=all
+                            rm = self.handlers.broker.replicas
+                            _off, waiter = await rm.append_control(t.name, p, mk.producer_id, mk.producer_epoch,
+                                                                   bool(mk.transaction_result), mk.coordinator_epoch)
+                            err = (await rm.wait_for_acks([waiter], 30000))[0] if waiter is not None else None
+                            if err is not None:
+                                raise err
                         else:
                             await write_marker(self.engine, loop, t.name, p, mk.producer_id, mk.producer_epoch,
                                                bool(mk.transaction_result), mk.coordinator_epoch)

@@ -412,7 +412,8 @@ def test_describe_topic_configs(pair):
 BROKER_VALUE_DIFFERS = {"num.partitions", "listeners", "advertised.listeners", "log.dirs", "broker.id", "node.id",
                         "controller.quorum.voters", "controller.listener.names", "process.roles",
                         "listener.security.protocol.map", "inter.broker.listener.name",
-                        "offsets.topic.replication.factor", "group.initial.rebalance.delay.ms"}
+                        "offsets.topic.replication.factor", "group.initial.rebalance.delay.ms",
+                        "transaction.state.log.replication.factor", "transaction.state.log.min.isr"}
 
 
 def test_describe_broker_configs(pair):

@@ -160,8 +160,10 @@ def test_kafkas_own_server_properties_starts_the_broker_with_only_warnings(tmp_p
     assert code == 0, log
     (warning,) = [line for line in log.splitlines() if "accepted without effect" in line]
     for key in ("num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
-                "socket.receive.buffer.bytes", "transaction.state.log.replication.factor"):
+                "socket.receive.buffer.bytes", "share.coordinator.state.topic.replication.factor"):
         assert key in warning
+    # transaction.state.log.replication.factor has an effect now (cluster mode's __transaction_state)
+    assert "transaction.state.log.replication.factor" not in warning
     assert "effective non-default configuration" in log and "num.partitions=1" in log
 
 

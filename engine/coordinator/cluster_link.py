@@ -1,0 +1,116 @@
+"""ClusterLink: what the coordinators use in cluster mode (engine/cli_cluster.py makes one).
+
+The group and transaction coordinators (engine/coordinator/runtime.py) then create their internal
+topic through ZooKeeper, load a partition when this broker becomes its leader, write with acks=all
+through the ReplicaManager, and send transaction markers to the leaders of other brokers'
+partitions (WriteTxnMarkers).  The replica layer never imports the coordinators: the link
+registers them as a role listener of the ReplicaManager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Callable
+
+from ..errors import UnknownTopicOrPartitionError
+
+__all__ = ["ClusterLink"]
+
+
+class ClusterLink:
+    """What a coordinator needs in cluster mode, given by the broker wiring (the replica layer
+    never imports the coordinators):
+
+    * ``replicas``: the broker's ReplicaManager (role listener, replicated appends);
+    * ``view``: the cluster view (partition leaders; ``assignment(topic)`` with ``partitions``);
+    * ``create_topic(topic, partitions, config)``: blocking, creates the internal topic through
+      ZooKeeper (replication factor chosen by the wiring); TOPIC_ALREADY_EXISTS is fine;
+    * ``timeout_ms``: how long an acks=all append waits for the ISR (offsets.commit.timeout.ms).
+    """
+
+    def __init__(self, replicas, view, create_topic: Callable[[str, int, dict], None], timeout_ms: int = 5000):
+        self.replicas = replicas
+        self.view = view
+        self.create_topic = create_topic
+        self.timeout_ms = timeout_ms
+        self._senders: dict[int, tuple] = {}        # broker -> (address, WireClient | None, lock)
+        self._senders_lock = threading.Lock()
+
+    def partition_count(self, topic: str) -> int | None:
+        a = self.view.assignment(topic)
+        return len(a.partitions) if a is not None else None
+
+    def leader(self, topic: str, partition: int) -> int:
+        try:
+            leader = self.view.partition_state(topic, partition)[0]
+        except UnknownTopicOrPartitionError:
+            return -1
+        return leader if leader in self.view.brokers() else -1
+
+    async def append_control(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                             commit: bool, coordinator_epoch: int) -> None:
+        """A transaction marker on a partition this broker leads, with acks=all."""
+        _offset, waiter = await self.replicas.append_control(topic, partition, producer_id, producer_epoch,
+                                                             commit, coordinator_epoch)
+        if waiter is not None:
+            err = (await self.replicas.wait_for_acks([waiter], self.timeout_ms))[0]
+            if err is not None:
+                raise err
+
+    async def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                           commit: bool, coordinator_epoch: int) -> None:
+        """A marker for any partition of the cluster: appended here when this broker leads it,
+        else sent to its leader as WriteTxnMarkers (a sync WireClient per broker, in a worker
+        thread).  Raises a retriable error when there is no leader or the leader refused."""
+        from ..replica.errors import NotLeaderOrFollowerError
+        leader = self.leader(topic, partition)
+        if leader < 0:
+            raise NotLeaderOrFollowerError(f"{topic}-{partition} has no leader")
+        if leader == self.view.node_id:
+            if topic == "__consumer_offsets":
+                raise NotLeaderOrFollowerError("the group coordinator writes its own markers")
+            await self.append_control(topic, partition, producer_id, producer_epoch, commit, coordinator_epoch)
+            return
+        addr = self.view.brokers().get(leader)
+        if addr is None or addr[0] is None:
+            raise NotLeaderOrFollowerError(f"the leader {leader} of {topic}-{partition} is not reachable")
+        code = await asyncio.get_running_loop().run_in_executor(
+            None, self._send_marker, leader, f"{addr[0]}:{addr[1]}", topic, partition, producer_id,
+            producer_epoch, commit, coordinator_epoch)
+        if code:
+            from ..errors import api_error
+            raise api_error(code, f"WriteTxnMarkers to broker {leader} for {topic}-{partition}")
+
+    def _send_marker(self, node: int, address: str, topic, partition, producer_id, producer_epoch, commit,
+                     coordinator_epoch) -> int:
+        from ..client.wire import WireClient
+        with self._senders_lock:
+            entry = self._senders.get(node)
+            if entry is None or entry[0] != address:
+                entry = self._senders[node] = (address, None, threading.Lock())
+        with entry[2]:
+            client = entry[1]
+            try:
+                if client is None:
+                    client = WireClient(address, client_id=f"broker-{self.view.node_id}-txn-marker-sender",
+                                        request_timeout_ms=self.timeout_ms)
+                    self._senders[node] = (address, client, entry[2])
+                r = client._call(None, 27, {"markers": [{
+                    "producer_id": producer_id, "producer_epoch": producer_epoch,
+                    "transaction_result": bool(commit), "coordinator_epoch": coordinator_epoch,
+                    "topics": [{"name": topic, "partition_indexes": [partition]}]}]}, version=1)
+            except Exception:
+                if client is not None:
+                    client.close()
+                self._senders[node] = (address, None, entry[2])
+                raise
+        return r["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+
+    async def append(self, topic: str, partition: int, buf) -> None:
+        """A replicated append with acks=all: returns once the high watermark covers it."""
+        _info, _start, waiter = await self.replicas.append(topic, partition, buf, -1)
+        if waiter is not None:
+            err = (await self.replicas.wait_for_acks([waiter], self.timeout_ms))[0]
+            if err is not None:
+                raise err
