@@ -55,3 +55,16 @@ def fmt_rate(value: float, unit: str) -> str:
     if value >= 1e6:
         return f"{value / 1e6:.2f} M rec/s"
     return f"{value / 1e3:.0f} k rec/s"
+
+
+
+def send_values(producer, topic: str, values: list, start: int, n: int) -> None:
+    """confluent-kafka: produce records start..start+n-1 of the cycling `values` to `topic`,
+    polling while librdkafka's queue is full (BufferError)."""
+    for i in range(start, start + n):
+        while True:
+            try:
+                producer.produce(topic, values[i % len(values)])
+                break
+            except BufferError:
+                producer.poll(0.01)

@@ -37,6 +37,10 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench._util import send_values  # noqa: E402
+
 # Apache Kafka 4.0, confluent-kafka 2.16.1, same machine type (machine-limits.md §3), records/s
 CONSUMER_EXTRA: dict = {}
 _DISTINCT = 4096
@@ -96,13 +100,7 @@ def produce(bootstrap: str, topic: str, n: int, size: int, codec: str, acks: str
     # value repeated compressed 1 KiB records about 40x).
     values = [os.urandom(size // 2).hex().encode() for _ in range(_DISTINCT)]
     t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, values[i & (_DISTINCT - 1)])
-                break
-            except BufferError:
-                p.poll(0.01)
+    send_values(p, topic, values, 0, n)
     if p.flush(120) != 0:
         raise RuntimeError("records left undelivered")
     return time.perf_counter() - t0

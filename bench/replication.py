@@ -51,6 +51,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bench._util import send_values  # noqa: E402
 from engine.cluster.chaos import _Broker  # noqa: E402
 
 _DISTINCT = 4096
@@ -135,13 +136,7 @@ def produce(bootstrap: str, topic: str, n: int, values: list[bytes], acks: str) 
         p.produce(topic, values[i])
     p.flush(60)
     t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, values[i & (_DISTINCT - 1)])
-                break
-            except BufferError:
-                p.poll(0.01)
+    send_values(p, topic, values, 0, n)
     if p.flush(300) != 0:
         raise RuntimeError("records left undelivered")
     return time.perf_counter() - t0

@@ -40,6 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import engine  # noqa: E402
+from bench._util import send_values  # noqa: E402
 from bench.arrow_client import kafka_home, start_kafka, start_ours, stop  # noqa: E402
 
 PARTS = 3
@@ -71,26 +72,16 @@ def _producer(bootstrap: str, txid: str | None):
     return Producer(conf)
 
 
-def _send(p, topic: str, values: list[bytes], start: int, n: int) -> None:
-    for i in range(start, start + n):
-        while True:
-            try:
-                p.produce(topic, values[i & (_DISTINCT - 1)])
-                break
-            except BufferError:
-                p.poll(0.01)
-
-
 def confluent_produce(bootstrap: str, topic: str, n: int, txn: int | None, values, tag: str) -> float:
     """Seconds to produce n records, in transactions of `txn` (None: plain idempotent)."""
     p = _producer(bootstrap, f"bench-{tag}" if txn else None)
     if txn:
         p.init_transactions(60)
         p.begin_transaction()                       # warm up: coordinator and partitions known
-        _send(p, topic, values, 0, PARTS)
+        send_values(p, topic, values, 0, PARTS)
         p.commit_transaction(60)
     else:
-        _send(p, topic, values, 0, PARTS)
+        send_values(p, topic, values, 0, PARTS)
         p.flush(60)
     t0 = time.perf_counter()
     if txn:
@@ -98,11 +89,11 @@ def confluent_produce(bootstrap: str, topic: str, n: int, txn: int | None, value
         while sent < n:
             k = min(txn, n - sent)
             p.begin_transaction()
-            _send(p, topic, values, sent, k)
+            send_values(p, topic, values, sent, k)
             p.commit_transaction(300)
             sent += k
     else:
-        _send(p, topic, values, 0, n)
+        send_values(p, topic, values, 0, n)
         if p.flush(300) != 0:
             raise RuntimeError("records left undelivered")
     return time.perf_counter() - t0
@@ -116,7 +107,7 @@ def fill_aborted(bootstrap: str, topic: str, n: int, values) -> int:
     while sent < n:
         k = min(FETCH_TXN, n - sent)
         p.begin_transaction()
-        _send(p, topic, values, sent, k)
+        send_values(p, topic, values, sent, k)
         if t % ABORT_EVERY == ABORT_EVERY - 1:
             p.flush(300)                            # aborted records reach the log first
             p.abort_transaction(300)
