@@ -22,7 +22,9 @@ def values_of(node, topic):
 
 
 def test_follower_catches_up_and_hw_follows_isr(cluster):
-    c = cluster(2)
+    # a 30 s lag allowance: the stopped follower stays in the ISR however slow the machine
+    # (with the 1 s default here it could leave it first, and the leader's HW move on alone)
+    c = cluster(2, {"replica.lag.time.max.ms": 30000})
     c.create("t", [0, 1])
     leader, follower = c.nodes[0], c.nodes[1]
     assert produce(leader.address, "t", [b"a", b"b", b"c"], acks=1) == (0, 0)
