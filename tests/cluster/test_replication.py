@@ -6,6 +6,7 @@ idempotent acks=all producer, controlled shutdown without client errors, and Kaf
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -32,14 +33,15 @@ class Load:
     """An idempotent acks=all confluent-kafka producer sending 0, 1, 2, ... as fast as its
     delivery reports allow (at most `window` unacknowledged), recording what was acknowledged."""
 
-    def __init__(self, bootstrap: str, topic: str, window: int = 200):
+    def __init__(self, bootstrap: str, topic: str, window: int = 200, **conf):
         from confluent_kafka import Producer
         self.topic = topic
         self.window = window
         self.p = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
                            "enable.idempotence": True, "acks": "all", "linger.ms": 2,
                            "delivery.timeout.ms": 120000, "retry.backoff.ms": 50,
-                           "retry.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 2000})
+                           "retry.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 2000,
+                           **conf})
         self.acked: list[int] = []
         self.ack_times: list[float] = []
         self.errors: list[str] = []
@@ -263,4 +265,40 @@ def test_zookeeper_restart_loses_nothing(zk, zk_client, cluster_factory):
     assert load.errors == []
     assert sorted(zk_client.get_children("/brokers/ids"), key=int) == ["1", "2", "3"]
     lost, dup = _check(load, _consume_all(c.bootstrap, topic, 2))
+    assert (lost, dup) == (0, 0)
+
+
+@pytest.mark.skipif(os.environ.get("ENGINE_SLOW") != "1",
+                    reason="slow: set ENGINE_SLOW=1 (one run of an earlier, 60 s-pause variant saw a broker "
+                           "log a traceback after SIGCONT, not reproduced in 9 runs of this one; kept out "
+                           "of CI until explained)")
+def test_leader_stopped_past_its_session_loses_nothing(zk_client, cluster_factory):
+    """The leader SIGSTOPped (a GC pause, a frozen VM) past the ZooKeeper session timeout: the
+    controller elects another leader from the ISR; on SIGCONT the old leader finds itself deposed,
+    follows, truncates by leader epoch and rejoins the ISR. Nothing acknowledged is lost or
+    duplicated."""
+    c = cluster_factory(3)
+    topic = f"stop-{uuid.uuid4().hex[:6]}"
+    _create(c.brokers[1].bootstrap, topic, 1, 3, {"min.insync.replicas": "2"})
+    wait_for(lambda: zk_client.exists(f"/brokers/topics/{topic}/partitions/0/state") and _state(zk_client, topic),
+             what="the partition state")
+    # requests in flight to the stopped leader hang until the client gives up on them
+    # (librdkafka's socket.timeout.ms, 60 s by default; Kafka's own leader would hang the same way)
+    load = Load(c.bootstrap, topic, **{"socket.timeout.ms": 10000}).start()
+    wait_for(lambda: len(load.acked) >= 1000, timeout=60, what="1000 acknowledged records")
+    wait_for(lambda: len(_state(zk_client, topic)["isr"]) == 3, timeout=30, what="a full ISR")
+    old = _state(zk_client, topic)["leader"]
+    pid = c.brokers[old].proc.pid
+    os.killpg(pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: _state(zk_client, topic)["leader"] not in (old, -1), timeout=SESSION_MS / 1000 + 30,
+                 what="a new leader while the old one is stopped")
+        before = len(load.acked)
+        wait_for(lambda: len(load.acked) >= before + 1000, timeout=90, what="1000 acknowledgements from the new leader")
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+    wait_for(lambda: old in _state(zk_client, topic)["isr"], timeout=60, what="the old leader back in the ISR")
+    load.stop()
+    assert load.errors == []
+    lost, dup = _check(load, _consume_all(c.bootstrap, topic, 1))
     assert (lost, dup) == (0, 0)
