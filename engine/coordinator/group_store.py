@@ -59,21 +59,7 @@ class GroupStoreMixin:
             if group.state == COMPLETING_REBALANCE:
                 return all_(REBALANCE_IN_PROGRESS)
             member = group.members[member_id]
-        now = self.clock()
-        result: dict[tuple[str, int], int] = {}
-        records = []
-        staged: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for tp in tps:
-            om = _as_offset(offsets[tp], now, retention_ms)
-            if len(om.metadata.encode()) > self.max_metadata_bytes:
-                result[tp] = OFFSET_METADATA_TOO_LARGE
-                continue
-            if not self._partition_exists(*tp):
-                result[tp] = UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            result[tp] = NONE
-            staged[tp] = om
-            records.append((rec.encode_offset_commit_key(group_id, tp[0], tp[1]), rec.encode_offset_commit(om)))
+        result, staged, records = self._stage_offsets(group_id, offsets, retention_ms)
         if member is not None:
             self._schedule_heartbeat(group, member)
         if records:
@@ -87,6 +73,27 @@ class GroupStoreMixin:
             if self._groups.get(group_id) is group and group.state != DEAD:
                 group.offsets.update(staged)
         return result
+
+    def _stage_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], Any], retention_ms: int):
+        """Check each offset of a commit: (result {tp: error}, staged {tp: OffsetAndMetadata},
+        the records to append for the staged ones).  Too-large metadata and unknown partitions
+        are refused per partition, as Kafka does."""
+        now = self.clock()
+        result: dict[tuple[str, int], int] = {}
+        staged: dict[tuple[str, int], OffsetAndMetadata] = {}
+        records = []
+        for tp in offsets:
+            om = _as_offset(offsets[tp], now, retention_ms)
+            if len(om.metadata.encode()) > self.max_metadata_bytes:
+                result[tp] = OFFSET_METADATA_TOO_LARGE
+            elif not self._partition_exists(*tp):
+                result[tp] = UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                result[tp] = NONE
+                staged[tp] = om
+                records.append((rec.encode_offset_commit_key(group_id, tp[0], tp[1]),
+                                rec.encode_offset_commit(om)))
+        return result, staged, records
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         try:

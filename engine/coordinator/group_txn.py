@@ -18,14 +18,10 @@ from typing import Iterable, Mapping
 from ..errors import KafkaApiError
 from . import records as rec
 from .group import DEAD, GroupMetadata
-from .group_store import _as_offset
 from .runtime import LOADED, NotCoordinatorError, storage_code
 
 __all__ = ["TxnOffsetsMixin"]
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-OFFSET_METADATA_TOO_LARGE = 12
 COORDINATOR_NOT_AVAILABLE = 15
 ILLEGAL_GENERATION = 22
 INVALID_GROUP_ID = 24
@@ -36,7 +32,7 @@ _LONG_MAX = (1 << 63) - 1
 
 class TxnOffsetsMixin:
     """Needs GroupCoordinator's ``_route``, ``_groups``, ``_new_group``, ``_validate_member``,
-    ``_append``, ``_partitions``, ``_partition_exists``, ``clock``, ``max_metadata_bytes``."""
+    ``_append``, ``_partitions``, ``_stage_offsets``."""
 
     async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                  offsets: Mapping, *, generation_id: int = -1, member_id: str = "",
@@ -68,20 +64,7 @@ class TxnOffsetsMixin:
                     return all_(err)
             if generation_id >= 0 and generation_id != group.generation_id:
                 return all_(ILLEGAL_GENERATION)
-        now = self.clock()
-        result: dict[tuple[str, int], int] = {}
-        staged = {}
-        records = []
-        for tp in tps:
-            om = _as_offset(offsets[tp], now, -1)
-            if len(om.metadata.encode()) > self.max_metadata_bytes:
-                result[tp] = OFFSET_METADATA_TOO_LARGE
-            elif not self._partition_exists(*tp):
-                result[tp] = UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                result[tp] = NONE
-                staged[tp] = om
-                records.append((rec.encode_offset_commit_key(group_id, tp[0], tp[1]), rec.encode_offset_commit(om)))
+        result, staged, records = self._stage_offsets(group_id, offsets, -1)
         if records:
             try:
                 await self._append(p, records, producer_id=producer_id, producer_epoch=producer_epoch,
