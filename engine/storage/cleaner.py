@@ -389,39 +389,33 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, plan: _Plan
                             if piece is None:
                                 continue
                         max_ts = h.max_timestamp
-                        if piece[22] & 0x40 and piece[22] & 0x20:  # a marker with a delete horizon
-                            horizon = int.from_bytes(piece[27:35], "big", signed=True)
-                            horizon_due = horizon if horizon_due is None else min(horizon_due, horizon)
-                        pending.append(piece)
-                        pend_bytes += len(piece)
-                        pend_last = h.last_offset
-                        if max_ts > pend_max_ts:
-                            pend_max_ts, pend_max_off = max_ts, h.last_offset
-                        if pend_bytes > interval:
-                            flush_pending()
-                        continue
-                    out, kept, removed, tomb_removed, tomb_kept = _native.compact_batch(
-                        data, rel, offset_map, now, retention, True, snap.seg.log_path)
-                    stats.records_kept += kept
-                    stats.records_removed += removed
-                    stats.tombstones_removed += tomb_removed
-                    if out is not None:
-                        changed = True
-                    if out is None:
-                        piece = mv[rel:rel + h.size]
-                        max_ts = h.max_timestamp
-                        horizon = h.base_timestamp if h.attributes & 0x40 else None
-                    elif len(out) == 0:
-                        continue
+                        # a marker with a delete horizon (attributes: control + delete horizon)
+                        due = int.from_bytes(piece[27:35], "big", signed=True) \
+                            if piece[22] & 0x40 and piece[22] & 0x20 else None
                     else:
-                        if len(out) == 61 and h.records_count > 0 and not group_end and (
-                                h.producer_id < 0 or last_offsets.get(h.producer_id) != h.last_offset):
-                            continue  # emptied, and not the last batch of an active producer
-                        piece = out
-                        max_ts = int.from_bytes(out[35:43], "big", signed=True)
-                        horizon = int.from_bytes(out[27:35], "big", signed=True) if out[22] & 0x40 else None
-                    if tomb_kept and horizon is not None:
-                        horizon_due = horizon if horizon_due is None else min(horizon_due, horizon)
+                        out, kept, removed, tomb_removed, tomb_kept = _native.compact_batch(
+                            data, rel, offset_map, now, retention, True, snap.seg.log_path)
+                        stats.records_kept += kept
+                        stats.records_removed += removed
+                        stats.tombstones_removed += tomb_removed
+                        if out is not None:
+                            changed = True
+                        if out is None:
+                            piece = mv[rel:rel + h.size]
+                            max_ts = h.max_timestamp
+                            horizon = h.base_timestamp if h.attributes & 0x40 else None
+                        elif len(out) == 0:
+                            continue
+                        else:
+                            if len(out) == 61 and h.records_count > 0 and not group_end and (
+                                    h.producer_id < 0 or last_offsets.get(h.producer_id) != h.last_offset):
+                                continue  # emptied, and not the last batch of an active producer
+                            piece = out
+                            max_ts = int.from_bytes(out[35:43], "big", signed=True)
+                            horizon = int.from_bytes(out[27:35], "big", signed=True) if out[22] & 0x40 else None
+                        due = horizon if tomb_kept else None
+                    if due is not None:
+                        horizon_due = due if horizon_due is None else min(horizon_due, due)
                     pending.append(piece)
                     pend_bytes += len(piece)
                     pend_last = h.last_offset
