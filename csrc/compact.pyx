@@ -308,6 +308,27 @@ def check_keys(buf, topic_partition=None, Py_ssize_t max_size=MAX_DECOMPRESSED_D
         pos += size
 
 
+cdef inline Py_ssize_t _rebase_record(const uint8_t* p, const uint8_t* rec_end, int64_t base_ts,
+                                      int64_t new_base_ts, uint8_t* w) noexcept nogil:
+    """Write the (parsed, valid) record [p, rec_end) to `w` with its timestampDelta re-based from
+    `base_ts` to `new_base_ts`; the bytes written.  Record: length varint | attributes |
+    timestampDelta varlong | rest."""
+    cdef int32_t old_len
+    cdef int64_t ts_delta
+    cdef int k = read_varint(p, rec_end, &old_len)
+    cdef uint8_t attr_byte = p[k]
+    cdef const uint8_t* q = p + k + 1
+    q += read_varlong(q, rec_end, &ts_delta)
+    cdef Py_ssize_t rest = rec_end - q
+    ts_delta = base_ts + ts_delta - new_base_ts
+    cdef Py_ssize_t n = write_varint(w, <int32_t>(1 + varlong_size(ts_delta) + rest))
+    w[n] = attr_byte
+    n += 1
+    n += write_varlong(w + n, ts_delta)
+    memcpy(w + n, q, rest)
+    return n + rest
+
+
 cdef bytearray _empty_batch(const uint8_t* src, int64_t timestamp):
     """Kafka's writeEmptyHeader: the header alone, no records, same last offset and producer fields."""
     cdef bytearray out = PyByteArray_FromStringAndSize(<const char*>src, BATCH_HEADER_SIZE)
@@ -369,24 +390,21 @@ cdef object _compact_payload(const uint8_t* b, Py_ssize_t size, BatchPayload pl,
                              int32_t count, OffsetMap offset_map, int64_t now_ms, int64_t delete_retention_ms,
                              bint retain_empty, object path, Py_ssize_t position):
     cdef Py_ssize_t i
-    cdef int st, k
+    cdef int st
     cdef uint16_t attrs = load_u16(b + OFF_ATTRIBUTES)
     cdef int64_t base = load_i64(b + OFF_BASE_OFFSET)
     cdef int64_t base_ts = load_i64(b + OFF_BASE_TIMESTAMP)
     cdef int64_t horizon = -1, new_base_ts, off, ts, max_ts = -1
-    cdef int32_t kept = 0, removed = 0, tomb_removed = 0, tomb_kept = 0, new_len
+    cdef int32_t kept = 0, removed = 0, tomb_removed = 0, tomb_kept = 0
     cdef bint has_horizon = (attrs & ATTR_DELETE_HORIZON) != 0
     cdef bint set_horizon = False, keep
     cdef bint log_append = (attrs & ATTR_TIMESTAMP_TYPE) != 0
     cdef const uint8_t* p
-    cdef const uint8_t* q
     cdef RecordView rv
     cdef int64_t found
-    cdef int64_t ts_delta
     cdef bytearray payload, out
     cdef uint8_t* w
-    cdef Py_ssize_t wpos, rest
-    cdef uint8_t attr_byte
+    cdef Py_ssize_t wpos
     if has_horizon:
         horizon = base_ts
     # Pass 1: decide.
@@ -448,21 +466,7 @@ cdef object _compact_payload(const uint8_t* b, Py_ssize_t size, BatchPayload pl,
                 memcpy(w + wpos, p, rv.end - p)
                 wpos += rv.end - p
             else:
-                # length varint | attributes | timestampDelta varlong | rest
-                k = read_varint(p, pl.end, &new_len)
-                attr_byte = p[k]
-                q = p + k + 1
-                k = read_varlong(q, rv.end, &ts_delta)
-                q += k
-                rest = rv.end - q
-                ts_delta = base_ts + ts_delta - new_base_ts
-                new_len = <int32_t>(1 + varlong_size(ts_delta) + rest)
-                wpos += write_varint(w + wpos, new_len)
-                w[wpos] = attr_byte
-                wpos += 1
-                wpos += write_varlong(w + wpos, ts_delta)
-                memcpy(w + wpos, q, rest)
-                wpos += rest
+                wpos += _rebase_record(p, rv.end, base_ts, new_base_ts, w + wpos)
         p = rv.end
         i += 1
     PyByteArray_Resize(payload, wpos)
@@ -504,15 +508,13 @@ def with_delete_horizon(data, Py_ssize_t position, int64_t horizon_ms):
     baseTimestamp = `horizon_ms`) set and record timestamp deltas re-based, or None when the
     batch is compressed or already has a horizon."""
     cdef const uint8_t[::1] mv = data
-    cdef Py_ssize_t size, wpos, rest
+    cdef Py_ssize_t size, wpos
     cdef const uint8_t* b
     cdef const uint8_t* p
-    cdef const uint8_t* q
     cdef const uint8_t* end
     cdef uint16_t attrs
-    cdef int64_t base_ts, ts_delta
-    cdef int32_t new_len
-    cdef int k, st
+    cdef int64_t base_ts
+    cdef int st
     cdef RecordView rv
     cdef bytearray out
     cdef uint8_t* w
@@ -535,19 +537,7 @@ def with_delete_horizon(data, Py_ssize_t position, int64_t horizon_ms):
         st = parse_record(p, end, &rv)
         if st != REC_OK:
             raise corrupt(record_reason(st, 0, p - b), None, position)
-        k = read_varint(p, end, &new_len)
-        q = p + k + 1
-        k = read_varlong(q, rv.end, &ts_delta)
-        q += k
-        rest = rv.end - q
-        ts_delta = base_ts + ts_delta - horizon_ms
-        new_len = <int32_t>(1 + varlong_size(ts_delta) + rest)
-        wpos += write_varint(w + wpos, new_len)
-        w[wpos] = p[read_varint(p, end, &new_len)]
-        wpos += 1
-        wpos += write_varlong(w + wpos, ts_delta)
-        memcpy(w + wpos, q, rest)
-        wpos += rest
+        wpos += _rebase_record(p, rv.end, base_ts, horizon_ms, w + wpos)
         p = rv.end
     PyByteArray_Resize(out, wpos)
     w = <uint8_t*>PyByteArray_AS_STRING(out)
