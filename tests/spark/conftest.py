@@ -34,6 +34,8 @@ def spark():
 
     s = (SparkSession.builder.master("local[2]")
          .appName("kafka-engine-tests")
+         .config("spark.driver.host", "127.0.0.1")          # loopback only (else eth0's address)
+         .config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "2")
