@@ -98,6 +98,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     sys.path.insert(0, ROOT)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"        # loopback only
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 

@@ -28,6 +28,7 @@ def spark():
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"        # the JVM's own address choice: loopback too
     from pyspark.sql import SparkSession
 
     from spark_udfs.datasource import KafkaEngineDataSource
