@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 
 from .._engine import validate_topic_name
+from ..errors import UnknownTopicOrPartitionError
 from ..metadata import TopicMetadata, new_topic_id, write_partition_metadata
 
 __all__ = ["adopt_cluster_id", "ensure_local_topic", "ensure_local_log", "use_cluster_producer_ids",
@@ -57,7 +58,7 @@ def ensure_local_log(engine, topic: str, partition: int) -> bool:
     the topic's config and id (the topic must be registered: :func:`ensure_local_topic`).
     True when it was created now."""
     with engine._admin:
-        if (topic, partition) in engine.logs.logs():
+        if has_local_log(engine, topic, partition):
             return False
         meta = engine._meta.topics()[topic]
         plog = engine.logs.create_log(topic, partition, engine.config.log_config(meta.config))
@@ -66,7 +67,11 @@ def ensure_local_log(engine, topic: str, partition: int) -> bool:
 
 
 def has_local_log(engine, topic: str, partition: int) -> bool:
-    return (topic, partition) in engine.logs.logs()
+    try:
+        engine.logs.get_log(topic, partition)
+        return True
+    except UnknownTopicOrPartitionError:
+        return False
 
 
 def _known_keys(engine, config: dict) -> dict:
@@ -143,7 +148,7 @@ def use_cluster_auto_create(engine, member) -> None:
     """``auto.create.topics.enable`` in cluster mode: Metadata for an unknown topic writes it to
     ZooKeeper (num.partitions, default.replication.factor) and answers LEADER_NOT_AVAILABLE, as
     Kafka does; the client asks again once the controller has made leaders."""
-    from ..errors import InvalidReplicationFactorError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+    from ..errors import InvalidReplicationFactorError, TopicAlreadyExistsError
     from ..replica.errors import LeaderNotAvailableError
     from . import admin
 

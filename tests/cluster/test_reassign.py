@@ -296,8 +296,8 @@ def test_kafka_reassign_partitions_tool(zk_client, cluster_factory, tmp_path):
     assert prod.flush(30) == 0
     tool = os.path.join(home, "bin", "kafka-reassign-partitions.sh")
 
-    def run(*args):
-        out = subprocess.run([tool, "--bootstrap-server", c.bootstrap, *args], capture_output=True,
+    def run(*args, bootstrap=None):
+        out = subprocess.run([tool, "--bootstrap-server", bootstrap or c.bootstrap, *args], capture_output=True,
                              text=True, timeout=120)
         return out.returncode, out.stdout, out.stderr
     plan = tmp_path / "plan.json"
@@ -321,5 +321,26 @@ def test_kafka_reassign_partitions_tool(zk_client, cluster_factory, tmp_path):
              and _dirs(c.brokers[1], topic) == {0, 1}, timeout=15, what="logs where the replicas are")
     rc, out, err = run("--list")
     assert (rc, out.strip()) == (0, "No partition reassignments found."), err
+    # a move that cannot finish (its new replica x paused), listed, then --cancel
+    x = 2 if _controller(zk_client) != 2 else 3
+    ctl = c.brokers[_controller(zk_client)].bootstrap       # (not the paused broker)
+    plan2 = tmp_path / "plan2.json"
+    plan2.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 1, "replicas": [x]}]}))
+    _pause(c.brokers[x])
+    try:
+        rc, out, err = run("--execute", "--reassignment-json-file", str(plan2), bootstrap=ctl)
+        assert rc == 0 and f"Successfully started partition reassignment for {topic}-1" in out, out + err
+        rc, out, err = run("--list", bootstrap=ctl)
+        assert rc == 0 and f"{topic}-1: replicas: {x},1. adding: {x}. removing: 1." in out, out + err
+        # (--preserve-throttles: clearing them asks every broker, the paused one too)
+        rc, out, err = run("--cancel", "--reassignment-json-file", str(plan2), "--preserve-throttles",
+                           bootstrap=ctl)
+        assert rc == 0 and f"Successfully cancelled partition reassignment for: {topic}-1" in out, out + err
+        assert _assignment(zk_client, topic)["partitions"] == {"0": [3, 1], "1": [1]}
+    finally:
+        _resume(c.brokers[x])
+    rc, out, err = run("--list")
+    assert (rc, out.strip()) == (0, "No partition reassignments found."), err
+    wait_for(lambda: 1 not in _dirs(c.brokers[x], topic), timeout=15, what=f"no {topic}-1 on broker {x}")
     from tests.cluster.test_replication import _consume_all as consume
     assert sorted(consume(c.bootstrap, topic, 2)) == list(range(200))
