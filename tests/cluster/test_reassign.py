@@ -344,3 +344,46 @@ def test_kafka_reassign_partitions_tool(zk_client, cluster_factory, tmp_path):
     wait_for(lambda: 1 not in _dirs(c.brokers[x], topic), timeout=15, what=f"no {topic}-1 on broker {x}")
     from tests.cluster.test_replication import _consume_all as consume
     assert sorted(consume(c.bootstrap, topic, 2)) == list(range(200))
+
+
+def test_new_controller_finishes_a_move_and_a_restarted_old_replica_drops_its_log(zk_client, cluster_factory):
+    """The move's state is in ZooKeeper only: the controller (also a replica being removed) is
+    SIGKILLed mid-move; the next controller finishes it, and the killed broker, restarted, deletes
+    the log of the partition it no longer replicates."""
+    from tests.cluster.conftest import SESSION_MS
+    c = cluster_factory(3)
+    ctl = _controller(zk_client)
+    y, z = [i for i in (1, 2, 3) if i != ctl]
+    topic = f"fo-{uuid.uuid4().hex[:6]}"
+    _create_assigned(c.brokers[y].bootstrap, topic, [[y, ctl]])
+    wait_for(lambda: zk_client.exists(f"/brokers/topics/{topic}/partitions/0/state")
+             and len(_state(zk_client, topic)["isr"]) == 2, timeout=30, what="a full ISR")
+    from confluent_kafka import Producer
+    prod = Producer({"bootstrap.servers": c.brokers[y].bootstrap, "broker.address.family": "v4", "acks": "all"})
+    for n in range(100):
+        prod.produce(topic, str(n).encode())
+    assert prod.flush(30) == 0
+    _pause(c.brokers[z])
+    try:
+        resp = call(c.brokers[ctl].port, 45, 0, {"timeout": 5000, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "replicas": [y, z]}]}]})
+        assert [int(p.error_code) for p in resp.responses[0].partitions] == [0]
+        assert _assignment(zk_client, topic)["adding_replicas"] == {"0": [z]}
+        c.brokers[ctl].kill9()
+    finally:
+        _resume(c.brokers[z])
+    wait_for(lambda: zk_client.exists("/controller") and _controller(zk_client) != ctl,
+             timeout=SESSION_MS / 1000 + 20, what="a new controller")
+    wait_for(lambda: _assignment(zk_client, topic)["partitions"] == {"0": [y, z]}, timeout=30,
+             what="the new controller to finish the move")
+    a = _assignment(zk_client, topic)
+    assert (a["adding_replicas"], a["removing_replicas"]) == ({}, {})
+    assert sorted(_state(zk_client, topic)["isr"]) == sorted([y, z])
+    resp = call(c.brokers[_controller(zk_client)].port, 46, 0, {"timeout": 5000, "topics": None})
+    assert (int(resp.error_code), resp.topics) == (0, ())
+    assert _dirs(c.brokers[ctl], topic) == {0}          # (killed before it could act)
+    c.brokers[ctl].start()
+    wait_for(lambda: _dirs(c.brokers[ctl], topic) == set(), timeout=30,
+             what=f"the restarted broker {ctl} to delete its stale {topic}-0")
+    from tests.cluster.test_replication import _consume_all as consume
+    assert sorted(consume(c.bootstrap, topic, 1)) == list(range(100))
