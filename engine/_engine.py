@@ -377,8 +377,9 @@ class Engine:
             for key in delete:
                 overrides.pop(key, None)
             cfg = self.config.log_config(overrides)
-            for p in range(meta.partitions):
-                self.logs.get_log(name, p).update_config(cfg)
+            for (t, _p), plog in self.logs.logs().items():   # (a cluster broker holds only its replicas)
+                if t == name:
+                    plog.update_config(cfg)
             self._meta.put_topic(TopicMetadata(name, meta.topic_id, meta.partitions,
                                                dict(cfg.overrides)))
 
@@ -393,8 +394,11 @@ class Engine:
         meta = self._topic(name)
         cfg = self.config.log_config(meta.config)
         parts = []
+        held = self.logs.logs()
         for p in range(meta.partitions):
-            log = self.log(name, p)
+            log = held.get((name, p))
+            if log is None:         # cluster mode: a partition this broker does not replicate
+                continue
             parts.append(PartitionDescription(
                 p, log.log_start_offset, log.high_watermark, log.log_end_offset,
                 log.size, len(log.segments)))
