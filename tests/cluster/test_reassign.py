@@ -114,8 +114,10 @@ def test_logs_only_on_replicas_and_kafka_answers_elsewhere(zk_client, cluster_fa
     assert sorted(tp.offset for tp in committed) == [10, 10, 10]
     cons.close()
     offsets = _assignment(zk_client, "__consumer_offsets")
-    for i, b in c.brokers.items():
-        assert _dirs(b, "__consumer_offsets") == {int(p) for p, r in offsets["partitions"].items() if i in r}
+    for i, b in c.brokers.items():        # each broker creates its replicas as it learns of them
+        want = {int(p) for p, r in offsets["partitions"].items() if i in r}
+        wait_for(lambda: _dirs(b, "__consumer_offsets") == want, timeout=30,
+                 what=f"broker {i}'s __consumer_offsets replicas, and only them")
 
 
 # -- partition reassignment ------------------------------------------------------------------
