@@ -83,6 +83,13 @@ CLIENT_VERSIONS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     # idempotent produce (engine.client.arrow_producer)
     ApiKey.INIT_PRODUCER_ID: (0, 4),
+    # transactions (engine.client.remote_txn): the versions clients send at Kafka's
+    # transaction.version 1 (AddPartitionsToTxn v4+ is broker-to-broker; EndTxn v5,
+    # TxnOffsetCommit v5 and AddOffsetsToTxn v5 would ask for KIP-890 part 2)
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
 
 
@@ -231,6 +238,7 @@ class WireClient:
         self._epochs: dict[tuple[str, int], int] = {}    # leader epochs from Metadata v7+ (-1: unknown)
         self._counts: dict[str, int] = {}
         self._fetch_sessions: dict[int, object] = {}     # node -> FetchSession
+        self.transactional_id: str | None = None         # sent in Produce requests (remote_txn)
         self.versions: dict[int, int] = {}
         self._boot = self._connect_bootstrap()
 
@@ -618,7 +626,7 @@ class WireClient:
         v = self._version(ApiKey.PRODUCE)
         flex = v >= 9
         w = Writer()
-        w.string(None, flex)  # transactional_id
+        w.string(self.transactional_id, flex)
         w.int16(acks).int32(timeout_ms)
         w.array_length(1, flex)
         w.string(topic, flex)
