@@ -82,10 +82,12 @@ def parse_group_metadata(meta: Any) -> tuple[str, int, str, str | None]:
     """(group id, generation id, member id, group instance id) from a group id, an object with
     ``group_id`` / ``generation_id`` / ``member_id`` / ``group_instance_id`` (our consumers'
     ``group_metadata()``, kafka-python's), a consumer with ``group_metadata()``, or
-    confluent-kafka's ``consumer_group_metadata()`` (librdkafka's serialized ``CGMDv2:`` bytes)."""
+    confluent-kafka's ``consumer_group_metadata()`` (librdkafka's serialized bytes: ``CGMDv2:``,
+    the generation, group id and member id NUL-terminated, then 1 for no instance id or 0 and
+    the instance id NUL-terminated)."""
     if isinstance(meta, (bytes, bytearray)) and bytes(meta[:7]) == b"CGMDv2:":
         try:
-            generation = struct.unpack_from(">i", meta, 7)[0]
+            generation = struct.unpack_from("=i", meta, 7)[0]      # librdkafka writes it in host order
             rest = bytes(meta[11:])
             group, rest = rest.split(b"\x00", 1)
             member, rest = rest.split(b"\x00", 1)
