@@ -341,3 +341,35 @@ def test_transaction_timeout_aborts_and_fences(eng, bootstrap, name):
         p.commit_transaction(T)
     p.close()
     assert values(eng, name, 1) == {0: []}
+
+
+def test_abortable_error_then_abort_and_go_on(eng, bootstrap, name):
+    """A batch the broker refuses (MESSAGE_TOO_LARGE) makes the transaction abortable: commit is
+    refused (INVALID_TXN_STATE, txn_requires_abort), abort works and bumps the epoch, the next
+    transaction commits; nothing of the failed one is visible."""
+    eng.create_topic(name, partitions=1, config={"max.message.bytes": "2000"})
+    p = eng.producer(**{"transactional.id": name})
+    p.init_transactions(T)
+    pid, epoch = p.producer_id
+    p.begin_transaction()
+    p.send(name, b"small-aborted", partition=0)
+    p.flush()
+    with pytest.raises(KafkaApiError) as ei:
+        p.send_batch(name, values=[b"x" * 10000], partitions=0)
+    assert ei.value.code == 10 and ei.value.txn_requires_abort      # MESSAGE_TOO_LARGE
+    assert p.transaction_state == "ABORTABLE_ERROR"
+    with pytest.raises(KafkaApiError) as ei:
+        p.send(name, b"refused", partition=0)
+    assert ei.value.code == INVALID_TXN_STATE
+    with pytest.raises(KafkaApiError) as ei:
+        p.commit_transaction(T)
+    assert ei.value.code == INVALID_TXN_STATE and ei.value.txn_requires_abort
+    p.abort_transaction(T)
+    assert p.producer_id[0] == pid and p.producer_id[1] > epoch      # KIP-360 epoch bump
+    p.begin_transaction()
+    p.send(name, b"after", partition=0)
+    p.commit_transaction(T)
+    p.close()
+    wait_stable(eng, name, 1)
+    assert values(eng, name, 1) == {0: [b"after"]}
+    assert values(eng, name, 1, "read_uncommitted") == {0: [b"small-aborted", b"after"]}
