@@ -11,9 +11,11 @@ over the wire, with confluent-kafka's (and the embedded producer's) names::
 :class:`TransactionalProducer` is a :class:`~engine.client.arrow_producer.RemoteProducer` whose
 batches are stamped transactional (attribute 0x10, the producer id and epoch of InitProducerId;
 sequences are the idempotent producer's) and whose Produce requests carry the
-``transactional.id``.  It hooks the send path at one point, ``_deliver_many`` (the batches of one
-partition about to go out): the partition joins the transaction there, and a failed delivery
-moves the state machine.  The states are Kafka's::
+``transactional.id`` (``WireClient.transactional_id``).  It hooks the send path at one point,
+where the batches of one partition are about to go out -- ``_deliver_many`` of the synchronous
+sender, or ``ProducePipeline.add`` of the pipelined one (branch ``arrowprod``, whose
+``encode_produce`` must then write ``client.transactional_id``): the partition joins the
+transaction there, and a failed delivery moves the state machine.  The states are Kafka's::
 
     UNINITIALIZED --init--> READY --begin--> IN_TRANSACTION --commit/abort--> READY
                                                   | a send / AddPartitions / offsets call failed
@@ -136,6 +138,10 @@ class TransactionalProducer(RemoteProducer):
         super().__init__(client, {**cfg, "enable.idempotence": False})
         self._cfg = cfg
         client.transactional_id = self.transactional_id
+        pipe = getattr(self, "_pipe", None)
+        if pipe is not None:        # the pipelined sender: every batch passes ProducePipeline.add
+            self._pipe_add = pipe.add
+            pipe.add = self._add_entry
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -311,6 +317,35 @@ class TransactionalProducer(RemoteProducer):
         except EngineError as e:         # delivery.timeout.ms passed: the sequences are uncertain
             self._abortable(e)
             raise
+
+    def _add_entry(self, entry):
+        """The hook in the pipelined send path (ProducePipeline.add, called holding the lock, for
+        one batch of one partition): join the partition to the transaction and stamp the batch
+        before it is queued; its outcome moves the state machine.  A batch that cannot be sent
+        in the transaction is failed here, never queued."""
+        try:
+            if self._txn_state is not IN_TRANSACTION:
+                self._require(IN_TRANSACTION, action="send")
+            self._add_partitions([(entry.topic, entry.partition)])
+        except EngineError as err:
+            entry.error, entry.done, entry.batch = err, True, None
+            if entry.on_done is not None:
+                entry.on_done(entry)
+            return entry
+        mark_transactional(entry.batch, self._pid, self._epoch)
+        done = entry.on_done
+
+        def on_done(e) -> None:
+            if e.error is not None and self._txn_state in (IN_TRANSACTION, ABORTABLE):
+                code = getattr(e.error, "code", None)
+                if code in _FENCED:
+                    e.error = self._fatal(f"produce to {e.topic}-{e.partition}", code)
+                else:
+                    self._abortable(e.error)
+            if done is not None:
+                done(e)
+        entry.on_done = on_done
+        return self._pipe_add(entry)
 
     def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any,
                                     timeout: float | None = None) -> None:
