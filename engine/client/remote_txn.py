@@ -410,6 +410,9 @@ class TransactionalProducer(RemoteProducer):
             self._require(IN_TRANSACTION, ABORTABLE, action="abort_transaction")
             self._discard_unsent(TransactionAbortedError(
                 f"transaction of {self.transactional_id!r} aborted before the record was sent"))
+            pipe = getattr(self, "_pipe", None)
+            while pipe is not None and pipe.unfinished:   # batches the sender has go out (or fail)
+                pipe.pump(block=True)                     # before EndTxn, never into the next one
             self._end(False, self._deadline(timeout))
 
     def _end(self, commit: bool, deadline: float) -> None:
