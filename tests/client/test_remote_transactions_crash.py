@@ -113,7 +113,7 @@ def test_killed_during_commit_whole_or_nothing(srv, delay):
     if whole:                  # the offset comes with the markers: wait for it
         deadline = time.monotonic() + T
         while c.committed([tp])[tp] != 7:
-            assert time.monotonic() < deadline, f"the transaction is visible, its group offset is not"
+            assert time.monotonic() < deadline, "the transaction is visible, its group offset is not"
             time.sleep(0.05)
     else:
         time.sleep(0.5)
