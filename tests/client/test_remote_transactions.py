@@ -122,7 +122,7 @@ def remote_consume(bootstrap, topic, parts, expected_rows, isolation="read_commi
 
 def test_commit_visible_abort_invisible(eng, bootstrap, name):
     eng.create_topic(name, partitions=2)
-    p = eng.producer(**{"transactional.id": name, "linger.ms": 2})
+    p = eng.producer(**{"transactional.id": name, "linger.ms": 60000})   # sent at flush()/commit
     with pytest.raises(KafkaApiError) as ei:          # before init_transactions
         p.begin_transaction()
     assert ei.value.code == INVALID_TXN_STATE
@@ -326,6 +326,7 @@ def test_fencing_with_confluent(eng, bootstrap, name):
     assert values(eng, name, 1) == {0: [b"theirs-ok", b"ours-ok"]}
     got, _pos = read_all("confluent", bootstrap, name, [0], "read_committed")
     assert [v for _o, v in got[0]] == [b"theirs-ok", b"ours-ok"]
+    del theirs, theirs2               # librdkafka's handles go now, not when the broker is gone
 
 
 def test_transaction_timeout_aborts_and_fences(eng, bootstrap, name):
@@ -373,3 +374,19 @@ def test_abortable_error_then_abort_and_go_on(eng, bootstrap, name):
     wait_stable(eng, name, 1)
     assert values(eng, name, 1) == {0: [b"after"]}
     assert values(eng, name, 1, "read_uncommitted") == {0: [b"small-aborted", b"after"]}
+
+
+def test_close_aborts_an_open_transaction(eng, bootstrap, name):
+    eng.create_topic(name, partitions=1)
+    with eng.producer(**{"transactional.id": name, "linger.ms": 60000}) as p:   # sent at flush()
+        p.init_transactions(T)
+        p.begin_transaction()
+        p.send(name, b"sent", partition=0)
+        p.flush()
+        unsent = p.send(name, b"unsent", partition=0)
+    assert p.transaction_state == "READY"              # the abort went through
+    with pytest.raises(Exception, match="aborted"):
+        unsent.result(T)
+    assert wait_stable(eng, name, 1) == {0: 2}          # the record and the ABORT marker
+    assert values(eng, name, 1) == {0: []}
+    assert values(eng, name, 1, "read_uncommitted") == {0: [b"sent"]}
