@@ -12,10 +12,9 @@ over the wire, with confluent-kafka's (and the embedded producer's) names::
 batches are stamped transactional (attribute 0x10, the producer id and epoch of InitProducerId;
 sequences are the idempotent producer's) and whose Produce requests carry the
 ``transactional.id`` (``WireClient.transactional_id``).  It hooks the send path at one point,
-where the batches of one partition are about to go out -- ``_deliver_many`` of the synchronous
-sender, or ``ProducePipeline.add`` of the pipelined one (branch ``arrowprod``, whose
-``encode_produce`` must then write ``client.transactional_id``): the partition joins the
-transaction there, and a failed delivery moves the state machine.  The states are Kafka's::
+``ProducePipeline.add`` (engine/client/produce_pipeline.py: one batch of one partition about to
+be queued): the partition joins the transaction there (AddPartitionsToTxn before its first
+batch), the batch is stamped, and its outcome moves the state machine.  The states are Kafka's::
 
     UNINITIALIZED --init--> READY --begin--> IN_TRANSACTION --commit/abort--> READY
                                                   | a send / AddPartitions / offsets call failed
@@ -138,10 +137,8 @@ class TransactionalProducer(RemoteProducer):
         super().__init__(client, {**cfg, "enable.idempotence": False})
         self._cfg = cfg
         client.transactional_id = self.transactional_id
-        pipe = getattr(self, "_pipe", None)
-        if pipe is not None:        # the pipelined sender: every batch passes ProducePipeline.add
-            self._pipe_add = pipe.add
-            pipe.add = self._add_entry
+        self._pipe_add = self._pipe.add          # every batch goes through ProducePipeline.add
+        self._pipe.add = self._add_entry
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -300,24 +297,6 @@ class TransactionalProducer(RemoteProducer):
             self._fail(code, what)
         self._txn_partitions.update(new)
 
-    def _deliver_many(self, topic: str, p: int, batches: list) -> list[int]:
-        """The hook in the send path (the base class calls it, holding the lock, for the
-        batches of one partition): join the partition to the transaction, stamp the batches
-        transactional, deliver; a failure moves the transaction to abortable (or fatal)."""
-        if self._txn_state is not IN_TRANSACTION:
-            self._require(IN_TRANSACTION, action="send")
-        self._add_partitions([(topic, p)])
-        for b, _count in batches:
-            mark_transactional(b, self._pid, self._epoch)
-        try:
-            return super()._deliver_many(topic, p, batches)
-        except KafkaApiError as e:
-            self._fail(e.code, f"produce to {topic}-{p}", e)
-            raise
-        except EngineError as e:         # delivery.timeout.ms passed: the sequences are uncertain
-            self._abortable(e)
-            raise
-
     def _add_entry(self, entry):
         """The hook in the pipelined send path (ProducePipeline.add, called holding the lock, for
         one batch of one partition): join the partition to the transaction and stamp the batch
@@ -410,9 +389,8 @@ class TransactionalProducer(RemoteProducer):
             self._require(IN_TRANSACTION, ABORTABLE, action="abort_transaction")
             self._discard_unsent(TransactionAbortedError(
                 f"transaction of {self.transactional_id!r} aborted before the record was sent"))
-            pipe = getattr(self, "_pipe", None)
-            while pipe is not None and pipe.unfinished:   # batches the sender has go out (or fail)
-                pipe.pump(block=True)                     # before EndTxn, never into the next one
+            while self._pipe.unfinished:          # batches the sender holds go out (or fail) before
+                self._pipe.pump(block=True)       # EndTxn, never into the next transaction
             self._end(False, self._deadline(timeout))
 
     def _end(self, commit: bool, deadline: float) -> None:

@@ -47,7 +47,7 @@ from ..errors import (
     api_error,
 )
 from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _entity, encode, read_struct
-from ..protocol.primitives import Reader, Writer
+from ..protocol.primitives import Reader
 
 __all__ = ["EARLIEST", "LATEST", "FetchResult", "KafkaConnectionError", "PartitionMetadata",
            "WireClient"]
@@ -622,22 +622,12 @@ class WireClient:
         """Send one Produce request of record batches for one partition to its leader without
         waiting for the answer; a handle for :meth:`produce_receive` (several may be in
         flight on one connection: Kafka answers them in order)."""
+        from .produce_pipeline import encode_produce
         node = self._leader(topic, partition)
         v = self._version(ApiKey.PRODUCE)
-        flex = v >= 9
-        w = Writer()
-        w.string(self.transactional_id, flex)
-        w.int16(acks).int32(timeout_ms)
-        w.array_length(1, flex)
-        w.string(topic, flex)
-        w.array_length(1, flex)
-        w.int32(partition)
-        w.bytes_length(sum(len(b) for b in batches), flex)
-        tail = Writer()
-        if flex:
-            tail.tagged_fields().tagged_fields().tagged_fields()
         conn = self._conn_for(node)
-        corr = conn.send(ApiKey.PRODUCE, v, [w.buf, *batches, tail.buf])
+        corr = conn.send(ApiKey.PRODUCE, v, encode_produce(v, acks, timeout_ms, [(topic, partition, batches)],
+                                                           self.transactional_id))
         return conn, v, corr, topic, partition
 
     def produce_receive(self, sent: tuple) -> int:
