@@ -48,7 +48,7 @@ from ..errors import EngineError, KafkaApiError, ProducerFencedError, api_error
 from ..protocol.messages import ApiKey
 from .arrow_producer import RemoteProducer
 from .transaction import ABORTABLE, FATAL, IN_TRANSACTION, READY, UNINITIALIZED, _group_fields, _offsets
-from .wire import KafkaConnectionError
+from .wire import KafkaConnectionError, WireClient
 
 __all__ = ["TransactionalProducer", "parse_group_metadata"]
 
@@ -139,6 +139,13 @@ class TransactionalProducer(RemoteProducer):
         client.transactional_id = self.transactional_id
         self._pipe_add = self._pipe.add          # every batch goes through ProducePipeline.add
         self._pipe.add = self._add_entry
+        # coordinator requests on connections of their own: the pipeline keeps Produce requests
+        # in flight on the leaders' connections, and a synchronous request there would read
+        # their answers
+        self._coord_client = WireClient(
+            ",".join("%s:%d" % a for a in client.bootstrap + [b for b in client._brokers.values()
+                                                             if b not in client.bootstrap]),
+            client_id=cfg["client.id"], request_timeout_ms=int(cfg["request.timeout.ms"]))
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -190,7 +197,7 @@ class TransactionalProducer(RemoteProducer):
         node = self._coordinators.get((key_type, key))
         if node is not None:
             return node
-        c = self._client
+        c = self._coord_client
         backoff = self._backoff_s
         while True:
             try:
@@ -220,7 +227,7 @@ class TransactionalProducer(RemoteProducer):
         while True:
             node = self._coordinator(key_type, key, deadline)
             try:
-                r = self._client._call(node, api, body)
+                r = self._coord_client._call(node, api, body)
                 code = _first_error(r)
             except KafkaConnectionError:
                 if time.monotonic() + backoff > deadline:
@@ -234,7 +241,7 @@ class TransactionalProducer(RemoteProducer):
             backoff = min(backoff * 2, self._backoff_s if self._backoff_s > 0.02 else 0.1)
 
     def _init_producer_id(self, deadline: float, context: str) -> None:
-        bump = self._pid >= 0 and self._client._version(ApiKey.INIT_PRODUCER_ID) >= 3
+        bump = self._pid >= 0 and self._coord_client._version(ApiKey.INIT_PRODUCER_ID) >= 3
         r, code = self._call(ApiKey.INIT_PRODUCER_ID, {
             "transactional_id": self.transactional_id, "transaction_timeout": self._txn_timeout_ms,
             "producer_id": self._pid if bump else -1, "producer_epoch": self._epoch if bump else -1},
@@ -431,3 +438,4 @@ class TransactionalProducer(RemoteProducer):
             elif self._txn_state == FATAL:
                 self._discard_unsent(self._txn_error)
         super().close(timeout)
+        self._coord_client.close()

@@ -390,3 +390,28 @@ def test_close_aborts_an_open_transaction(eng, bootstrap, name):
     assert wait_stable(eng, name, 1) == {0: 2}          # the record and the ABORT marker
     assert values(eng, name, 1) == {0: []}
     assert values(eng, name, 1, "read_uncommitted") == {0: [b"sent"]}
+
+
+def test_partitions_join_while_batches_are_in_flight(eng, bootstrap, name):
+    """Partitions join the transaction (AddPartitionsToTxn) while the pipelined sender has
+    Produce requests in flight to the same broker: the coordinator's requests never disturb
+    the produce connection (it is never dropped and reopened), every record lands once, in order."""
+    eng.create_topic(name, partitions=8)
+    p = eng.producer(**{"transactional.id": name, "linger.ms": 1})
+    p.init_transactions(T)
+    p.begin_transaction()
+    p.send(name, b"first", partition=7).result(T)
+    conns = dict(p._client._conns)              # node -> the connection Produce requests use
+    futs = []
+    for i in range(400):                        # 60 KB records, a new partition every 50
+        futs.append(p.send(name, b"%06d" % i + b"x" * 60000, partition=(i // 50) % 8))
+        if i % 10 == 0:
+            time.sleep(0.002)
+    p.commit_transaction(T)
+    assert all(f.result(T).offset == i % 50 + (1 if i >= 350 else 0) for i, f in enumerate(futs))
+    assert p._client._conns == conns, "the produce connection was dropped and reopened"
+    p.close()
+    wait_stable(eng, name, 8)
+    got = values(eng, name, 8)
+    assert {q: [v[:6] for v in vs] for q, vs in got.items()} == {
+        q: ([b"first"[:6]] if q == 7 else []) + [b"%06d" % i for i in range(q * 50, q * 50 + 50)] for q in range(8)}
