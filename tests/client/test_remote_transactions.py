@@ -415,3 +415,33 @@ def test_partitions_join_while_batches_are_in_flight(eng, bootstrap, name):
     got = values(eng, name, 8)
     assert {q: [v[:6] for v in vs] for q, vs in got.items()} == {
         q: ([b"first"[:6]] if q == 7 else []) + [b"%06d" % i for i in range(q * 50, q * 50 + 50)] for q in range(8)}
+
+
+def test_offsets_of_a_stale_generation_make_the_transaction_abortable(eng, bootstrap, name):
+    """KIP-447: TxnOffsetCommit with a generation the group is not at is refused
+    (ILLEGAL_GENERATION); the transaction must be aborted, and its records never show."""
+    from engine.client._types import ConsumerGroupMetadata
+    eng.create_topic(name, partitions=1)
+    with eng.producer() as plain:
+        plain.send_batch(name, values=[b"in"], partitions=0)
+    c = eng.consumer(**{"group.id": name, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.subscribe([name])
+    deadline = time.monotonic() + T
+    while not c.poll_arrow(timeout_ms=300):
+        assert time.monotonic() < deadline, "no record in time"
+    meta = c.group_metadata()
+    p = eng.producer(**{"transactional.id": name})
+    p.init_transactions(T)
+    p.begin_transaction()
+    p.send(name, b"out", partition=0)
+    stale = ConsumerGroupMetadata(meta.group_id, meta.generation_id + 5, meta.member_id, None)
+    with pytest.raises(KafkaApiError) as ei:
+        p.send_offsets_to_transaction({(name, 0): 1}, stale, T)
+    assert ei.value.code == 22 and ei.value.txn_requires_abort           # ILLEGAL_GENERATION
+    with pytest.raises(KafkaApiError):
+        p.commit_transaction(T)
+    p.abort_transaction(T)
+    p.close()
+    c.close()
+    wait_stable(eng, name, 1)
+    assert values(eng, name, 1) == {0: [b"in"]}
