@@ -241,8 +241,6 @@ class ProducePipeline:
                                   [(e.topic, e.partition, [e.batch]) for e in entries])
             corr = conn.send(ApiKey.PRODUCE, v, body)
         except (KafkaConnectionError, KafkaApiError) as err:
-            for e in entries:
-                e.attempts -= 1              # _retry counts the attempt
             self._lost(node)
             self._retry(entries, err)
             return
