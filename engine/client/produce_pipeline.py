@@ -244,8 +244,6 @@ class ProducePipeline:
                                   self.client.transactional_id)
             corr = conn.send(ApiKey.PRODUCE, v, body)
         except (KafkaConnectionError, KafkaApiError) as err:
-            for e in entries:
-                e.attempts -= 1              # _retry counts the attempt
             self._lost(node)
             self._retry(entries, err)
             return
