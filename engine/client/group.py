@@ -191,9 +191,9 @@ class WireTransport:
         from .wire import KafkaConnectionError
         deadline = time.monotonic() + client.timeout_s
         while True:
-            node = self._node(client, group_id)
             conn = None
             try:
+                node = self._node(client, group_id)       # FindCoordinator: any live broker
                 conn = client._conn_for(node)
                 if timeout_s is not None:
                     conn.sock.settimeout(max(timeout_s, client.timeout_s))
