@@ -34,6 +34,7 @@ includes compact.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import socket
@@ -84,6 +85,9 @@ def lock_holder(data_dir: str) -> dict[str, str] | None:
         os.close(fd)
 
 
+_log = logging.getLogger(__name__)
+
+
 class LogManager:
     """Owns the partition logs of one data directory (Kafka's LogManager, one log dir)."""
 
@@ -102,6 +106,11 @@ class LogManager:
         self._bg_thread: threading.Thread | None = None
         self._bg_stop = threading.Event()
         self.cleaner: LogCleaner | None = None
+        # Kafka's LogDirFailureChannel for the background work: ``on_io_error(exc, what)`` is
+        # called (from the background thread) when a periodic task hits an OSError -- a checkpoint
+        # or flush on a full, read-only or failing disk; the broker (``serve``) halts on it.
+        # Unset (embedded use): the error is logged and the next round tries again.
+        self.on_io_error = None
         self.recovery_report: list[RecoveryEvent] = []
         self.had_clean_shutdown = False
         self._last_producer_expiry_ms = int(time.time() * 1000)
@@ -354,6 +363,12 @@ class LogManager:
                     self.run_periodic_tasks()
                 except ClosedError:
                     return
+                except OSError as e:
+                    hook = self.on_io_error
+                    if hook is None:
+                        _log.error("periodic log tasks in %s failed: %s", self.data_dir, e)
+                    else:
+                        hook(e, f"periodic flush/checkpoint in {self.data_dir}")
 
         self._bg_thread = threading.Thread(target=loop, name=f"log-manager-{self.data_dir}", daemon=True)
         self._bg_thread.start()

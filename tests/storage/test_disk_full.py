@@ -1,0 +1,93 @@
+"""A full disk under the embedded engine (a real tmpfs, filled by a filler file): an append that
+cannot be stored raises KafkaStorageError (errno ENOSPC) and leaves nothing of itself behind --
+neither a half batch in the segment nor an index entry -- whether the data write or the index's
+block reservation failed; once space is free the same log takes appends again, and after a crash
+every acknowledged record is there and recovery has nothing to cut."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from engine.errors import KafkaStorageError
+from engine.storage.manager import LogManager
+from tests.storage.conftest import make_batch, small_config
+from tests.tmpfs import fill, tmpfs
+
+PAGE = 4096
+
+
+def _cfg():
+    # an offset-index entry for every append after the first; one page holds 512 of them
+    return small_config(segment_bytes=10**7, index_interval_bytes=0, segment_index_bytes=1 << 20)
+
+
+def _stored(log, seg):
+    assert os.path.getsize(seg.log_path) == seg.size          # no half batch past the log's end
+    assert seg.index.entries == 0 or seg.index.entry(seg.index.entries - 1)[1] < seg.size
+
+
+def test_enospc_in_data_write_and_in_index_reservation(tmp_path):
+    with tmpfs(tmp_path / "mnt", "1m") as mnt:
+        d = os.path.join(mnt, "data")
+        m = LogManager(d, config_for=lambda t: _cfg())
+        log = m.create_log("t", 0)
+        acked = []                                   # (offset, seed)
+
+        def append(batch, seed):
+            info = log.append(batch)
+            acked.append((info.first_offset, seed))
+
+        small = make_batch(1, 1000, 60, seed=0)      # the same size for every seed below 10
+        seed = 0
+        while log.active_segment.index.entries < PAGE // 8:     # the index's first page is full
+            append(make_batch(1, 1000, 60, seed=seed % 10), seed % 10)
+            seed += 1
+        seg = log.active_segment
+        assert seg.size % PAGE + len(small) <= PAGE   # the next batch fits the segment's last page
+        filler = fill(mnt)
+
+        # 1. the data write fits an allocated page, the index needs a new one: ENOSPC there
+        leo = log.log_end_offset
+        with pytest.raises(KafkaStorageError) as ei:
+            log.append(make_batch(1, 1000, 60, seed=1))
+        assert ei.value.errno == errno.ENOSPC
+        assert ei.value.__cause__.filename == seg.index_path
+        assert log.log_end_offset == leo and seg.index.entries == PAGE // 8
+        _stored(log, seg)
+
+        # 2. a batch larger than the free tail of the page: the write itself fails
+        with pytest.raises(KafkaStorageError) as ei:
+            log.append(make_batch(5, 1000, 3000, seed=2))
+        assert ei.value.errno == errno.ENOSPC
+        assert log.log_end_offset == leo
+        _stored(log, seg)
+
+        # 3. space again: the same log goes on, offsets contiguous
+        os.unlink(filler)
+        for s in range(20):
+            append(make_batch(2, 1000 + s, 500, seed=100 + s), 100 + s)
+        assert acked[-20][0] == leo
+        _stored(log, seg)
+
+        # 4. full again, then a crash (no close): everything acknowledged comes back, nothing cut
+        fill(mnt)
+        with pytest.raises(KafkaStorageError):
+            log.append(make_batch(5, 1000, 3000, seed=3))
+        end = log.log_end_offset
+        m._release_lock()
+        os.unlink(filler)
+        m2 = LogManager(d, config_for=lambda t: _cfg())
+        log2 = m2.get_log("t", 0)
+        assert not m2.had_clean_shutdown
+        assert log2.log_end_offset == end
+        assert sum(ev.bytes_dropped for ev in m2.recovery_report) == 0
+        data = log2.read(0, 10**9, verify=True)
+        assert data.size == sum(s.size for s in log2.segments)
+        from engine import _native
+        firsts = [h.base_offset for h in _native.list_batches(memoryview(data.read()), 0, -1, False)[0]]
+        assert firsts == [o for o, _s in acked]
+        m2.close()
+        m.close() if not m._closed else None
