@@ -9,6 +9,7 @@
     member.view                         # the cluster view (engine/replica/view.py's interface)
     member.controlled_shutdown(30)      # before stopping: the controller moves leaderships away
     member.stop()
+    member.abort()                      # instead: leave now (data directory failed)
 
 Propagation: every broker watches the znodes (ZooKeeper watches) -- ``/brokers/ids``,
 ``/controller``, ``/brokers/topics`` and each topic's assignment and partition states -- and keeps
@@ -222,6 +223,21 @@ class ClusterMember:
         self.controller.stop()
         if self._worker is not None:
             self._worker.join(10)
+        try:
+            self.store.client.remove_listener(self._on_state)
+        except Exception:
+            pass
+        self.store.close()
+
+    def abort(self) -> None:
+        """Leave the cluster at once, without a controlled shutdown: close the ZooKeeper session,
+        so ``/brokers/ids/<id>`` (and ``/controller`` if held) disappear now and the controller
+        elects new leaders from the rest of the ISR without waiting for a session expiry.  For
+        a broker that cannot go on (its data directory failed); the process exits next."""
+        self._stopping = True
+        with self.controller._cv:          # its thread stops at its next wake-up (no join here)
+            self.controller._stopping = True
+            self.controller._cv.notify_all()
         try:
             self.store.client.remove_listener(self._on_state)
         except Exception:
