@@ -562,13 +562,19 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             return
         if flush and not self.read_only and self._failed is None:
             self.flush()
+        failed = None
         with self._lock:
             self._closed = True
             for seg in self._segments:
-                seg.close()
+                try:
+                    seg.close()
+                except OSError as e:      # every segment is closed all the same
+                    failed = failed or e
             if not self.read_only:
                 self._delete_pending_locked(None)
             self._hw_file.close()
+        if failed is not None:
+            raise failed
 
     @property
     def closed(self) -> bool:

@@ -388,24 +388,37 @@ class LogManager:
 
     # -- close -----------------------------------------------------------
     def close(self) -> None:
-        """Flush every log, write checkpoints and the clean-shutdown marker, unlock."""
+        """Flush every log, write checkpoints and the clean-shutdown marker, unlock.
+
+        On a full, read-only or failing disk (an OSError from a flush, snapshot or checkpoint)
+        the logs are still closed and the lock released, but no clean-shutdown marker is
+        written: the next open recovers the directory (nothing appended is lost by it)."""
         if self._closed:
             return
         self.stop_background()
         try:
             if not self.read_only:
-                clean = True
+                failed: OSError | None = None
                 for log in self.logs().values():
                     try:
                         log.flush()
                         log.write_producer_snapshot()  # at the log end: a clean open replays nothing
-                    except OSError:
-                        clean = False
-                self.checkpoint_all()
+                    except OSError as e:
+                        failed = failed or e
+                try:
+                    self.checkpoint_all()
+                except OSError as e:
+                    failed = failed or e
                 for log in self.logs().values():
-                    log.close()
-                if clean:
+                    try:
+                        log.close()
+                    except OSError as e:
+                        failed = failed or e
+                if failed is None:
                     checkpoint.write_clean_shutdown(os.path.join(self.data_dir, files.CLEAN_SHUTDOWN_FILE))
+                else:
+                    _log.warning("closing %s without a clean-shutdown marker (%s): the next open "
+                                 "recovers it", self.data_dir, failed)
             else:
                 for log in self.logs().values():
                     log.close()

@@ -510,15 +510,23 @@ class LogSegment:
         self.flushed_size = max(self.flushed_size, size)
 
     def close(self) -> None:
+        """Close the files; an OSError of the final index touches (a full disk) is raised after
+        everything is closed (the segment's data is intact; the next unclean open rebuilds)."""
+        failed = None
         if self.writable and not self.index.closed:
-            self._release_preallocation()
-            self._append_final_time_entry()
-            self.index.trim_to_valid_size()
-            self.time_index.trim_to_valid_size()
+            try:
+                self._release_preallocation()
+                self._append_final_time_entry()
+                self.index.trim_to_valid_size()
+                self.time_index.trim_to_valid_size()
+            except OSError as e:
+                failed = e
         self.index.close()
         self.time_index.close()
         self._drop_map()
         self._file = _ClosedFile(self.log_path)  # type: ignore[assignment]
+        if failed is not None:
+            raise failed
 
     def change_suffix(self, new_suffix: str) -> None:
         """Rename the segment's files (e.g. to `.deleted`)."""

@@ -89,5 +89,16 @@ def test_enospc_in_data_write_and_in_index_reservation(tmp_path):
         from engine import _native
         firsts = [h.base_offset for h in _native.list_batches(memoryview(data.read()), 0, -1, False)[0]]
         assert firsts == [o for o, _s in acked]
+
+        # 5. a close on the full disk: no exception, everything closed and unlocked, but no
+        # clean-shutdown marker (its checkpoints could not be written): the next open recovers
+        log2.append(make_batch(1, 1000, 60, seed=4))
+        end = log2.log_end_offset
+        filler = fill(mnt)
         m2.close()
-        m.close() if not m._closed else None
+        assert log2.closed
+        os.unlink(filler)
+        m3 = LogManager(d, config_for=lambda t: _cfg())
+        assert not m3.had_clean_shutdown
+        assert m3.get_log("t", 0).log_end_offset == end
+        m3.close()
