@@ -100,3 +100,25 @@ def test_serve_refuses_a_read_only_data_dir(tmp_path):
         errs = [x for x in text.splitlines() if x.startswith("error:")]
         assert errs == [f"error: cannot open data directory {srv.data} for writing: Read-only file system "
                         f"({srv.data}/.lock)"], text
+
+
+def test_serve_halts_when_a_checkpoint_meets_the_full_disk(tmp_path):
+    """No produce at all: the periodic checkpoint (every 500 ms here) is what meets the full disk;
+    the broker halts the same way (LogManager.on_io_error)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    with tmpfs(tmp_path / "mnt", "4m") as mnt:
+        srv = ServeProcess(tmp_path / "broker", "--config", "log.flush.offset.checkpoint.interval.ms=500")
+        srv.data = os.path.join(mnt, "data")
+        srv.start()
+        try:
+            admin = AdminClient({"bootstrap.servers": srv.bootstrap, "broker.address.family": "v4"})
+            admin.create_topics([NewTopic("idle", 2, 1)])["idle"].result(30)
+            fill(mnt)
+            srv.proc.wait(30)
+            assert srv.proc.returncode == 1
+            log = srv.log_text()
+            assert "Traceback" not in log, log[-4000:]
+            line = [x for x in log.splitlines() if "shutting down: data directory" in x]
+            assert len(line) == 1 and "No space left on device" in line[0] and "checkpoint" in line[0], log[-3000:]
+        finally:
+            srv.stop()
