@@ -29,6 +29,7 @@ the znodes; after an expiry it registers again (a new session) and re-reads ever
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import json
 import logging
@@ -39,7 +40,7 @@ from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from ..errors import UnknownTopicOrPartitionError
+from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
 from .controller import Controller
 from .zk import (BROKER_IDS, CONFIG_TOPICS, CONTROLLED_SHUTDOWN, CONTROLLER, TOPICS, ClusterError, PartitionState,
                  TopicAssignment, ZkStore, state_path)
@@ -47,6 +48,8 @@ from .zk import (BROKER_IDS, CONFIG_TOPICS, CONTROLLED_SHUTDOWN, CONTROLLER, TOP
 __all__ = ["ClusterMember", "ZkClusterView"]
 
 log = logging.getLogger("engine.cluster")
+
+_DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT}
 
 
 class ZkClusterView:
@@ -417,6 +420,12 @@ class ClusterMember:
                 if not self._stopping:
                     log.warning("broker %d: applying %s %s deferred (ZooKeeper: %s)", self.broker_id,
                                 kind, arg, type(e).__name__)
+            except OSError as e:
+                # creating a local log on a full / read-only / failing disk: the data dir failed
+                if self._rm is not None and (isinstance(e, KafkaStorageError) or e.errno in _DISK_ERRNOS):
+                    self._rm.storage_error(e, f"applying {kind} {arg}")
+                if not self._stopping and (self._rm is None or self._rm.offline is None):
+                    log.exception("broker %d: applying %s %s failed", self.broker_id, kind, arg)
             except Exception:
                 if not self._stopping:
                     log.exception("broker %d: applying %s %s failed", self.broker_id, kind, arg)

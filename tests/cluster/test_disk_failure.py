@@ -43,8 +43,8 @@ class SpreadLoad(Load):
         self.p.flush(120)
 
 
-def _cluster(tmp_path, zk, mnt):
-    c = Cluster(tmp_path, zk, 3)
+def _cluster(tmp_path, zk, mnt, *extra):
+    c = Cluster(tmp_path, zk, 3, *extra)
     c.brokers[VICTIM].data = os.path.join(mnt, "data")
     return c
 
@@ -157,5 +157,38 @@ def test_read_only_data_dir_refuses_to_start_cluster_goes_on(tmp_path, zk, zk_cl
             assert load.errors == []
             lost, dup = _check(load, _consume_all(c.bootstrap, topic, 1))
             assert (lost, dup) == (0, 0)
+        finally:
+            _stop_all(c)
+
+
+def test_full_disk_at_topic_creation(tmp_path, zk, zk_client):
+    """The disk is full before the topic exists: creating its local logs fails on the victim (the
+    membership's worker), which halts the same way; the topic is served by the two others."""
+    with tmpfs(tmp_path / "mnt", "16m") as mnt:
+        # the periodic checkpoint only at start (it would meet the full disk first otherwise)
+        c = _cluster(tmp_path, zk, mnt, "--config", "log.flush.offset.checkpoint.interval.ms=3600000").start()
+        try:
+            b = c.brokers[VICTIM]
+            wait_for(lambda: os.path.exists(os.path.join(b.data, "recovery-point-offset-checkpoint")),
+                     what="the victim's first checkpoint")
+            filler = fill(mnt)
+            topic = f"new-{uuid.uuid4().hex[:6]}"
+            _create_led_by(c.brokers[1].bootstrap, topic, VICTIM)
+            b.proc.wait(60)
+            assert b.proc.returncode == 1
+            assert zk_client.exists(f"/brokers/ids/{VICTIM}") is None
+            log = b.log_text()
+            assert "Traceback" not in log, log[-4000:]
+            line = [x for x in log.splitlines() if "shutting down: data directory" in x]
+            assert len(line) == 1 and "No space left on device" in line[0], log[-3000:]
+            print("\n" + line[0].split("CRITICAL ")[-1])
+            wait_for(lambda: _state(zk_client, topic)["leader"] not in (VICTIM, -1)
+                     and VICTIM not in _state(zk_client, topic)["isr"], timeout=30, what="a leader among the others")
+            load = Load(c.bootstrap, topic).start()
+            wait_for(lambda: len(load.acked) >= 500, timeout=60, what="500 acknowledged records")
+            load.stop()
+            assert load.errors == []
+            assert _check(load, _consume_all(c.bootstrap, topic, 1)) == (0, 0)
+            os.unlink(filler)
         finally:
             _stop_all(c)
