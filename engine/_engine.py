@@ -104,7 +104,9 @@ class Engine:
         self.logs = LogManager(self.path, self.config, read_only=read_only,
                                config_for=self._log_config_for)
         try:
-            self._meta = LocalMetadataStore(self.path, read_only=read_only)
+            in_cluster = bool(self.config.values.get("zookeeper.connect"))
+            self._meta = LocalMetadataStore(self.path, read_only=read_only,
+                                            broker_id=self.config["broker.id"] if in_cluster else None)
             self._adopt_unregistered_partitions()
             if background and not read_only:
                 self.logs.start_background(1.0)

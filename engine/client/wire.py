@@ -96,6 +96,8 @@ class PartitionMetadata:
     leader: int
     error_code: int
     leader_epoch: int = -1
+    replicas: tuple = ()
+    isr: tuple = ()
 
 
 @dataclass
@@ -344,7 +346,8 @@ class WireClient:
             if t["error_code"]:
                 raise api_error(t["error_code"], f"metadata of topic {t['name']!r}")
             parts = sorted((PartitionMetadata(p["partition_index"], p["leader_id"], p["error_code"],
-                                              p.get("leader_epoch", -1))
+                                              p.get("leader_epoch", -1), tuple(p["replica_nodes"]),
+                                              tuple(p["isr_nodes"]))
                             for p in t["partitions"]), key=lambda p: p.partition)
             out[t["name"]] = parts
             self._counts[t["name"]] = len(parts)
