@@ -122,3 +122,69 @@ def test_serve_halts_when_a_checkpoint_meets_the_full_disk(tmp_path):
             assert len(line) == 1 and "No space left on device" in line[0] and "checkpoint" in line[0], log[-3000:]
         finally:
             srv.stop()
+
+
+def _commit(w, offsets: dict[int, int]) -> list[int]:
+    """One OffsetCommit v8 of group "g" (a simple consumer: no generation), its error codes; raw,
+    so no client retries it against a broker that went away."""
+    from engine.protocol.messages import ApiKey
+    for _ in range(100):                 # the coordinator loads __consumer_offsets first
+        r = w._call(None, ApiKey.OFFSET_COMMIT, {
+            "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                 "committed_metadata": ""} for p, o in offsets.items()]}]}, 8)
+        codes = [p["error_code"] for p in r["topics"][0]["partitions"]]
+        if not set(codes) & {14, 15, 16}:
+            return codes
+        time.sleep(0.1)
+    return codes
+
+
+def test_serve_halts_when_an_offset_commit_meets_the_full_disk(tmp_path):
+    """The group coordinator's own append (__consumer_offsets) on the full disk halts the broker
+    the same way; the commit is not acknowledged, the ones before are there after the restart."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from engine.client.wire import KafkaConnectionError, WireClient
+    from engine.protocol.messages import ApiKey
+    with tmpfs(tmp_path / "mnt", "32m") as mnt:
+        srv = ServeProcess(tmp_path / "broker", *_ARGS)
+        srv.data = os.path.join(mnt, "data")
+        srv.start()
+        try:
+            done = os.path.join(srv.data, "recovery-point-offset-checkpoint")
+            deadline = time.monotonic() + 30
+            while not os.path.exists(done) and time.monotonic() < deadline:
+                time.sleep(0.05)                  # the start's checkpoint round is done
+            admin = AdminClient({"bootstrap.servers": srv.bootstrap, "broker.address.family": "v4"})
+            admin.create_topics([NewTopic("t", 100, 1)])["t"].result(30)
+            with WireClient(srv.bootstrap, request_timeout_ms=10_000) as w:
+                w._call(None, ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": ["g"]}, 4)
+                assert _commit(w, {0: 2}) == [0]
+                filler = fill(mnt)
+                try:       # 100 offsets (~6 KB): more than the free end of the segment's last page
+                    codes = _commit(w, {p: 3 for p in range(100)})
+                except KafkaConnectionError:
+                    codes = None                  # the broker was gone before it answered
+                assert codes is None or 0 not in codes, codes
+            srv.proc.wait(30)
+            assert srv.proc.returncode == 1
+            log = srv.log_text()
+            assert "Traceback" not in log, log[-4000:]
+            line = [x for x in log.splitlines() if "shutting down: data directory" in x]
+            assert len(line) == 1 and "in append to __consumer_offsets-" in line[0], log[-3000:]
+            os.unlink(filler)
+            srv.start()
+            with WireClient(srv.bootstrap, request_timeout_ms=10_000) as w:
+                for _ in range(100):
+                    r = w._call(None, ApiKey.OFFSET_FETCH, {"group_id": "g", "topics": [
+                        {"name": "t", "partition_indexes": [0, 1]}], "require_stable": False}, 7)
+                    if r["error_code"] not in (14, 15, 16):
+                        break
+                    time.sleep(0.1)
+                got = {p["partition_index"]: p["committed_offset"] for p in r["topics"][0]["partitions"]}
+            assert got == {0: 2, 1: -1}
+        finally:
+            code, log = srv.stop()
+        assert "Traceback" not in log, log[-4000:]
