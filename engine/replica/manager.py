@@ -406,7 +406,7 @@ class ReplicaManager:
             self._call_on_loop(part.fail_waiters, NotLeaderOrFollowerError,
                                f"{topic}-{partition} is now led by {leader_id}")
         self._remove_from_fetchers(part)
-        if leader_id >= 0 and leader_id != self.node_id:
+        if leader_id >= 0 and leader_id != self.node_id and self.offline is None:   # offline: no fetching
             self._fetcher_for(leader_id).add(part)
         return part
 
