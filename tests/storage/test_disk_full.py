@@ -102,3 +102,52 @@ def test_enospc_in_data_write_and_in_index_reservation(tmp_path):
         assert not m3.had_clean_shutdown
         assert m3.get_log("t", 0).log_end_offset == end
         m3.close()
+
+
+def _idempotent_batch(seq: int, n: int = 5, value_size: int = 3000) -> bytearray:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=7,
+                                  producer_epoch=0, base_sequence=seq, batch_size=1 << 22)
+    for i in range(n):
+        b.append(i, timestamp=1000 + i, key=b"k", value=(b"%d:%d:" % (seq, i)) * (value_size // 8), headers=[])
+    return b.build()
+
+
+def test_enospc_at_roll_and_an_idempotent_retry(tmp_path):
+    """A roll due when the disk is full (the new segment's first write or the producer snapshot
+    fails), then the producer's retry of the refused batch once space is back: stored once, in
+    order, with no sequence error -- a refused batch left no trace in the producer state."""
+    with tmpfs(tmp_path / "mnt", "1m") as mnt:
+        d = os.path.join(mnt, "data")
+        cfg = small_config(segment_bytes=64 * 1024, segment_index_bytes=1 << 20)
+        m = LogManager(d, config_for=lambda t: cfg)
+        log = m.create_log("t", 0)
+        seq = 0
+        while len(log.segments) == 1 or log.active_segment.size + len(_idempotent_batch(seq)) <= 64 * 1024:
+            log.append(_idempotent_batch(seq))
+            seq += 5
+        segments = len(log.segments)
+        filler = fill(mnt)
+        while True:                   # the roll that is due, then appends until one is refused
+            try:
+                log.append(_idempotent_batch(seq))
+                seq += 5
+            except KafkaStorageError as e:
+                assert e.errno == errno.ENOSPC
+                break
+        assert len(log.segments) == segments + 1       # the roll happened on the full disk
+        for seg in log.segments:
+            assert os.path.getsize(seg.log_path) == seg.size
+        leo = log.log_end_offset
+        os.unlink(filler)
+        info = log.append(_idempotent_batch(seq))          # the retry
+        assert info.first_offset == leo
+        assert log.append(_idempotent_batch(seq)).first_offset == leo   # a duplicate: the same offsets
+        assert log.log_end_offset == leo + 5
+        log.append(_idempotent_batch(seq + 5))
+        assert len(log.segments) >= segments
+        end = log.log_end_offset
+        m.close()
+        m2 = LogManager(d, config_for=lambda t: cfg)
+        assert m2.had_clean_shutdown and m2.get_log("t", 0).log_end_offset == end
+        m2.close()
