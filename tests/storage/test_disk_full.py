@@ -151,3 +151,54 @@ def test_enospc_at_roll_and_an_idempotent_retry(tmp_path):
         m2 = LogManager(d, config_for=lambda t: cfg)
         assert m2.had_clean_shutdown and m2.get_log("t", 0).log_end_offset == end
         m2.close()
+
+
+_NO_SIGBUS = r"""
+import os, sys
+sys.path.insert(0, sys.argv[2])
+import engine
+from tests.tmpfs import fill
+from tests.storage.conftest import make_batch
+mnt, step = sys.argv[1], sys.argv[3]
+d = os.path.join(mnt, "data")
+if step == "crash":
+    eng = engine.open(d, {"log.cleaner.enable": False}, background=False)
+    eng.create_topic("a", 1)
+    for i in range(50):
+        eng.log("a", 0).append(make_batch(3, 1000, 200, seed=i))
+    fill(mnt, "filler")
+    for i in range(2):                # the same topic twice: the first try leaves its files
+        try:
+            eng.create_topic("b", 2)
+        except OSError as e:
+            print("create:", e.errno, flush=True)
+    os._exit(0)                       # a crash: the active segment's index stays preallocated
+try:
+    eng = engine.open(d, {"log.cleaner.enable": False}, background=False)
+    print("reopened:", eng.log("a", 0).log_end_offset, flush=True)
+    eng.close()
+except OSError as e:
+    print("reopen:", e.errno, flush=True)
+"""
+
+
+def test_full_tmpfs_never_sigbus_on_leftover_sparse_indexes(tmp_path):
+    """A log creation that failed on the full disk leaves a 10 MiB sparse index behind, and so
+    does a crash (the active segment's index is trimmed only at a clean close); opening such an
+    index on a full tmpfs read its holes through a shared map, which makes tmpfs allocate a page:
+    SIGBUS. Now the scan stops at the first hole (SEEK_HOLE): errors are ENOSPC, never a crash."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with tmpfs(tmp_path / "mnt", "2m") as mnt:
+        out = []
+        for step in ("crash", "reopen"):
+            r = subprocess.run([sys.executable, "-c", _NO_SIGBUS, mnt, root, step], capture_output=True,
+                               text=True, timeout=120, cwd=root)
+            assert r.returncode == 0, (step, r.returncode, r.stdout, r.stderr[-2000:])
+            out += r.stdout.splitlines()
+        assert out[:2] == ["create: 28", "create: 28"], out
+        os.unlink(os.path.join(mnt, "filler"))
+        r = subprocess.run([sys.executable, "-c", _NO_SIGBUS, mnt, root, "reopen"], capture_output=True,
+                           text=True, timeout=120, cwd=root)
+        assert r.stdout.splitlines() == ["reopened: 150"], (r.stdout, r.stderr[-2000:])
