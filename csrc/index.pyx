@@ -59,7 +59,7 @@ cdef class _MappedIndex:
 
     cdef int _setup(self, object path, int64_t base_offset, Py_ssize_t max_index_size,
                     bint writable) except -1:
-        cdef Py_ssize_t flen
+        cdef Py_ssize_t flen, slots, data_end
         self.path = path
         self.base_offset = base_offset
         self.writable = writable
@@ -78,7 +78,17 @@ cdef class _MappedIndex:
             # An existing file is mapped as found (so sanity_check() sees a bad
             # length); the owner resizes it once it passed the check.
             self._remap(flen)
-            self._entries = self._find_end(flen // self._entry)
+            slots = flen // self._entry
+            if writable and flen > 0:
+                # Scan only the part with blocks: entries are stored in reserved blocks, and a
+                # read of a hole through a shared map allocates a page on tmpfs -- SIGBUS on a
+                # full one (a preallocated index left by a crash, reopened on a full disk).
+                try:
+                    data_end = _os.lseek(fd, 0, _os.SEEK_HOLE)
+                except OSError:
+                    data_end = flen
+                slots = min(slots, data_end // self._entry)
+            self._entries = self._find_end(slots)
         return 0
 
     cdef Py_ssize_t _find_end(self, Py_ssize_t slots) noexcept:

@@ -8,7 +8,10 @@ registers them (``add_serve_parser`` / ``add_console_parser``) and passes its
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
+import logging
+import os
 import sys
 import time
 
@@ -114,7 +117,14 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
     async def run() -> None:
         # background=True: retention and flush tasks run while serving
         t0 = time.monotonic()
-        with engine.open(data_dir, settings or None) as eng:
+        try:
+            eng = engine.open(data_dir, settings or None)
+        except OSError as e:
+            if e.errno not in _DISK_ERRNOS:
+                raise
+            raise SystemExit(f"error: cannot open data directory {os.path.abspath(data_dir)} for writing: "
+                             f"{e.strerror or e}" + (f" ({e.filename})" if e.filename else "")) from None
+        with eng:
             cfg = eng.config
             log = logging.getLogger("engine.server")
             _log_recovery(log, eng, time.monotonic() - t0)
@@ -133,13 +143,21 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             await broker.start()
             http = []
             started = None
+            stop = asyncio.Event()
+            failed: list = []        # (exc, what) of the I/O error that takes this broker down
+
+            def storage_failed(exc, what) -> None:     # on the loop (ReplicaManager.storage_error)
+                failed.append((exc, what))
+                stop.set()
+
+            broker.replicas.on_storage_error = storage_failed
+            eng.logs.on_io_error = broker.replicas.storage_error     # background checkpoints/flushes
             try:
                 if member is not None:      # register, then serve (ClusterError: id taken)
                     await asyncio.get_running_loop().run_in_executor(
                         None, start_member, member, broker, eng, adv_port or broker.port)
                     started = member
                 http = _start_operator_endpoints(broker, args, cfg)
-                stop = asyncio.Event()
                 loop = asyncio.get_running_loop()
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.add_signal_handler(sig, stop.set)
@@ -147,6 +165,8 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                 # "serving" means every endpoint asked for is up (tests wait for it)
                 print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
                 await stop.wait()
+                if failed:
+                    await _halt(log, member if started is not None else None, eng, *failed[0])
             finally:
                 if started is not None:     # controlled shutdown while still serving
                     await asyncio.get_running_loop().run_in_executor(None, stop_member, started, eng)
@@ -157,6 +177,32 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
 
     asyncio.run(run())
     return 0
+
+
+# a data directory a broker cannot write: full, read-only, failing, or not ours to write
+_DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT, errno.EACCES, errno.EPERM}
+
+
+async def _halt(log, member, eng, exc, what) -> None:
+    """The data directory failed (Kafka: "Shutdown broker because all log dirs in ... have
+    failed", then Exit.halt): the replica manager is offline already (in-flight produces got
+    KAFKA_STORAGE_ERROR, nothing more is acknowledged); close the ZooKeeper session so the
+    controller elects new leaders at once, then exit 1 without a clean shutdown (the next start
+    recovers the directory) and without touching the disk again."""
+    import asyncio
+
+    if member is not None:
+        try:
+            await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, member.abort), 10)
+        except Exception as e:           # the process ends anyway; ZooKeeper then expires it
+            log.warning("closing the ZooKeeper session failed: %s", e)
+    await asyncio.sleep(0.2)             # the KAFKA_STORAGE_ERROR answers go out
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    log.critical("shutting down: data directory %s failed: %s (errno %s, in %s)%s", eng.path, reason,
+                 exc.errno, what, "; left the cluster" if member is not None else "")
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _endpoint(listen: str | None, cfg, prefix: str) -> tuple[str, int] | None:

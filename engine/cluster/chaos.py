@@ -5,10 +5,15 @@ every acknowledged value is looked for in the topic.
 ::
 
     python -m engine chaos --brokers 3 --duration 60 --seed 1
+    python -m engine chaos --disk-full          # also: a broker's disk fills up (root: tmpfs)
 
 Prints one line per fault and a verdict: acknowledged / lost / duplicated values, producer errors,
 the longest pause between acknowledgements.  Exit code 0 only with nothing lost or duplicated.
 Needs Debian's zookeeper package and confluent-kafka (the reference client, a test dependency).
+
+``--disk-full`` (root only: each broker's data directory is then a tmpfs of ``--disk-mb``) adds a
+third fault: a filler file fills the broker's disk, the broker halts on ENOSPC (KAFKA_STORAGE_ERROR,
+ZooKeeper session closed, exit 1); at the next fault time the filler is removed and it restarts.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ def add_chaos_parser(sub) -> None:
     c.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
     c.add_argument("--seed", type=int, default=None, help="random seed (default: time)")
     c.add_argument("--keep", action="store_true", help="keep the data directory")
+    c.add_argument("--disk-full", action="store_true",
+                   help="also fill a broker's disk (needs root: data directories on tmpfs)")
+    c.add_argument("--disk-mb", type=int, default=256, help="tmpfs size per broker with --disk-full (default 256)")
     c.set_defaults(func=cmd_chaos)
 
 
@@ -56,6 +64,37 @@ class _Broker:
                      "--config", f"zookeeper.session.timeout.ms={session_ms}",
                      "--config", "replica.lag.time.max.ms=3000", "--log-level", "info"]
         self.proc = None
+        self.mount = None        # --disk-full: the tmpfs holding the data directory
+        self.filler = None
+
+    def mount_tmpfs(self, size_mb: int) -> None:
+        mount = os.path.join(self.dir, "data")
+        os.makedirs(mount, exist_ok=True)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", mount],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"error: --disk-full needs to mount a tmpfs (root): {r.stderr.strip()}")
+        self.mount = mount
+
+    def fill(self) -> None:
+        self.filler = os.path.join(self.mount, "filler")
+        chunk = b"\0" * 65536
+        with open(self.filler, "ab", buffering=0) as f:
+            for size in (65536, 4096, 1):
+                try:
+                    while True:
+                        f.write(chunk[:size])
+                except OSError:
+                    pass
+
+    def unfill(self) -> None:
+        if self.filler is not None:
+            os.unlink(self.filler)
+            self.filler = None
+
+    def umount(self) -> None:
+        if self.mount is not None and subprocess.run(["umount", self.mount], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", self.mount], capture_output=True)
 
     def start(self):
         log = open(os.path.join(self.dir, "broker.log"), "ab")
@@ -102,6 +141,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     brokers = [_Broker(base, n, zk.connect, 6000) for n in range(1, args.brokers + 1)]
     try:
         for b in brokers:
+            if args.disk_full:
+                b.mount_tmpfs(args.disk_mb)
             b.start()
         bootstrap = ",".join(b.listen for b in brokers)
         admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
@@ -145,16 +186,31 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             # at most one broker down at a time (RF 3, min ISR 2: writes stay possible)
             if down:
                 b = down[0]
+                freed = b.filler is not None
+                b.unfill()
                 b.start()
-                print(f"{time.monotonic() - t0:6.1f}s restart broker {b.n}  (acked {len(acked)})", flush=True)
+                print(f"{time.monotonic() - t0:6.1f}s {'free the disk and ' if freed else ''}restart broker {b.n}"
+                      f"  (acked {len(acked)})", flush=True)
             else:
                 b = rnd.choice(up)
-                sig = rnd.choice([signal.SIGKILL, signal.SIGTERM])
-                b.signal(sig)
-                print(f"{time.monotonic() - t0:6.1f}s {'kill -9' if sig == signal.SIGKILL else 'stop'} broker {b.n}"
-                      f"  (acked {len(acked)})", flush=True)
+                fault = rnd.choice(["kill", "stop", "full"] if args.disk_full else ["kill", "stop"])
+                t_fault = time.monotonic()
+                if fault == "full":
+                    b.fill()
+                    try:
+                        b.proc.wait(60)
+                        how = f"exit {b.proc.returncode} after {time.monotonic() - t_fault:.2f}s"
+                    except subprocess.TimeoutExpired:
+                        how = "still running after 60 s"
+                    print(f"{time.monotonic() - t0:6.1f}s disk full on broker {b.n}: {how}  (acked {len(acked)})",
+                          flush=True)
+                else:
+                    b.signal(signal.SIGKILL if fault == "kill" else signal.SIGTERM)
+                    print(f"{time.monotonic() - t0:6.1f}s {'kill -9' if fault == 'kill' else 'stop'} broker {b.n}"
+                          f"  (acked {len(acked)})", flush=True)
         for b in brokers:
             if not b.running:
+                b.unfill()
                 b.start()
         time.sleep(args.interval)
         stop.set()
@@ -184,6 +240,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     finally:
         for b in brokers:
             b.signal(signal.SIGTERM)
+            b.umount()
         zk.stop()
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -9,6 +9,7 @@
     member.view                         # the cluster view (engine/replica/view.py's interface)
     member.controlled_shutdown(30)      # before stopping: the controller moves leaderships away
     member.stop()
+    member.abort()                      # instead: leave now (data directory failed)
 
 Propagation: every broker watches the znodes (ZooKeeper watches) -- ``/brokers/ids``,
 ``/controller``, ``/brokers/topics`` and each topic's assignment and partition states -- and keeps
@@ -30,6 +31,7 @@ the znodes; after an expiry it registers again (a new session) and re-reads ever
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import json
 import logging
@@ -40,7 +42,7 @@ from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from ..errors import UnknownTopicOrPartitionError
+from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
 from .controller import Controller
 from .zk import (BROKER_IDS, CONFIG_TOPICS, CONTROLLED_SHUTDOWN, CONTROLLER, TOPICS, ClusterError, PartitionState,
                  TopicAssignment, ZkStore, state_path)
@@ -48,6 +50,8 @@ from .zk import (BROKER_IDS, CONFIG_TOPICS, CONTROLLED_SHUTDOWN, CONTROLLER, TOP
 __all__ = ["ClusterMember", "ZkClusterView"]
 
 log = logging.getLogger("engine.cluster")
+
+_DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT}
 
 
 class ZkClusterView:
@@ -230,6 +234,21 @@ class ClusterMember:
             pass
         self.store.close()
 
+    def abort(self) -> None:
+        """Leave the cluster at once, without a controlled shutdown: close the ZooKeeper session,
+        so ``/brokers/ids/<id>`` (and ``/controller`` if held) disappear now and the controller
+        elects new leaders from the rest of the ISR without waiting for a session expiry.  For
+        a broker that cannot go on (its data directory failed); the process exits next."""
+        self._stopping = True
+        with self.controller._cv:          # its thread stops at its next wake-up (no join here)
+            self.controller._stopping = True
+            self.controller._cv.notify_all()
+        try:
+            self.store.client.remove_listener(self._on_state)
+        except Exception:
+            pass
+        self.store.close()
+
     def controlled_shutdown(self, timeout_s: float = 30.0) -> int:
         """Ask the controller to move this broker's leaderships away; wait until it says none
         is left (or `timeout_s`).  Returns how many partitions this broker still leads."""
@@ -405,6 +424,12 @@ class ClusterMember:
                 if not self._stopping:
                     log.warning("broker %d: applying %s %s deferred (ZooKeeper: %s)", self.broker_id,
                                 kind, arg, type(e).__name__)
+            except OSError as e:
+                # creating a local log on a full / read-only / failing disk: the data dir failed
+                if self._rm is not None and (isinstance(e, KafkaStorageError) or e.errno in _DISK_ERRNOS):
+                    self._rm.storage_error(e, f"applying {kind} {arg}")
+                if not self._stopping and (self._rm is None or self._rm.offline is None):
+                    log.exception("broker %d: applying %s %s failed", self.broker_id, kind, arg)
             except Exception:
                 if not self._stopping:
                     log.exception("broker %d: applying %s %s failed", self.broker_id, kind, arg)

@@ -433,10 +433,16 @@ class CoordinatorRuntime:
         if self.cluster is not None:
             await self.cluster.append(self.TOPIC, partition, buf)
             return
-        if plog.config["flush.messages"] < _LONG_MAX:
-            await self.loop.run_in_executor(None, plog.append, buf)
-        else:
-            plog.append(buf)
+        try:
+            if plog.config["flush.messages"] < _LONG_MAX:
+                await self.loop.run_in_executor(None, plog.append, buf)
+            else:
+                plog.append(buf)
+        except OSError as e:       # a full / failing disk: the data dir failed (serve halts)
+            hook = getattr(self.engine.logs, "on_io_error", None)
+            if hook is not None:
+                hook(e, f"append to {self.TOPIC}-{partition}")
+            raise
 
     def partition_lock(self, partition: int) -> asyncio.Lock | None:
         st = self._partitions.get(partition)

@@ -14,11 +14,15 @@ Kafka's ReplicaFetcherThread.  For each partition it follows from that leader:
 Errors: FENCED_LEADER_EPOCH parks the partition until a newer epoch arrives (become_follower);
 OFFSET_OUT_OF_RANGE asks the leader's log start (ListOffsets): below it the log starts over empty
 there, otherwise it goes back to truncation; NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
-lost connections back off ``replica.fetch.backoff.ms`` and retry.
+lost connections back off ``replica.fetch.backoff.ms`` and retry.  An I/O error of the local log
+(append, truncation, HW update: ENOSPC, EROFS, EIO) goes to the manager's ``storage_error``: with
+its ``on_storage_error`` set the broker goes offline and this thread stops; otherwise the
+partition backs off and retries.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -39,6 +43,11 @@ LIST_OFFSETS_VERSION = 7
 
 _FENCED_LEADER_EPOCH = 74
 _OFFSET_OUT_OF_RANGE = 1
+_KAFKA_STORAGE_ERROR = 56
+
+
+class _LocalStorageError(Exception):
+    """An OSError of a local log (not of the connection to the leader)."""
 
 
 class ReplicaFetcher(threading.Thread):
@@ -73,7 +82,8 @@ class ReplicaFetcher(threading.Thread):
             if self._parts.get((part.topic, part.partition)) is part:
                 del self._parts[(part.topic, part.partition)]
 
-    def shutdown(self) -> None:
+    def stop(self) -> None:
+        """Ask the thread to stop (returns at once; may be called from the thread itself)."""
         self._stopped.set()
         self._wakeup.set()
         conn = self._conn
@@ -82,7 +92,22 @@ class ReplicaFetcher(threading.Thread):
                 conn.sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def shutdown(self) -> None:
+        self.stop()
         self.join(10)
+
+    @contextlib.contextmanager
+    def _local(self, part, what: str):
+        """Around local log writes: an OSError becomes the manager's storage error."""
+        try:
+            yield
+        except OSError as e:
+            err = self.manager.storage_error(e, f"{what} of {part.topic}-{part.partition} as a follower")
+            if self.manager.offline is None:            # no halting hook: retry later
+                self._back_off(part, _KAFKA_STORAGE_ERROR, f"{what} ({e})")
+                return
+            raise _LocalStorageError(err) from e
 
     # -- the loop ------------------------------------------------------------------
     def run(self) -> None:
@@ -103,6 +128,8 @@ class ReplicaFetcher(threading.Thread):
                 fetching = [p for p in ready if p.fetch_state == "fetch"]
                 if fetching:
                     self._fetch(conn, fetching)
+            except _LocalStorageError:
+                break                              # the broker is offline (storage_error)
             except (KafkaConnectionError, OSError, KafkaApiError) as e:
                 if self._stopped.is_set():
                     break
@@ -151,7 +178,7 @@ class ReplicaFetcher(threading.Thread):
             latest = plog.leader_epoch_cache.latest_epoch
             if latest < 0:
                 # no epoch in the log (empty, or written before epochs): Kafka's fallback
-                with part.lock:
+                with part.lock, self._local(part, "truncation"):
                     plog.truncate_to(plog.high_watermark)
                     part.fetch_state = "fetch"
                 continue
@@ -191,8 +218,11 @@ class ReplicaFetcher(threading.Thread):
                     if target < plog.log_end_offset:
                         log.info("%s-%d: truncating from %d to %d (leader epoch %d ends at %d)",
                                  part.topic, part.partition, plog.log_end_offset, target, leader_epoch, end)
-                        plog.truncate_to(target)
-                    part.fetch_state = "fetch"
+                        with self._local(part, "truncation"):
+                            plog.truncate_to(target)
+                            part.fetch_state = "fetch"
+                    else:
+                        part.fetch_state = "fetch"
 
     # -- fetching ------------------------------------------------------------------------
     def _fetch(self, conn: _Connection, parts: list) -> None:
@@ -234,13 +264,14 @@ class ReplicaFetcher(threading.Thread):
                     continue
                 if plog.log_end_offset != offset:
                     continue                       # truncated meanwhile: the next fetch asks again
-                if len(res.records):
-                    appended |= self._append(plog, res.records)
-                hw = min(res.high_watermark, plog.log_end_offset)
-                if hw > plog.high_watermark:            # forward only, as Kafka's follower
-                    plog.update_high_watermark(hw)
-                if res.log_start_offset > plog.log_start_offset:
-                    plog.delete_records_before(min(res.log_start_offset, plog.high_watermark))
+                with self._local(part, "append"):
+                    if len(res.records):
+                        appended |= self._append(plog, res.records)
+                    hw = min(res.high_watermark, plog.log_end_offset)
+                    if hw > plog.high_watermark:            # forward only, as Kafka's follower
+                        plog.update_high_watermark(hw)
+                    if res.log_start_offset > plog.log_start_offset:
+                        plog.delete_records_before(min(res.log_start_offset, plog.high_watermark))
         if appended:
             self.manager.follower_appended()
         for part, epoch, offset in out_of_range:
@@ -267,7 +298,8 @@ class ReplicaFetcher(threading.Thread):
             if plog.log_end_offset < leader_start:
                 log.warning("%s-%d: log end %d is below the leader's log start %d: starting over there",
                             part.topic, part.partition, plog.log_end_offset, leader_start)
-                plog.truncate_fully_and_start_at(leader_start)
+                with self._local(part, "truncation"):
+                    plog.truncate_fully_and_start_at(leader_start)
             else:
                 log.warning("%s-%d: offset %d out of range at leader %d: truncating by epoch",
                             part.topic, part.partition, offset, self.leader_id)

@@ -22,6 +22,14 @@ know it).  The leader tracks its followers from their Fetch requests (``read`` w
 expiration task drops followers not caught up for ``replica.lag.time.max.ms`` (30000).  Followers
 replicate with one :class:`~engine.replica.fetcher.ReplicaFetcher` thread per leader broker.
 
+Storage errors (Kafka's LogDirFailureChannel for our single data dir): an OSError of the local
+log -- ENOSPC, EROFS, EIO in a leader's append, a follower's append, truncation or HW update --
+answers KAFKA_STORAGE_ERROR (56) to the request.  With ``on_storage_error`` set (``serve`` sets
+it; the broker then halts as Kafka's broker does when its only log dir failed) the manager also
+goes *offline* at once: every partition answers KAFKA_STORAGE_ERROR, pending acks=all produces
+fail with it (never acknowledged), fetchers stop, and ``on_storage_error(exc, what)`` is called
+once on the loop.  Unset (embedded use) only the failing request gets the error.
+
 Threads: ``append``/``read``/``wait_for_acks`` run on the broker's event loop;
 ``become_leader``/``become_follower``/``stop_replica`` may be called from any thread.
 """
@@ -33,7 +41,7 @@ import functools
 import logging
 import threading
 
-from ..errors import UnknownTopicOrPartitionError
+from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
 from .errors import NotEnoughReplicasAfterAppendError, NotLeaderOrFollowerError, RequestTimedOutError
 from .partition import Partition, now_ms
 from .view import LocalClusterView
@@ -73,6 +81,8 @@ class ReplicaManager:
         self._notify = lambda: None
         self._expire_task: asyncio.Task | None = None
         self._role_listeners: list = []
+        self.on_storage_error = None        # see "Storage errors" in the module docstring
+        self.offline: str | None = None     # why this broker stopped serving its replicas
 
     def add_role_listener(self, fn) -> None:
         """Call ``fn(topic, partition, leader: bool)`` after every role change of a hosted
@@ -134,6 +144,8 @@ class ReplicaManager:
     def partition(self, topic: str, partition: int) -> Partition:
         """The local replica (leader or follower); NOT_LEADER_OR_FOLLOWER when this broker
         hosts none, UNKNOWN_TOPIC_OR_PARTITION when the partition does not exist."""
+        if self.offline is not None:
+            raise KafkaStorageError(self.offline)
         part = self._parts.get((topic, partition))
         if part is not None and not (part.local and part.log.closed):
             return part
@@ -181,11 +193,16 @@ class ReplicaManager:
             if acks == -1:
                 part.check_min_isr()
             epoch = part.leader_epoch
-        if plog.config["flush.messages"] < _NO_FLUSH_POLICY:
-            info = await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(plog.append, buf, epoch))
-        else:
-            info = plog.append(buf, epoch)
+        try:
+            if plog.config["flush.messages"] < _NO_FLUSH_POLICY:
+                info = await asyncio.get_running_loop().run_in_executor(
+                    None, functools.partial(plog.append, buf, epoch))
+            else:
+                info = plog.append(buf, epoch)
+        except OSError as e:          # nothing of it is in the log (or the log went offline)
+            raise self.storage_error(e, f"append to {topic}-{partition}") from e
+        if self.offline is not None:  # failed meanwhile (durable mode's wait): never acknowledged
+            raise KafkaStorageError(self.offline)
         if part.local:
             return info, plog.log_start_offset, None
         return info, plog.log_start_offset, self._appended(part, info.last_offset, acks)
@@ -210,11 +227,16 @@ class ReplicaManager:
         part = self.leader_partition(topic, partition)
         plog = part.log
         epoch = None if part.local else part.leader_epoch
-        offset = await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(plog.append_control, producer_id, producer_epoch, commit,
-                                    coordinator_epoch, epoch)) \
-            if plog.config["flush.messages"] < _NO_FLUSH_POLICY else \
-            plog.append_control(producer_id, producer_epoch, commit, coordinator_epoch, epoch)
+        try:
+            offset = await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(plog.append_control, producer_id, producer_epoch, commit,
+                                        coordinator_epoch, epoch)) \
+                if plog.config["flush.messages"] < _NO_FLUSH_POLICY else \
+                plog.append_control(producer_id, producer_epoch, commit, coordinator_epoch, epoch)
+        except OSError as e:
+            raise self.storage_error(e, f"marker append to {topic}-{partition}") from e
+        if self.offline is not None:
+            raise KafkaStorageError(self.offline)
         if part.local:
             return offset, None
         return offset, self._appended(part, offset, -1)
@@ -246,7 +268,10 @@ class ReplicaManager:
         DelayedDeleteRecords), else it is None."""
         part = self.leader_partition(topic, partition)
         plog = part.log
-        start = plog.delete_records_before(plog.high_watermark if offset == -1 else offset)
+        try:
+            start = plog.delete_records_before(plog.high_watermark if offset == -1 else offset)
+        except OSError as e:
+            raise self.storage_error(e, f"DeleteRecords of {topic}-{partition}") from e
         if part.local or not part.followers:
             return start, None
         waiter = asyncio.get_running_loop().create_future()
@@ -280,6 +305,34 @@ class ReplicaManager:
         if part.maybe_advance_hw():
             part.complete_waiters()
             self._notify()
+
+    # -- storage errors (any thread) -----------------------------------------------
+    def storage_error(self, exc: OSError, what: str) -> KafkaStorageError:
+        """An I/O error of the local log while doing `what`: returns the KafkaStorageError to
+        raise; with ``on_storage_error`` set, the manager goes offline first (module docstring)."""
+        err = exc if isinstance(exc, KafkaStorageError) else KafkaStorageError(
+            exc.errno, f"{what} failed: {exc.strerror or exc}")
+        if self.on_storage_error is None:
+            return err
+        with self._lock:
+            if self.offline is not None:
+                return err
+            self.offline = (f"broker {self.node_id} is offline after an I/O error on its data "
+                            f"directory ({what}: {exc})")
+            fetchers, self._fetchers = list(self._fetchers.values()), {}
+        log.error("%s: this broker stops serving its replicas", self.offline)
+        for f in fetchers:
+            f.stop()                    # no join: this may be a fetcher's own thread
+        self._call_on_loop(self._went_offline, exc, what)
+        return err
+
+    def _went_offline(self, exc: OSError, what: str) -> None:
+        for part in self.partitions():
+            part.fail_waiters(KafkaStorageError, self.offline)
+        self._notify()
+        hook = self.on_storage_error
+        if hook is not None:
+            hook(exc, what)
 
     # -- ISR changes ---------------------------------------------------------
     def _alter_isr(self, part: Partition, new_isr: list[int]) -> None:
@@ -353,7 +406,7 @@ class ReplicaManager:
             self._call_on_loop(part.fail_waiters, NotLeaderOrFollowerError,
                                f"{topic}-{partition} is now led by {leader_id}")
         self._remove_from_fetchers(part)
-        if leader_id >= 0 and leader_id != self.node_id:
+        if leader_id >= 0 and leader_id != self.node_id and self.offline is None:   # offline: no fetching
             self._fetcher_for(leader_id).add(part)
         return part
 

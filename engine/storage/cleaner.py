@@ -539,6 +539,9 @@ class LogCleaner:
         except Exception as e:  # corrupt data, I/O error: skip this log, keep the thread alive
             _logger.error("cleaning %s-%d failed, marked uncleanable: %s", key[0], key[1], e)
             self.uncleanable[key] = str(e)
+            hook = getattr(self.manager, "on_io_error", None)
+            if isinstance(e, OSError) and hook is not None:     # Kafka: the log dir goes offline
+                hook(e, f"cleaning {key[0]}-{key[1]}")
             return None
         self.last_stats = stats
         self.rounds += 1

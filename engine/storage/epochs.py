@@ -43,6 +43,8 @@ class HighWatermarkFile:
             try:
                 if os.fstat(fd).st_size != HWM_SIZE:
                     os.ftruncate(fd, HWM_SIZE)
+                # blocks for the map now: a full disk is ENOSPC here, never a SIGBUS at a store
+                os.posix_fallocate(fd, 0, HWM_SIZE)
                 self._map = mmap.mmap(fd, HWM_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             finally:
                 os.close(fd)

@@ -264,6 +264,11 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             size = len(buf)
             seg = self._segments[-1]
             try:
+                # the epoch's start offset is checkpointed before the batch is written (Kafka
+                # assigns it before the segment append too): a failed checkpoint writes nothing,
+                # and an entry at the log end offset is what become-leader leaves anyway
+                if self.leader_epoch_cache.assign(epoch, first):
+                    self._flush_epoch_cache()
                 seg = self._maybe_roll(size, maxts, last)
                 seg.append(last, maxts, off_maxts, buf)
             except OSError as e:
@@ -273,8 +278,6 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                 except OSError:
                     self._failed = e
                 raise KafkaStorageError(e.errno, f"append to {seg.log_path} failed: {e.strerror}") from e
-            if self.leader_epoch_cache.assign(epoch, first):
-                self._flush_epoch_cache()
             if marker is not None:
                 done = self.producer_state.complete_txn(marker[0], marker[1], marker[3], first,
                                                         maxts, marker[2])
@@ -559,13 +562,19 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             return
         if flush and not self.read_only and self._failed is None:
             self.flush()
+        failed = None
         with self._lock:
             self._closed = True
             for seg in self._segments:
-                seg.close()
+                try:
+                    seg.close()
+                except OSError as e:      # every segment is closed all the same
+                    failed = failed or e
             if not self.read_only:
                 self._delete_pending_locked(None)
             self._hw_file.close()
+        if failed is not None:
+            raise failed
 
     @property
     def closed(self) -> bool:

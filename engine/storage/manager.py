@@ -34,6 +34,7 @@ includes compact.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import socket
@@ -84,6 +85,9 @@ def lock_holder(data_dir: str) -> dict[str, str] | None:
         os.close(fd)
 
 
+_log = logging.getLogger(__name__)
+
+
 class LogManager:
     """Owns the partition logs of one data directory (Kafka's LogManager, one log dir)."""
 
@@ -102,6 +106,11 @@ class LogManager:
         self._bg_thread: threading.Thread | None = None
         self._bg_stop = threading.Event()
         self.cleaner: LogCleaner | None = None
+        # Kafka's LogDirFailureChannel for the background work: ``on_io_error(exc, what)`` is
+        # called (from the background thread) when a periodic task hits an OSError -- a checkpoint
+        # or flush on a full, read-only or failing disk; the broker (``serve``) halts on it.
+        # Unset (embedded use): the error is logged and the next round tries again.
+        self.on_io_error = None
         self.recovery_report: list[RecoveryEvent] = []
         self.had_clean_shutdown = False
         self._last_producer_expiry_ms = int(time.time() * 1000)
@@ -354,6 +363,12 @@ class LogManager:
                     self.run_periodic_tasks()
                 except ClosedError:
                     return
+                except OSError as e:
+                    hook = self.on_io_error
+                    if hook is None:
+                        _log.error("periodic log tasks in %s failed: %s", self.data_dir, e)
+                    else:
+                        hook(e, f"periodic flush/checkpoint in {self.data_dir}")
 
         self._bg_thread = threading.Thread(target=loop, name=f"log-manager-{self.data_dir}", daemon=True)
         self._bg_thread.start()
@@ -373,24 +388,37 @@ class LogManager:
 
     # -- close -----------------------------------------------------------
     def close(self) -> None:
-        """Flush every log, write checkpoints and the clean-shutdown marker, unlock."""
+        """Flush every log, write checkpoints and the clean-shutdown marker, unlock.
+
+        On a full, read-only or failing disk (an OSError from a flush, snapshot or checkpoint)
+        the logs are still closed and the lock released, but no clean-shutdown marker is
+        written: the next open recovers the directory (nothing appended is lost by it)."""
         if self._closed:
             return
         self.stop_background()
         try:
             if not self.read_only:
-                clean = True
+                failed: OSError | None = None
                 for log in self.logs().values():
                     try:
                         log.flush()
                         log.write_producer_snapshot()  # at the log end: a clean open replays nothing
-                    except OSError:
-                        clean = False
-                self.checkpoint_all()
+                    except OSError as e:
+                        failed = failed or e
+                try:
+                    self.checkpoint_all()
+                except OSError as e:
+                    failed = failed or e
                 for log in self.logs().values():
-                    log.close()
-                if clean:
+                    try:
+                        log.close()
+                    except OSError as e:
+                        failed = failed or e
+                if failed is None:
                     checkpoint.write_clean_shutdown(os.path.join(self.data_dir, files.CLEAN_SHUTDOWN_FILE))
+                else:
+                    _log.warning("closing %s without a clean-shutdown marker (%s): the next open "
+                                 "recovers it", self.data_dir, failed)
             else:
                 for log in self.logs().values():
                     log.close()

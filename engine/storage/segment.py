@@ -207,8 +207,9 @@ class LogSegment:
                buf) -> int:
         """Write `buf` (complete, offset-stamped batches) at the end; return its position.
 
-        On an OSError the file is cut back to its previous size and the error
-        re-raised, so no partial batch stays behind.
+        On an OSError (the write, or reserving index blocks: ENOSPC, EIO, EFBIG) the file is
+        cut back to its previous size, this append's index entry removed and the error
+        re-raised, so no partial batch stays behind and the segment takes the next append.
         """
         n = len(buf)
         if n == 0:
@@ -220,21 +221,27 @@ class LogSegment:
             raise ValueError("segment would exceed 2 GiB")
         if position == 0:
             self.rolling_based_timestamp = max_timestamp  # Kafka: the first append's largest timestamp
+        entries = self.index.entries
+        if max_timestamp > self.max_timestamp:
+            max_ts, off_max_ts = max_timestamp, offset_of_max_timestamp
+        else:
+            max_ts, off_max_ts = self.max_timestamp, self.offset_of_max_timestamp
         try:
             _native.pwrite_all(self._file.fd, buf, position)
+            if self.bytes_since_last_index_entry > self.config["index.interval.bytes"]:
+                # the index pages are reserved as they fill (posix_fallocate): ENOSPC lands here
+                self.index.append(largest_offset, position)
+                self.time_index.maybe_append(max_ts, off_max_ts)
+                self.bytes_since_last_index_entry = 0
         except OSError:
+            if self.index.entries > entries:
+                self.index.truncate_to(largest_offset)     # the entry of this append only
             try:
                 os.ftruncate(self._file.fd, position)
             except OSError:
                 pass
             raise
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp = max_timestamp
-            self.offset_of_max_timestamp = offset_of_max_timestamp
-        if self.bytes_since_last_index_entry > self.config["index.interval.bytes"]:
-            self.index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, off_max_ts
         self.bytes_since_last_index_entry += n
         self.size = position + n
         self._next_offset = largest_offset + 1
@@ -503,15 +510,23 @@ class LogSegment:
         self.flushed_size = max(self.flushed_size, size)
 
     def close(self) -> None:
+        """Close the files; an OSError of the final index touches (a full disk) is raised after
+        everything is closed (the segment's data is intact; the next unclean open rebuilds)."""
+        failed = None
         if self.writable and not self.index.closed:
-            self._release_preallocation()
-            self._append_final_time_entry()
-            self.index.trim_to_valid_size()
-            self.time_index.trim_to_valid_size()
+            try:
+                self._release_preallocation()
+                self._append_final_time_entry()
+                self.index.trim_to_valid_size()
+                self.time_index.trim_to_valid_size()
+            except OSError as e:
+                failed = e
         self.index.close()
         self.time_index.close()
         self._drop_map()
         self._file = _ClosedFile(self.log_path)  # type: ignore[assignment]
+        if failed is not None:
+            raise failed
 
     def change_suffix(self, new_suffix: str) -> None:
         """Rename the segment's files (e.g. to `.deleted`)."""
