@@ -146,6 +146,13 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "zookeeper.connection.timeout.ms": (18000, _int(1)),
     "broker.rack": ("", lambda k, v: str(v).strip()),        # "" = none (Kafka: null)
     "replica.lag.time.max.ms": (30000, _int(1)),
+    # the replica fetcher (engine/replica/manager.py passes what the configuration set)
+    "replica.fetch.wait.max.ms": (500, _int(0)),
+    "replica.fetch.min.bytes": (1, _int(1)),
+    "replica.fetch.max.bytes": (1048576, _int(0)),
+    "replica.fetch.response.max.bytes": (10485760, _int(0)),
+    "replica.fetch.backoff.ms": (1000, _int(0)),
+    "replica.socket.timeout.ms": (30000, _int(1)),
     "auto.leader.rebalance.enable": (True, _bool),
     "leader.imbalance.check.interval.seconds": (300, _int(1)),
     "leader.imbalance.per.broker.percentage": (10, _int(0, 100)),
