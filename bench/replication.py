@@ -18,7 +18,8 @@ Rows (the same on both clusters):
   same cluster (leaders spread over the three brokers in both), same records -- ratio
   all/RF3 over 1/RF1 (LinkedIn's 2014 figure for Kafka 0.8: 0.51, one machine per broker; here the
   three brokers share the client's cores, so the CPU time of the three brokers per record is
-  printed too: RF 3 writes every byte three times).  Interleaved, best of ``--repeat``;
+  printed too: RF 3 writes every byte three times).  After one unmeasured round of both (on each
+cluster: Kafka's JVMs start cold), interleaved, best of ``--repeat``;
   ``linger.ms=5``, ``batch.size=1 MiB``, values random hex, no compression.
 * failover (SIGKILL): an idempotent ``acks=all`` producer sends continuously to one RF 3
   partition (``min.insync.replicas=2``); its leader's process is SIGKILLed.  Reported: seconds from
@@ -161,8 +162,13 @@ def produce(bootstrap: str, topic: str, n: int, values: list[bytes], acks: str) 
 
 
 def run_throughput(c: LocalCluster, args, rows: list) -> None:
-    for size in args.sizes:
+    for i, size in enumerate(args.sizes):
         values = [os.urandom(size // 2 + 1).hex().encode()[:size] for _ in range(_DISTINCT)]
+        if i == 0:                                          # unmeasured: a fresh JVM compiles its hot paths
+            for kind, rf, acks in (("rf1", 1, "1"), ("rf3", 3, "all")):
+                topic = f"warmup-{kind}"
+                create_topic(c.bootstrap, topic, 3, rf, {"min.insync.replicas": "2"} if rf == 3 else None)
+                produce(c.bootstrap, topic, args.records, values, acks)
         best = {"rf3": float("inf"), "rf1": float("inf")}
         cpu = {"rf3": float("inf"), "rf1": float("inf")}
         for r in range(args.repeat):
