@@ -365,6 +365,8 @@ def summary(rows: list, session_ms: int) -> None:
         o = get("ours", row)
         ks = sorted((r for r in rows if r["broker"] == "kafka" and r["row"] == row),
                     key=lambda r: r["session_ms"] != session_ms)          # the comparable setting first
+        if o is None and not ks:
+            continue
         for k in ks or [None]:
             label = (f"{row}, session {session_ms} ms" if k is None or k["session_ms"] == session_ms else
                      f"{row}, ours at session {session_ms} ms, Kafka at its default {k['session_ms']} ms")
@@ -372,6 +374,8 @@ def summary(rows: list, session_ms: int) -> None:
             print(f"| {label} | {_fmt(o)} | {_fmt(k)} | {ratio} |")
     row = "controlled shutdown, longest ack gap per partition moved"
     o, k = get("ours", row), get("kafka", row)
+    if o is None and k is None:
+        return
     ratio = f"{o['median_s'] / k['median_s']:.2f}" if o and k and k["median_s"] else "–"
     fmt = (lambda r: "–" if r is None else f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms "
            f"({r['n']}; before: {r['reference'] * 1000:.0f} ms; exit {r['broker_exit_s']:.2f} s)")
@@ -399,7 +403,7 @@ def main(argv=None) -> int:
     only = args.only or ["produce", "failover", "controlled"]
     from bench._kafka_cluster import KafkaCluster, find_kafka
     home = find_kafka(ROOT)
-    brokers = args.brokers or (["ours", "kafka"] if home else ["ours"])
+    brokers = args.brokers or ["ours", "kafka"]
     if "kafka" in brokers and home is None:
         print("note: Apache Kafka 4.0 not found (KAFKA_HOME or <repo>/../shared/kafka, and java): no Kafka rows")
         brokers = [b for b in brokers if b != "kafka"]
