@@ -1,38 +1,50 @@
 """Replication: what acks=all on replicated partitions costs, and how long a partition is
 unavailable when its leader dies -- on a local 3-broker cluster of ours (ZooKeeper from Debian's
-package, three ``python -m engine serve`` processes, all on 127.0.0.1), every figure beside its
-reference measured in the same run.
+package, three ``python -m engine serve`` processes) and on a 3-node Apache Kafka 4.0 KRaft
+cluster (bench/_kafka_cluster.py: three combined broker+controller nodes, static voters), all on
+127.0.0.1, one cluster after the other in the same run; every row printed as ours | Kafka | ratio.
 
-    python -m bench.replication [--records 300000] [--sizes 100,1024] [--repeat 2]
-                                [--failovers 3] [--session-ms 6000] [--quick] [--json FILE]
+    python -m bench.replication [--brokers ours,kafka] [--records 300000] [--sizes 100,1024]
+                                [--repeat 2] [--failovers 3] [--session-ms 6000] [--quick] [--json FILE]
 
-Rows:
+Kafka is found through KAFKA_HOME (the kafka_2.13-4.0.0 directory or the folder holding it) or
+<repo>/../shared/kafka; without it (or java) only our rows are measured, saying so.  Kafka's
+nodes get ``KAFKA_HEAP_OPTS`` (default ``-Xmx512m -Xms512m``) and are stopped by process group.
+
+Rows (the same on both clusters):
 
 * produce, per record size: confluent-kafka to a 3-partition topic with RF 3 and
   ``min.insync.replicas=2``, ``acks=all``, against ``acks=1`` to a 3-partition RF 1 topic on the
   same cluster (leaders spread over the three brokers in both), same records -- ratio
   all/RF3 over 1/RF1 (LinkedIn's 2014 figure for Kafka 0.8: 0.51, one machine per broker; here the
   three brokers share the client's cores, so the CPU time of the three brokers per record is
-  printed too: RF 3 writes every byte three times).  Interleaved, best of ``--repeat``; ``linger.ms=5``, ``batch.size=1 MiB``, values random hex, no compression.
+  printed too: RF 3 writes every byte three times).  After one unmeasured round of both (on each
+cluster: Kafka's JVMs start cold), interleaved, best of ``--repeat``;
+  ``linger.ms=5``, ``batch.size=1 MiB``, values random hex, no compression.
 * failover (SIGKILL): an idempotent ``acks=all`` producer sends continuously to one RF 3
   partition (``min.insync.replicas=2``); its leader's process is SIGKILLed.  Reported: seconds from
-  the kill to the first acknowledgement after it, and the gap between the last acknowledgement
-  before and the first after.  The killed broker is restarted and back in the ISR before the next
-  repetition.  Bound: the controller only elects once ZooKeeper expires the dead broker's session
-  (``zookeeper.session.timeout.ms``, ``--session-ms``), then the client must learn the new leader
-  from Metadata (librdkafka re-asks on the refused connection, backing off up to
-  ``retry.backoff.max.ms``, set to 500 here).  The reference is the session timeout itself.
+  the kill to the first acknowledgement of a record sent after it, and the gap between the last
+  acknowledgement before and the first after.  The killed broker is restarted and back in the ISR
+  before the next repetition.  Bound: the controller only elects once the dead broker's session
+  expires -- ours: ZooKeeper's (``zookeeper.session.timeout.ms`` = ``--session-ms``); Kafka: the
+  KRaft controller fences a broker whose heartbeats stop for ``broker.session.timeout.ms``,
+  measured twice, at Kafka's default (9000) and on a second Kafka cluster at ``--session-ms``
+  (with ``broker.heartbeat.interval.ms`` min(2000, session/3)); a Kafka node killed while it is
+  also the active controller adds a quorum election (flagged in the per-kill lines).  Then the
+  client must learn the new leader from Metadata (librdkafka re-asks on the refused connection,
+  backing off up to ``retry.backoff.max.ms``, set to 500 here).  The reference is the session
+  timeout itself.
 * controlled shutdown (SIGTERM): the same producer over 3 partitions; the broker leading the
-  most partitions gets SIGTERM; for each partition it led, the longest gap between
-  acknowledgements from 0.5 s before the signal on.  Reference: the longest gap between
-  acknowledgements of that partition in the 1.5 s before the signal (the producer's own rhythm).
+  most partitions gets SIGTERM (ours and Kafka both move leadership away before exiting); for
+  each partition it led, the longest gap between acknowledgements from 0.5 s before the signal
+  on.  Reference: the longest gap between acknowledgements of that partition in the 1.5 s before
+  the signal (the producer's own rhythm).
 
-``--quick`` (50,000 records, 1 repeat, 2 failovers, ~1 minute) is a smoke run: rows that short
-are bound by acks=all latency (follower fetch round trips) and move several-fold between runs.
-
-Apache Kafka 4.0 is not measured here (a 3-broker KRaft cluster needs per-node configs and a
-shared cluster id; /work/shared/kafka's run-kafka.sh starts one combined node only).  The
-client, the brokers and ZooKeeper share the machine's cores; the load average is printed.
+``--quick`` (50,000 records, 1 repeat, 2 failovers, a few minutes with Kafka's cluster starts)
+is a smoke run: rows that short are bound by acks=all latency (follower fetch round trips) and
+move several-fold between runs.  Kafka keeps its defaults otherwise (``replica.lag.time.max.ms``
+30 s; ours 3 s); its internal topics get replication factor 3.  The client, the brokers and
+ZooKeeper share the machine's cores; the load average is printed.
 """
 
 from __future__ import annotations
@@ -65,7 +77,11 @@ def _load() -> str:
 class LocalCluster:
     """ZooKeeper + n brokers (ids 1..n) on loopback, in a temp dir."""
 
+    name, key = "ours", "ours"
+    session_name = "zookeeper.session.timeout.ms"
+
     def __init__(self, n: int, session_ms: int):
+        self.session_ms = session_ms
         from engine.cluster.zkserver import ZooKeeperServer, find_zookeeper
         if find_zookeeper()[0] is None:
             raise SystemExit(f"error: {find_zookeeper()[1]}")
@@ -82,6 +98,9 @@ class LocalCluster:
         """User + system CPU seconds used so far by the running brokers, together."""
         from bench.broker_clients import cpu_seconds
         return sum(cpu_seconds(b.proc.pid) for b in self.brokers.values() if b.running)
+
+    def active_controller(self) -> int | None:
+        return None                                         # not looked up (ZooKeeper's /controller)
 
     def close(self) -> None:
         for b in self.brokers.values():
@@ -143,8 +162,13 @@ def produce(bootstrap: str, topic: str, n: int, values: list[bytes], acks: str) 
 
 
 def run_throughput(c: LocalCluster, args, rows: list) -> None:
-    for size in args.sizes:
+    for i, size in enumerate(args.sizes):
         values = [os.urandom(size // 2 + 1).hex().encode()[:size] for _ in range(_DISTINCT)]
+        if i == 0:                                          # unmeasured: a fresh JVM compiles its hot paths
+            for kind, rf, acks in (("rf1", 1, "1"), ("rf3", 3, "all")):
+                topic = f"warmup-{kind}"
+                create_topic(c.bootstrap, topic, 3, rf, {"min.insync.replicas": "2"} if rf == 3 else None)
+                produce(c.bootstrap, topic, args.records, values, acks)
         best = {"rf3": float("inf"), "rf1": float("inf")}
         cpu = {"rf3": float("inf"), "rf1": float("inf")}
         for r in range(args.repeat):
@@ -161,9 +185,10 @@ def run_throughput(c: LocalCluster, args, rows: list) -> None:
         n = args.records
         v, ref = n / best["rf3"], n / best["rf1"]
         us3, us1 = cpu["rf3"] / n * 1e6, cpu["rf1"] / n * 1e6
-        rows.append({"row": "produce", "size": size, "records": n, "value": v, "reference": ref,
-                     "ratio": v / ref, "unit": "records/s", "broker_cpu_us_per_record": [us3, us1]})
-        print(f"  produce {size:>5} B  acks=all RF3 (min ISR 2) {v:11,.0f} rec/s {v * size / 1e6:6.1f} MB/s   "
+        rows.append({"broker": c.key, "row": "produce", "size": size, "records": n, "value": v,
+                     "reference": ref, "ratio": v / ref, "unit": "records/s",
+                     "broker_cpu_us_per_record": [us3, us1]})
+        print(f"  [{c.name}] produce {size:>5} B  acks=all RF3 (min ISR 2) {v:11,.0f} rec/s {v * size / 1e6:6.1f} MB/s   "
               f"acks=1 RF1 {ref:11,.0f} rec/s {ref * size / 1e6:6.1f} MB/s   ratio {v / ref:5.2f} "
               f"(LinkedIn 2014: {LINKEDIN_2014})   CPU of the 3 brokers µs/rec {us3:.2f} vs {us1:.2f}   [{_load()}]",
               flush=True)
@@ -234,6 +259,7 @@ def run_failover(c: LocalCluster, args, rows: list) -> None:
             wait_partitions(c.bootstrap, topic, 1, 3)
             time.sleep(3)                                   # a preferred-leader move settles
             leader = partitions(c.bootstrap, topic)[0][0]
+            ctl = " (also the active KRaft controller)" if c.active_controller() == leader else ""
             t_kill = time.monotonic()
             c.brokers[leader].signal(signal.SIGKILL)
             deadline = time.monotonic() + 120
@@ -245,7 +271,7 @@ def run_failover(c: LocalCluster, args, rows: list) -> None:
             before = max((t for t in acks if t <= t_kill), default=float("nan"))
             since_kill.append(after - t_kill)
             gaps.append(after - before)
-            print(f"  failover {rep + 1}: SIGKILL leader {leader}: first ack of a record sent after the kill "
+            print(f"  [{c.name}, {c.session_name} {c.session_ms}] failover {rep + 1}: SIGKILL leader {leader}{ctl}: first ack of a record sent after the kill "
                   f"{after - t_kill:5.2f} s after it (since the last ack before: {after - before:5.2f} s)   "
                   f"[{_load()}]", flush=True)
             if s.errors:
@@ -255,14 +281,15 @@ def run_failover(c: LocalCluster, args, rows: list) -> None:
             wait_partitions(c.bootstrap, topic, 1, 3)
     finally:
         s.close()
-    ref = args.session_ms / 1000
+    ref = c.session_ms / 1000
     for name, xs in (("kill -> first ack", since_kill), ("gap last ack -> first ack", gaps)):
         xs = [x for x in xs if x == x] or [float("nan")]
         med, mx = statistics.median(xs), max(xs)
-        rows.append({"row": f"failover SIGKILL, {name}", "n": len(xs), "median_s": med, "max_s": mx,
+        rows.append({"broker": c.key, "row": f"failover SIGKILL, {name}", "session_ms": c.session_ms,
+                     "session_name": c.session_name, "n": len(xs), "median_s": med, "max_s": mx,
                      "reference": ref, "ratio": med / ref, "unit": "s", "errors": len(s.errors)})
-        print(f"  failover SIGKILL, {name}: median {med:5.2f} s  max {mx:5.2f} s over {len(xs)}   "
-              f"zookeeper.session.timeout.ms {args.session_ms}   ratio median/session {med / ref:4.2f}   "
+        print(f"  [{c.name}] failover SIGKILL, {name}: median {med:5.2f} s  max {mx:5.2f} s over {len(xs)}   "
+              f"{c.session_name} {c.session_ms}   ratio median/session {med / ref:4.2f}   "
               f"goal < 3 s: {'met' if mx < 3 else 'NOT met'}   producer errors {len(s.errors)}", flush=True)
 
 
@@ -291,7 +318,7 @@ def run_controlled(c: LocalCluster, args, rows: list) -> None:
                 gap = max((y - x for x, y in zip(win, win[1:])), default=float("nan"))
                 moved_gaps.append(gap)
                 refs.append(max(pre) if pre else float("nan"))
-                print(f"  controlled shutdown {rep + 1}: SIGTERM broker {victim} (exited after {stop_s[-1]:4.2f} s), "
+                print(f"  [{c.name}] controlled shutdown {rep + 1}: SIGTERM broker {victim} (exited after {stop_s[-1]:4.2f} s), "
                       f"partition {p}: longest gap between acks {gap * 1000:7.1f} ms "
                       f"(longest gap in the 1.5 s before: {refs[-1] * 1000:5.1f} ms)", flush=True)
             c.brokers[victim].start()
@@ -302,12 +329,57 @@ def run_controlled(c: LocalCluster, args, rows: list) -> None:
         print(f"  producer errors: {len(s.errors)}, first: {s.errors[:3]}", flush=True)
     med, mx = statistics.median(moved_gaps), max(moved_gaps)
     ref = statistics.median(refs)
-    rows.append({"row": "controlled shutdown, longest ack gap per partition moved", "n": len(moved_gaps),
+    rows.append({"broker": c.key, "row": "controlled shutdown, longest ack gap per partition moved", "n": len(moved_gaps),
                  "median_s": med, "max_s": mx, "reference": ref, "ratio": med / ref, "unit": "s",
                  "broker_exit_s": statistics.median(stop_s), "errors": len(s.errors)})
-    print(f"  controlled shutdown: per partition moved, longest gap median {med * 1000:.1f} ms  max {mx * 1000:.1f} ms "
+    print(f"  [{c.name}] controlled shutdown: per partition moved, longest gap median {med * 1000:.1f} ms  max {mx * 1000:.1f} ms "
           f"over {len(moved_gaps)}; longest gap in the 1.5 s before, median {ref * 1000:.1f} ms (ratio {med / ref:.1f}); "
           f"broker exit {statistics.median(stop_s):.2f} s median; producer errors {len(s.errors)}", flush=True)
+
+
+def _fmt(r: dict | None) -> str:
+    if r is None:
+        return "–"
+    if r["unit"] == "s":
+        return f"median {r['median_s']:.2f} s, max {r['max_s']:.2f} s ({r['n']}×)"
+    return f"{r['value']:,.0f} rec/s"
+
+
+def summary(rows: list, session_ms: int) -> None:
+    """Every row as ours | Kafka | ratio (ours over Kafka)."""
+    def get(broker, row, **kw):
+        return next((r for r in rows if r["broker"] == broker and r["row"] == row
+                     and all(r.get(k) == v for k, v in kw.items())), None)
+
+    print(f"\nsummary ({_load()}):\n| row | ours | Kafka 4.0 | ratio ours/Kafka |\n|---|---|---|---|")
+    for size in sorted({r["size"] for r in rows if r["row"] == "produce"}):
+        o, k = get("ours", "produce", size=size), get("kafka", "produce", size=size)
+        for what, key in (("acks=all RF 3 (min ISR 2)", "value"), ("acks=1 RF 1", "reference"),
+                          ("ratio all/RF3 over 1/RF1", "ratio")):
+            a, b = (o or {}).get(key), (k or {}).get(key)
+            f = (lambda x: "–" if x is None else f"{x:.2f}") if key == "ratio" else \
+                (lambda x: "–" if x is None else f"{x:,.0f} rec/s")
+            print(f"| produce {size} B, {what} | {f(a)} | {f(b)} | {f'{a / b:.2f}' if a and b else '–'} |")
+    for name in ("kill -> first ack", "gap last ack -> first ack"):
+        row = f"failover SIGKILL, {name}"
+        o = get("ours", row)
+        ks = sorted((r for r in rows if r["broker"] == "kafka" and r["row"] == row),
+                    key=lambda r: r["session_ms"] != session_ms)          # the comparable setting first
+        if o is None and not ks:
+            continue
+        for k in ks or [None]:
+            label = (f"{row}, session {session_ms} ms" if k is None or k["session_ms"] == session_ms else
+                     f"{row}, ours at session {session_ms} ms, Kafka at its default {k['session_ms']} ms")
+            ratio = f"{o['median_s'] / k['median_s']:.2f}" if o and k and k["median_s"] else "–"
+            print(f"| {label} | {_fmt(o)} | {_fmt(k)} | {ratio} |")
+    row = "controlled shutdown, longest ack gap per partition moved"
+    o, k = get("ours", row), get("kafka", row)
+    if o is None and k is None:
+        return
+    ratio = f"{o['median_s'] / k['median_s']:.2f}" if o and k and k["median_s"] else "–"
+    fmt = (lambda r: "–" if r is None else f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms "
+           f"({r['n']}; before: {r['reference'] * 1000:.0f} ms; exit {r['broker_exit_s']:.2f} s)")
+    print(f"| SIGTERM {row} | {fmt(o)} | {fmt(k)} | {ratio} |", flush=True)
 
 
 def main(argv=None) -> int:
@@ -316,7 +388,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="100,1024")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--failovers", type=int, default=3, help="repetitions of each availability row")
-    ap.add_argument("--session-ms", type=int, default=6000, help="brokers' zookeeper.session.timeout.ms")
+    ap.add_argument("--session-ms", type=int, default=6000,
+                    help="our brokers' zookeeper.session.timeout.ms; Kafka's failover is measured with "
+                         "broker.session.timeout.ms at its default (9000) and at this value")
+    ap.add_argument("--brokers", type=lambda v: [b for b in v.split(",") if b], default=None,
+                    help="ours,kafka (default: both when Apache Kafka is found, else ours)")
     ap.add_argument("--only", choices=["produce", "failover", "controlled"], action="append")
     ap.add_argument("--quick", action="store_true", help="50,000 records, 1 repeat, 2 failovers")
     ap.add_argument("--json", default=None)
@@ -325,19 +401,38 @@ def main(argv=None) -> int:
     if args.quick:
         args.records, args.repeat, args.failovers = min(args.records, 50_000), 1, 2
     only = args.only or ["produce", "failover", "controlled"]
-    print(f"replication bench: 3 brokers + ZooKeeper on 127.0.0.1, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"{_load()}, {os.cpu_count()} CPUs (shared with client, brokers, ZooKeeper)", flush=True)
+    from bench._kafka_cluster import KafkaCluster, find_kafka
+    home = find_kafka(ROOT)
+    brokers = args.brokers or ["ours", "kafka"]
+    if "kafka" in brokers and home is None:
+        print("note: Apache Kafka 4.0 not found (KAFKA_HOME or <repo>/../shared/kafka, and java): no Kafka rows")
+        brokers = [b for b in brokers if b != "kafka"]
+    print(f"replication bench: {', '.join(brokers)}; 3 brokers on 127.0.0.1 each (ours: + ZooKeeper; Kafka: "
+          f"3 combined KRaft nodes), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{_load()}, {os.cpu_count()} CPUs (shared with the client and the brokers)", flush=True)
     rows: list = []
-    c = LocalCluster(3, args.session_ms)
-    try:
-        if "produce" in only:
-            run_throughput(c, args, rows)
-        if "failover" in only:
-            run_failover(c, args, rows)
-        if "controlled" in only:
-            run_controlled(c, args, rows)
-    finally:
-        c.close()
+    for name in brokers:
+        runs = [(lambda: LocalCluster(3, args.session_ms), only)] if name == "ours" else [
+            (lambda: KafkaCluster(home, 3), only)]
+        if name == "kafka" and "failover" in only and args.session_ms != KafkaCluster.DEFAULT_SESSION_MS:
+            runs.append((lambda: KafkaCluster(home, 3, {
+                "broker.session.timeout.ms": args.session_ms,
+                "broker.heartbeat.interval.ms": min(2000, args.session_ms // 3)}), ["failover"]))
+        for make, what in runs:
+            t0 = time.monotonic()
+            c = make()
+            print(f"[{c.name}] cluster up in {time.monotonic() - t0:.0f} s ({c.session_name} {c.session_ms})   "
+                  f"[{_load()}]", flush=True)
+            try:
+                if "produce" in what:
+                    run_throughput(c, args, rows)
+                if "failover" in what:
+                    run_failover(c, args, rows)
+                if "controlled" in what:
+                    run_controlled(c, args, rows)
+            finally:
+                c.close()
+    summary(rows, args.session_ms)
     print(f"done, {_load()}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
