@@ -172,6 +172,8 @@ class Handlers:
             error = 35   # UNSUPPORTED_VERSION: message formats 0/1 are gone (KAFKA-18659)
         elif req.acks not in (-1, 0, 1):
             error = 21   # INVALID_REQUIRED_ACKS
+        elif req.transactional_id is None and txn_handlers.has_transactional_records(req):
+            error = 53   # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Kafka's answer to such a request
         out = []
         appended = False
         waiting = []        # acks=all: (results, index in results, waiter)

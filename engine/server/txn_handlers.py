@@ -27,7 +27,7 @@ from ..coordinator.records import OFFSETS_TOPIC
 from ..errors import KafkaApiError
 from ..protocol import messages as m
 
-__all__ = ["TxnHandlers", "call", "fenced", "verify_produce"]
+__all__ = ["TxnHandlers", "call", "fenced", "has_transactional_records", "verify_produce"]
 
 log = logging.getLogger("engine.server")
 
@@ -72,6 +72,13 @@ async def call(engine, fn_name: str, *args, kind: str = "transaction", **kwargs)
         return None
 
 
+def has_transactional_records(req) -> bool:
+    """Whether the first batch of any partition's records is transactional (attributes bit 4),
+    as Kafka's ProduceRequest.hasTransactionalRecords decides."""
+    return any(p.records is not None and len(p.records) > 61 and p.records[22] & 0x10
+               for _name, parts in req.topics for p in parts)
+
+
 async def verify_produce(engine, req, cluster: bool = False) -> dict | None:
     """KIP-890 verification: {tp: error} for transactional batches whose partition is not
     in the producer's ongoing transaction (INVALID_TXN_STATE, Kafka's answer below Produce
@@ -88,7 +95,8 @@ async def verify_produce(engine, req, cluster: bool = False) -> dict | None:
                     h = _native.read_header(rec, 0)
                 except Exception:  # noqa: BLE001 - the append reports the bad batch
                     continue
-                wanted.setdefault((h.producer_id, h.producer_epoch), []).append((name, p.index))
+                if h.producer_id >= 0:      # Kafka verifies batches with a producer id only
+                    wanted.setdefault((h.producer_id, h.producer_epoch), []).append((name, p.index))
     if not wanted:
         return None
     refused = {}
