@@ -145,6 +145,7 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "zookeeper.connection.timeout.ms": (18000, _int(1)),
     "broker.rack": ("", lambda k, v: str(v).strip()),        # "" = none (Kafka: null)
     "replica.lag.time.max.ms": (30000, _int(1)),
+    "replica.high.watermark.checkpoint.interval.ms": (5000, _int(1)),
     "auto.leader.rebalance.enable": (True, _bool),
     "leader.imbalance.check.interval.seconds": (300, _int(1)),
     "leader.imbalance.per.broker.percentage": (10, _int(0, 100)),

@@ -335,6 +335,10 @@ class ReplicaManager:
         if not part.make_leader(leader_epoch, replicas, isr, partition_epoch):
             log.warning("become_leader %s-%d epoch %d ignored: epoch %d is newer", topic, partition,
                         leader_epoch, part.leader_epoch)
+        else:
+            # the ISR may be down to this broker (Kafka's makeLeader: maybeIncrementLeaderHW),
+            # e.g. after a restart whose HW came from the checkpoint
+            self._call_on_loop(self._hw_check, part)
         self._wake()
         if part.is_leader:
             self._roles_changed(topic, partition, True)
@@ -374,6 +378,11 @@ class ReplicaManager:
                 self.engine.logs.delete_log(topic, partition)
             except UnknownTopicOrPartitionError:
                 pass
+
+    def _hw_check(self, part: Partition) -> None:
+        if part.is_leader and part.maybe_advance_hw():
+            part.complete_waiters()
+            self._notify()
 
     def _hosted(self, topic: str, partition: int) -> Partition:
         with self._lock:
