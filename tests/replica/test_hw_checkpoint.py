@@ -14,7 +14,9 @@ import engine
 from engine.storage import files
 from engine.storage.manager import LogManager
 
-from .conftest import fetch, produce, wait_until
+from engine.protocol.messages import ApiKey
+
+from .conftest import fetch, produce, request, wait_until
 from .test_replication import values_of
 
 T = "t"
@@ -179,6 +181,12 @@ def test_restarted_leader_shows_nothing_above_its_committed_point(cluster):
     res = fetch(n0.address, T, 2)                    # a read_uncommitted consumer
     assert (res.error_code, res.high_watermark, len(res.records)) == (0, 2, 0)
     assert n0.engine.read_arrow(T, 0).num_rows == 2
+    # ListOffsets latest: the HW for a consumer, the log end for a replica (Kafka)
+    for replica_id, want in ((-1, 2), (1, 5)):
+        resp = request(n0.address, ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": replica_id, "isolation_level": 0, "topics": [{"name": T, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": 2, "timestamp": -1}]}]})
+        assert resp["topics"][0]["partitions"][0]["offset"] == want
     # broker 2 returns, catches up: the HW reaches 5 and the consumer gets the records
     n2 = c.start(2)
     n2.rm.become_follower(T, 0, 0, 2, [0, 1, 2], 1)
