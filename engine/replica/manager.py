@@ -375,7 +375,7 @@ class ReplicaManager:
     def become_follower(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
                         replicas: list[int], partition_epoch: int) -> Partition:
         """Follow `leader_id` from `leader_epoch` on: pending acks=all produces fail with
-        NOT_LEADER_OR_FOLLOWER, the fetcher of that leader truncates by epoch and replicates."""
+        NOT_LEADER_OR_FOLLOWER, the fetcher of that leader replicates (truncating on DivergingEpoch)."""
         part = self._hosted(topic, partition)
         was_leader = part.is_leader
         if not part.make_follower(leader_id, leader_epoch, replicas, partition_epoch):
