@@ -105,7 +105,7 @@ class ReplicaFetcher(threading.Thread):
                 conn = self._connection()
                 truncating = [p for p in ready if p.fetch_state == "truncate"]
                 if truncating:
-                    self._truncate(conn, truncating)
+                    self._truncate(truncating)
                 fetching = [p for p in ready if p.fetch_state == "fetch"]
                 if fetching:
                     self._fetch(conn, fetching)
@@ -149,7 +149,7 @@ class ReplicaFetcher(threading.Thread):
             part.fetch_backoff_until = time.monotonic() + self.backoff_s
 
     # -- before the first fetch ------------------------------------------------------
-    def _truncate(self, conn: _Connection, parts: list) -> None:
+    def _truncate(self, parts: list) -> None:
         """A new follower: a log with an epoch fetches at once (divergence comes back in the
         fetch answer); one without any falls back to its high watermark, as Kafka."""
         for part in parts:
@@ -170,7 +170,7 @@ class ReplicaFetcher(threading.Thread):
         leo = plog.log_end_offset
         ours_epoch, ours_end = plog.end_offset_for_epoch(epoch)
         if ours_end < 0:
-            target = min(end, leo)                  # below every epoch we know: the leader's end
+            target = min(end, leo)                  # no epoch of ours up to it: the leader's end
         elif ours_epoch != epoch:
             target = min(ours_end, leo)             # the leader's epoch is unknown here: the end of
         else:                                       # our largest one below it, then fetch again
