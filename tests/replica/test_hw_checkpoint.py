@@ -47,8 +47,9 @@ def _written(d: str, hw: int, leo: int) -> None:
 # -- unit: the file and the rule at open -----------------------------------------------------
 def test_checkpoint_round_trip_and_interval(tmp_path):
     d = str(tmp_path / "d")
-    m = LogManager(d, engine.EngineConfig.from_mapping({"replica.high.watermark.checkpoint.interval.ms": 5000}),
-                   auto_high_watermark=False)
+    cfg = engine.EngineConfig.from_mapping({"replica.high.watermark.checkpoint.interval.ms": 5000})
+    assert cfg.ignored == {}                 # Kafka's key, with effect here
+    m = LogManager(d, cfg, auto_high_watermark=False)
     log = m.create_log(T, 0)
     other = m.create_log("my.topic-x", 3)
     for i in range(10):
