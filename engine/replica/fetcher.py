@@ -178,8 +178,12 @@ class ReplicaFetcher(threading.Thread):
         self.truncations_on_fetch += 1
         log.info("%s-%d: diverging from leader %d (its epoch %d ends at %d): truncating from %d to %d",
                  part.topic, part.partition, self.leader_id, epoch, end, leo, target)
-        if target < leo:
-            plog.truncate_to(target)
+        before = list(plog.leader_epoch_cache.entries)
+        plog.truncate_to(target)             # at the log end it still cuts the epoch cache there
+        if plog.log_end_offset == leo and plog.leader_epoch_cache.entries == before:
+            # nothing changed: the next fetch would diverge the same way; never spin on it
+            log.warning("%s-%d: truncation to %d changed nothing; backing off", part.topic, part.partition, target)
+            part.fetch_backoff_until = time.monotonic() + self.backoff_s
 
     # -- fetching ------------------------------------------------------------------------
     def _fetch(self, conn: _Connection, parts: list) -> None:

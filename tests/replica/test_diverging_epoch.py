@@ -163,3 +163,23 @@ def test_old_leader_with_an_uncommitted_tail_truncates_via_diverging_epoch(clust
     assert n0.rm._fetchers[1].truncations_on_fetch == 1
     assert n0.log(T).leader_epoch_cache.entries == [(1, 0), (2, 3)]
     assert values_of(n1, T) == [b"c1", b"c2", b"c3", b"y1"]              # 0 committed records lost
+
+
+def test_an_epoch_led_without_appends_is_dropped_by_a_follower(cluster):
+    """A replica that led an epoch and appended nothing in it keeps that epoch in its cache
+    (assigned at becoming leader); following the next leader, which never had it, the
+    DivergingEpoch answer ends at our log end -- Kafka still cuts the cache there, else every
+    fetch would diverge again (seen as a hot loop in a preferred-leader election)."""
+    c = cluster(2, {"replica.lag.time.max.ms": 30000})
+    c.create(T, [0, 1], epoch=0)
+    n0, n1 = c.nodes[0], c.nodes[1]
+    assert produce(n0.address, T, [b"a", b"b", b"c"], acks=-1) == (0, 0)
+    wait_until(lambda: n1.log(T).high_watermark == 3, what="follower HW 3")
+    c.elect(T, 1, 1, [0, 1], isr=[0, 1], partition_epoch=1)          # broker 1 leads epoch 1 ...
+    assert n1.log(T).leader_epoch_cache.entries == [(0, 0), (1, 3)]
+    c.elect(T, 0, 2, [0, 1], isr=[0, 1], partition_epoch=2)          # ... appending nothing
+    assert n0.log(T).leader_epoch_cache.entries == [(0, 0), (2, 3)]
+    assert produce(n0.address, T, [b"d"], acks=-1) == (0, 3)
+    wait_until(lambda: values_of(n1, T) == [b"a", b"b", b"c", b"d"], what="follower caught up")
+    assert n1.log(T).leader_epoch_cache.entries == [(0, 0), (2, 3)]
+    assert n1.rm._fetchers[0].truncations_on_fetch == 1
