@@ -98,6 +98,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     sys.path.insert(0, ROOT)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"        # loopback only
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -105,6 +106,7 @@ def main(argv=None):
     from spark_udfs.datasource import KafkaEngineDataSource
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

@@ -20,7 +20,8 @@ from libc.string cimport memcpy
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.bytearray cimport (PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact,
-                                PyByteArray_FromStringAndSize)
+                                PyByteArray_FromStringAndSize, PyByteArray_Resize)
+from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_Check
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
@@ -48,6 +49,7 @@ ctypedef struct OpenBatch:
     int32_t count
     int64_t base_ts
     int64_t max_ts
+    PyObject* owner      # NULL: data is malloc'd; else the bytearray data lives in (build_batches)
 
 
 cdef int ob_init(OpenBatch* ob, Py_ssize_t cap) except -1:
@@ -61,7 +63,25 @@ cdef int ob_init(OpenBatch* ob, Py_ssize_t cap) except -1:
     ob.count = 0
     ob.base_ts = -1
     ob.max_ts = -1
+    ob.owner = NULL
     return 0
+
+
+cdef bytearray ob_init_in(OpenBatch* ob, Py_ssize_t cap):
+    """Point `ob` at a new bytearray of `cap` bytes (records are written straight into
+    the batch that will be returned: no copy at build time); the bytearray."""
+    cdef bytearray out
+    if cap < BATCH_HEADER_SIZE + 64:
+        cap = BATCH_HEADER_SIZE + 64
+    out = PyByteArray_FromStringAndSize(NULL, cap)
+    ob.data = <uint8_t*>PyByteArray_AS_STRING(out)
+    ob.cap = cap
+    ob.len = BATCH_HEADER_SIZE
+    ob.count = 0
+    ob.base_ts = -1
+    ob.max_ts = -1
+    ob.owner = <PyObject*>out
+    return out
 
 
 cdef inline void ob_reset(OpenBatch* ob) noexcept nogil:
@@ -76,6 +96,11 @@ cdef int ob_grow(OpenBatch* ob, Py_ssize_t need) except -1:
     cdef uint8_t* p
     if cap < need:
         cap = need
+    if ob.owner != NULL:
+        PyByteArray_Resize(<object>ob.owner, cap)
+        ob.data = <uint8_t*>PyByteArray_AS_STRING(<object>ob.owner)
+        ob.cap = cap
+        return 0
     p = <uint8_t*>realloc(ob.data, cap)
     if p == NULL:
         raise MemoryError()
@@ -239,6 +264,28 @@ cdef int encode_objects(OpenBatch* ob, object value, object key, object headers,
     return r
 
 
+cdef int ob_header(OpenBatch* ob, uint8_t* h, Py_ssize_t total, int attrs, int64_t base_offset,
+                   int64_t producer_id, int producer_epoch, int32_t base_sequence,
+                   int32_t partition_leader_epoch) except -1:
+    """Fill the v2 header of the `total`-byte batch at `h` holding ob's records; the CRC last."""
+    if total - LOG_OVERHEAD > 0x7FFFFFFF:
+        raise ValueError("batch larger than 2 GiB")
+    store_i64(h + OFF_BASE_OFFSET, base_offset)
+    store_i32(h + OFF_BATCH_LENGTH, <int32_t>(total - LOG_OVERHEAD))
+    store_i32(h + OFF_LEADER_EPOCH, partition_leader_epoch)
+    h[OFF_MAGIC] = CURRENT_MAGIC
+    store_u16(h + OFF_ATTRIBUTES, <unsigned short>attrs)
+    store_i32(h + OFF_LAST_OFFSET_DELTA, ob.count - 1)
+    store_i64(h + OFF_BASE_TIMESTAMP, ob.base_ts)
+    store_i64(h + OFF_MAX_TIMESTAMP, ob.max_ts)
+    store_i64(h + OFF_PRODUCER_ID, producer_id)
+    store_u16(h + OFF_PRODUCER_EPOCH, <unsigned short>producer_epoch)
+    store_i32(h + OFF_BASE_SEQUENCE, base_sequence)
+    store_i32(h + OFF_RECORDS_COUNT, ob.count)
+    store_u32(h + OFF_CRC, crc_of(h + OFF_ATTRIBUTES, total - OFF_ATTRIBUTES))
+    return 0
+
+
 cdef bytearray ob_build(OpenBatch* ob, int codec, int64_t base_offset, int64_t producer_id,
                         int producer_epoch, int32_t base_sequence, bint is_transactional,
                         int32_t partition_leader_epoch, int level):
@@ -263,22 +310,8 @@ cdef bytearray ob_build(OpenBatch* ob, int codec, int64_t base_offset, int64_t p
         total = BATCH_HEADER_SIZE + len(payload)
         out = PyByteArray_FromStringAndSize(NULL, total)
         memcpy(PyByteArray_AS_STRING(out) + BATCH_HEADER_SIZE, PyBytes_AS_STRING(payload), len(payload))
-    if total - LOG_OVERHEAD > 0x7FFFFFFF:
-        raise ValueError("batch larger than 2 GiB")
-    h = <uint8_t*>PyByteArray_AS_STRING(out)
-    store_i64(h + OFF_BASE_OFFSET, base_offset)
-    store_i32(h + OFF_BATCH_LENGTH, <int32_t>(total - LOG_OVERHEAD))
-    store_i32(h + OFF_LEADER_EPOCH, partition_leader_epoch)
-    h[OFF_MAGIC] = CURRENT_MAGIC
-    store_u16(h + OFF_ATTRIBUTES, <unsigned short>attrs)
-    store_i32(h + OFF_LAST_OFFSET_DELTA, ob.count - 1)
-    store_i64(h + OFF_BASE_TIMESTAMP, ob.base_ts)
-    store_i64(h + OFF_MAX_TIMESTAMP, ob.max_ts)
-    store_i64(h + OFF_PRODUCER_ID, producer_id)
-    store_u16(h + OFF_PRODUCER_EPOCH, <unsigned short>producer_epoch)
-    store_i32(h + OFF_BASE_SEQUENCE, base_sequence)
-    store_i32(h + OFF_RECORDS_COUNT, ob.count)
-    store_u32(h + OFF_CRC, crc_of(h + OFF_ATTRIBUTES, total - OFF_ATTRIBUTES))
+    ob_header(ob, <uint8_t*>PyByteArray_AS_STRING(out), total, attrs, base_offset, producer_id,
+              producer_epoch, base_sequence, partition_leader_epoch)
     return out
 
 
@@ -577,7 +610,9 @@ _TS_SCALE = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1000000)}
 
 
 def build_batches(values, keys=None, timestamps=None, headers=None, int codec=0,
-                  Py_ssize_t max_batch_bytes=1048576, int level=-1):
+                  Py_ssize_t max_batch_bytes=1048576, int level=-1, int64_t producer_id=-1,
+                  int producer_epoch=-1, int32_t base_sequence=-1, Py_ssize_t start=0,
+                  Py_ssize_t max_batches=0):
     """Encode many records into v2 batches of at most max_batch_bytes (uncompressed) each.
 
     values/keys: Python sequences (bytes-like, str, None) or pyarrow
@@ -586,6 +621,13 @@ def build_batches(values, keys=None, timestamps=None, headers=None, int codec=0,
     unit, converted to ms; null = now); headers: sequence of per-record header
     lists (or None).  A single record larger than max_batch_bytes gets a batch
     of its own.  Returns a list of batch bytes with baseOffset 0.
+
+    Idempotent producers: producer_id/producer_epoch go into every batch and
+    base_sequence >= 0 numbers them (each batch's base sequence is base_sequence
+    plus the records before it, mod 2**31), the CRC written once.  Incremental
+    building: from record `start`, at most `max_batches` batches (0: all); the
+    next start is `start` plus their records_count.  Uncompressed batches are
+    encoded straight into the bytearray returned (no copy of the records).
     """
     global _pa
     cdef Py_ssize_t n, i
@@ -598,6 +640,10 @@ def build_batches(values, keys=None, timestamps=None, headers=None, int codec=0,
     cdef int64_t tsbit0 = 0, tsmul = 1, tsdiv = 1, ts, now
     cdef list tslist = None, hlist = None
     cdef OpenBatch ob
+    cdef bytearray cur = None
+    cdef Py_ssize_t cap, done = 0
+    cdef int64_t seq = base_sequence
+    cdef bint inplace = codec == CODEC_NONE
     cdef Field kf, vf
     cdef list out = []
     cdef object h = None
@@ -634,10 +680,17 @@ def build_batches(values, keys=None, timestamps=None, headers=None, int codec=0,
         hlist = headers if isinstance(headers, list) else list(headers)
         if len(hlist) != n:
             raise ValueError("headers has %d rows, values have %d" % (len(hlist), n))
+    if start < 0 or start > n:
+        raise ValueError("start %d is outside the %d records" % (start, n))
     now = now_ms()
-    ob_init(&ob, min(max_batch_bytes, 64 * 1024 * 1024) + 1024)
+    cap = min(max_batch_bytes, 64 * 1024 * 1024) + 1024
+    if inplace:
+        ob.data = NULL
+        cur = ob_init_in(&ob, cap)
+    else:
+        ob_init(&ob, cap)
     try:
-        for i in range(n):
+        for i in range(start, n):
             if tsv != NULL:
                 if tsvalid != NULL and not (tsvalid[(tsbit0 + i) >> 3] >> ((tsbit0 + i) & 7)) & 1:
                     ts = now
@@ -668,17 +721,40 @@ def build_batches(values, keys=None, timestamps=None, headers=None, int codec=0,
                 else:
                     bincol_get(&vc, i, &vp, &vn)
                 if encode_record(&ob, ts, kp, kn, vp, vn, h, max_batch_bytes) == ENC_FULL:
-                    out.append(ob_build(&ob, codec, 0, -1, -1, -1, False, -1, level))
-                    ob_reset(&ob)
+                    out.append(_emit(&ob, cur, codec, producer_id, producer_epoch, seq, level))
+                    if seq >= 0:
+                        seq = (seq + ob.count) & 0x7FFFFFFF
+                    done += 1
+                    if done == max_batches:
+                        return out
+                    if inplace:
+                        cur = ob_init_in(&ob, cap)
+                    else:
+                        ob_reset(&ob)
                     encode_record(&ob, ts, kp, kn, vp, vn, h, 0)
             finally:
                 field_release(&kf)
                 field_release(&vf)
         if ob.count:
-            out.append(ob_build(&ob, codec, 0, -1, -1, -1, False, -1, level))
+            out.append(_emit(&ob, cur, codec, producer_id, producer_epoch, seq, level))
     finally:
-        free(ob.data)
+        if not inplace:
+            free(ob.data)
     return out
+
+
+cdef bytearray _emit(OpenBatch* ob, bytearray cur, int codec, int64_t producer_id,
+                     int producer_epoch, int64_t seq, int level):
+    """The finished batch of `ob`: `cur` itself (trimmed, header and CRC written) when the
+    records were encoded into it, else a built (compressed) copy."""
+    if cur is None:
+        return ob_build(ob, codec, 0, producer_id, producer_epoch, <int32_t>seq, False, -1, level)
+    PyByteArray_Resize(cur, ob.len)
+    ob_header(ob, <uint8_t*>PyByteArray_AS_STRING(cur), ob.len, codec, 0, producer_id,
+              producer_epoch, <int32_t>seq, -1)
+    ob.owner = NULL
+    ob.data = NULL
+    return cur
 
 
 # ---------------------------------------------------------------- partitioner

@@ -107,7 +107,9 @@ class Engine:
         self.logs = LogManager(self.path, self.config, read_only=read_only,
                                config_for=self._log_config_for, auto_high_watermark=not self.replicated)
         try:
-            self._meta = LocalMetadataStore(self.path, read_only=read_only)
+            in_cluster = bool(self.config.values.get("zookeeper.connect"))
+            self._meta = LocalMetadataStore(self.path, read_only=read_only,
+                                            broker_id=self.config["broker.id"] if in_cluster else None)
             self._adopt_unregistered_partitions()
             if background and not read_only:
                 self.logs.start_background(1.0)
@@ -378,8 +380,9 @@ class Engine:
             for key in delete:
                 overrides.pop(key, None)
             cfg = self.config.log_config(overrides)
-            for p in range(meta.partitions):
-                self.logs.get_log(name, p).update_config(cfg)
+            for (t, _p), plog in self.logs.logs().items():   # (a cluster broker holds only its replicas)
+                if t == name:
+                    plog.update_config(cfg)
             self._meta.put_topic(TopicMetadata(name, meta.topic_id, meta.partitions,
                                                dict(cfg.overrides)))
 
@@ -394,8 +397,11 @@ class Engine:
         meta = self._topic(name)
         cfg = self.config.log_config(meta.config)
         parts = []
+        held = self.logs.logs()
         for p in range(meta.partitions):
-            log = self.log(name, p)
+            log = held.get((name, p))
+            if log is None:         # cluster mode: a partition this broker does not replicate
+                continue
             parts.append(PartitionDescription(
                 p, log.log_start_offset, log.high_watermark, log.log_end_offset,
                 log.size, len(log.segments)))

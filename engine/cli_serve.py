@@ -182,7 +182,7 @@ def _start_operator_endpoints(broker, args, cfg) -> list:
     if console_at:
         from .console import ConsoleServer, EngineSource
         broker.enable_metrics()
-        srv = ConsoleServer(EngineSource(broker.engine, broker.metrics), *console_at).start()
+        srv = ConsoleServer(EngineSource(broker.engine, broker.metrics, broker.view), *console_at).start()
         started.append(srv)
         print(f"console on http://{srv.host}:{srv.port}/", file=sys.stderr, flush=True)
     return started

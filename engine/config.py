@@ -24,7 +24,8 @@ from typing import Any, Callable, Mapping
 from ._kafka_configs import KAFKA_BROKER_KEYS
 from .errors import InvalidConfigError
 
-__all__ = ["INTERNAL_BROKER_KEYS", "OWN_BROKER_KEYS", "TOPIC_CONFIG_DEFAULTS", "EngineConfig", "LogConfig", "parse_properties"]
+__all__ = ["INTERNAL_BROKER_KEYS", "OWN_BROKER_KEYS", "TOPIC_CONFIG_DEFAULTS", "EngineConfig", "LogConfig",
+           "keys_without_effect", "parse_properties"]
 
 LONG_MAX = 9223372036854775807
 _COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
@@ -211,6 +212,13 @@ _TIME_ALIASES = {
     "log.retention.hours": ("log.retention.ms", 3600000),
     "log.retention.minutes": ("log.retention.ms", 60000),
 }
+
+
+def keys_without_effect() -> list[str]:
+    """Kafka 4.0's documented broker keys that are accepted (type-checked, named in the startup
+    warning) but change nothing here, sorted; ``listener.name.*`` prefixed keys are accepted too."""
+    applied = set(_ENGINE_KEYS) | set(_BROKER_TO_TOPIC) | set(_TIME_ALIASES)
+    return sorted((set(KAFKA_BROKER_KEYS) - applied) | _NO_EFFECT_KEYS)
 
 
 class LogConfig(Mapping[str, Any]):

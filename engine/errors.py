@@ -23,6 +23,7 @@ back to its class.  Classes also subclass a builtin where that is natural, so
     │   ├── InvalidRequestError (42)           a frame/request that fails to parse (the broker closes)
     │   ├── OutOfOrderSequenceError (45)       idempotent batch whose sequence does not follow the last one
     │   ├── InvalidProducerEpochError (47)     idempotent batch from an older producer epoch
+    │   ├── ProducerFencedError (90)           another producer took this transactional.id (fatal)
     │   ├── KafkaStorageError (56)             I/O failure (EIO, ENOSPC) on a log dir; also an OSError
     │   ├── FencedLeaderEpochError (74)        request's leader epoch older than the partition's
     │   ├── UnknownLeaderEpochError (75)       request's leader epoch newer than the partition's
@@ -59,6 +60,7 @@ __all__ = [
     "KafkaStorageError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "ProducerFencedError",
     "ReadOnlyError",
     "RecordTooLargeError",
     "TopicAlreadyExistsError",
@@ -183,6 +185,15 @@ class InvalidProducerEpochError(KafkaApiError):
     """An idempotent batch carries an older epoch than the producer's current one."""
 
     code, retriable, name = 47, False, "INVALID_PRODUCER_EPOCH"
+
+
+class ProducerFencedError(KafkaApiError):
+    """A transactional producer was fenced: another instance with the same
+    ``transactional.id`` called init_transactions(), or the coordinator aborted a
+    timed-out transaction with an epoch bump (Kafka's ProducerFencedException).
+    Fatal: the producer can only be closed."""
+
+    code, retriable, name = 90, False, "PRODUCER_FENCED"
 
 
 class KafkaStorageError(KafkaApiError, OSError):

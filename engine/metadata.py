@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, InvalidConfigError
 from .storage.checkpoint import write_atomic as atomic_write
 
 __all__ = ["LocalMetadataStore", "MetadataStore", "TopicMetadata"]
@@ -61,19 +61,49 @@ def new_topic_id() -> str:
             return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+def read_meta_properties(data_dir: str) -> dict[str, str]:
+    """``<data_dir>/meta.properties`` as a dict ({} when absent)."""
+    props: dict[str, str] = {}
+    try:
+        with open(os.path.join(data_dir, META_PROPERTIES)) as f:
+            for line in f:
+                if "=" in line and not line.startswith("#"):
+                    k, v = line.strip().split("=", 1)
+                    props[k] = v
+    except FileNotFoundError:
+        pass
+    return props
+
+
+def _stored_node_id(props: dict[str, str]) -> int | None:
+    """The broker a data directory belongs to: ``node.id`` (Kafka's v1 file) or ``broker.id`` (v0)."""
+    raw = props.get("node.id", props.get("broker.id"))
+    try:
+        return None if raw is None else int(raw)
+    except ValueError:
+        return None
+
+
 class LocalMetadataStore:
     """The JSON-file metadata store of one data directory."""
 
-    def __init__(self, data_dir: str, read_only: bool = False):
+    def __init__(self, data_dir: str, read_only: bool = False, broker_id: int | None = None):
+        """`broker_id`: this directory's broker in a cluster (checked against and written to
+        ``meta.properties`` as Kafka does); None for the single-node default."""
         self.data_dir = data_dir
         self.read_only = read_only
         self._path = os.path.join(data_dir, TOPICS_FILE)
         self._topics: dict[str, TopicMetadata] = {}
         self._producer_id_block_end = 0  # ids below it may have been handed out before
         self.cluster_id: str | None = None
+        self.node_id: int | None = None
         self.reload()
         if not read_only:
-            self._ensure_meta_properties()
+            self._ensure_meta_properties(broker_id)
+        else:
+            props = read_meta_properties(data_dir)
+            self.cluster_id = props.get("cluster.id")
+            self.node_id = _stored_node_id(props)
 
     def reload(self) -> None:
         try:
@@ -94,22 +124,24 @@ class LocalMetadataStore:
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptRecordError(f"unreadable topic metadata ({e})", self._path) from None
 
-    def _ensure_meta_properties(self) -> None:
+    def _ensure_meta_properties(self, broker_id: int | None) -> None:
         path = os.path.join(self.data_dir, META_PROPERTIES)
-        props: dict[str, str] = {}
-        try:
-            with open(path) as f:
-                for line in f:
-                    if "=" in line and not line.startswith("#"):
-                        k, v = line.strip().split("=", 1)
-                        props[k] = v
-        except FileNotFoundError:
-            pass
+        props = read_meta_properties(self.data_dir)
+        stored = _stored_node_id(props)
         if "cluster.id" not in props:
-            props = {"version": "1", "cluster.id": new_topic_id(), "node.id": "0"}
+            props = {"version": "1", "cluster.id": new_topic_id(),
+                     "node.id": str(0 if broker_id is None else broker_id)}
             body = "#\n#" + "\n".join(f"{k}={v}" for k, v in props.items()) + "\n"
             atomic_write(path, body.encode())
+            stored = _stored_node_id(props)
+        elif broker_id is not None and stored is not None and stored != broker_id:
+            # Kafka's check (InconsistentBrokerIdException): a data directory belongs to one broker
+            raise InvalidConfigError(
+                f"configured broker.id {broker_id} doesn't match stored node.id {stored} in {path}: "
+                "if you moved your data, configure the broker.id it was written with; to start a new "
+                "broker, give it an empty data directory")
         self.cluster_id = props["cluster.id"]
+        self.node_id = stored
 
     def topics(self) -> dict[str, TopicMetadata]:
         return dict(self._topics)

@@ -80,6 +80,7 @@ class ReadOptions:
     check_crcs: bool = True
     read_committed: bool = False                # kafka.isolation.level=read_committed
     bootstrap_servers: str | None = None        # the network fallback instead of path
+    local_dirs: tuple = ()                      # with bootstrap_servers: local brokers' data dirs
     max_partition_fetch_bytes: int = 1048576    # Kafka consumer's default
     request_timeout_ms: int = 30000
     client_id: str = "kafka-engine-spark"
@@ -200,16 +201,19 @@ def parse_options(options, *, streaming: bool | None = False) -> ReadOptions:
         raise InvalidConfigError("option 'path' (the data directory) or 'kafka.bootstrap.servers' "
                                  "(a broker) is required, "
                                  "e.g. spark.read.format('kafka-engine').option('path', '/data')")
-    if path and servers:
-        raise InvalidConfigError("give either option 'path' (read the files) or 'kafka.bootstrap.servers' "
-                                 "(read through a broker), not both")
+    local_dirs: tuple = ()
+    if path and servers:      # a cluster: these local data directories where they hold an in-sync copy
+        local_dirs = tuple(d.strip() for d in str(path).split(",") if d.strip())
+        path = None
+        from .locality import local_brokers
+        local_brokers(local_dirs)           # each one a broker's data directory, one per broker
 
     strategies = [n for n in ("subscribe", "subscribepattern", "assign") if n in opts]
     if len(strategies) != 1:
         raise InvalidConfigError(
             "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be given, got "
             + (", ".join(repr(KNOWN_OPTIONS[s]) for s in strategies) or "none"))
-    kw: dict = {"path": str(path) if path else None}
+    kw: dict = {"path": str(path) if path else None, "local_dirs": local_dirs}
     if servers:
         kw["bootstrap_servers"] = servers
     if "kafka.max.partition.fetch.bytes" in opts:

@@ -55,6 +55,7 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 
+from .locality import local_log_covering, place
 from .options import EARLIEST, LATEST, ReadOptions
 
 __all__ = ["KafkaEngineBatchReader", "OffsetRangePartition", "WireSource", "plan_ranges", "read_range",
@@ -65,13 +66,14 @@ log = logging.getLogger("spark_udfs")
 
 @dataclass(frozen=True)
 class OffsetRangePartition(InputPartition):
-    """One Spark task: offsets [start, end) of topic-partition, read from `path`."""
+    """One Spark task: offsets [start, end) of topic-partition, read from the data directory
+    `path`, or through the partition's leader when `path` is None (spark_udfs.locality)."""
 
     topic: str
     partition: int
     start: int
     end: int
-    path: str
+    path: str | None
 
     @property
     def size(self) -> int:
@@ -127,6 +129,7 @@ class WireSource:
                                  request_timeout_ms=opts.request_timeout_ms)
         self.read_committed = opts.read_committed
         self._topics: dict | None = None
+        self._meta: dict[str, dict] = {}
 
     def _all(self) -> dict:
         if self._topics is None:
@@ -144,6 +147,12 @@ class WireSource:
 
     def log(self, topic: str, partition: int) -> _WireLog:
         return _WireLog(self, topic, partition)
+
+    def roles(self, topic: str, partition: int) -> tuple[int, tuple]:
+        """(leader, ISR) of a partition, from one Metadata request per topic."""
+        if topic not in self._meta:
+            self._meta[topic] = {pm.partition: (pm.leader, pm.isr) for pm in self.client.metadata([topic])[topic]}
+        return self._meta[topic].get(partition, (-1, ()))
 
     def close(self) -> None:
         self.client.close()
@@ -330,9 +339,9 @@ def plan_ranges(opts: ReadOptions) -> list[OffsetRangePartition]:
         tps = resolve_topic_partitions(eng, opts)
         ranges = resolve_ranges(eng, opts, tps)
         ranges = split_ranges(eng, ranges, opts.min_partitions)
+        return place(eng, opts, ranges)
     finally:
         eng.close()
-    return [OffsetRangePartition(t, p, s, e, opts.path) for t, p, s, e in ranges]
 
 
 def _spark_shape(batch, include_headers: bool):
@@ -345,14 +354,19 @@ def read_range(part: OffsetRangePartition, opts: ReadOptions):
 
     if part.start >= part.end:
         return
-    if opts.bootstrap_servers:
-        yield from read_range_wire(part, opts)
-        return
+    if opts.bootstrap_servers:       # a cluster: the local in-sync copy planned, else the leader
+        opened = local_log_covering(part, opts) if part.path else None
+        if opened is None:
+            yield from read_range_wire(part, opts)
+            return
+        eng, plog = opened
+    else:
+        eng, plog = _open(part.path), None
     max_rows = opts.max_records_per_batch
     t, p = part.topic, part.partition
-    eng = _open(part.path)
     try:
-        plog = eng.log(t, p)
+        if plog is None:
+            plog = eng.log(t, p)
         plog.refresh()
         start, end = part.start, part.end
         lso = plog.log_start_offset

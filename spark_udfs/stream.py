@@ -23,8 +23,8 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from engine.errors import OffsetOutOfRangeError
 
 from .options import LATEST, ReadOptions
+from .locality import place
 from .reader import (
-    OffsetRangePartition,
     _bound,
     end_of,
     _source,
@@ -133,9 +133,9 @@ class KafkaEngineStreamReader(DataSourceStreamReader):
                     lo = plog.log_start_offset
                 ranges.append((tp[0], tp[1], lo, max(lo, hi)))
             ranges = split_ranges(eng, ranges, self.opts.min_partitions)
+            return place(eng, self.opts, ranges)
         finally:
             eng.close()
-        return [OffsetRangePartition(t, p, a, b, self.opts.path) for t, p, a, b in ranges]
 
     def read(self, partition):
         return read_range(partition, self.opts)

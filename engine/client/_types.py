@@ -51,3 +51,14 @@ class RawBatch(NamedTuple):
 class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A group member's identity for ``send_offsets_to_transaction`` (Kafka's
+    ConsumerGroupMetadata): the transaction's offsets are committed only while this member
+    still holds its generation (KIP-447)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None

@@ -150,6 +150,17 @@ class RemoteConsumer:
         self._group.commit({(tp.topic, tp.partition): (int(o), None)
                             for tp, o in ((_tp(k), v) for k, v in offsets.items())})
 
+    def group_metadata(self):
+        """This member's ConsumerGroupMetadata (group id, generation, member id, instance id) for
+        a transactional producer's ``send_offsets_to_transaction`` (consume-transform-produce):
+        the offsets commit only while this member still holds its generation."""
+        from ._types import ConsumerGroupMetadata
+        if self._group is None:
+            raise InvalidConfigError("group_metadata() needs group.id")
+        g = self._group
+        with g._lock:
+            return ConsumerGroupMetadata(g.group_id, g.generation_id, g.member_id, g.group_instance_id)
+
     def committed(self, partitions: Iterable[Any]) -> dict[TopicPartition, int | None]:
         if self._group is None:
             raise InvalidConfigError("committed() needs group.id")

@@ -149,13 +149,15 @@ class _Fetcher(threading.Thread):
                     max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
                     max_bytes=cfg["fetch.max.bytes"], partition_max_bytes=cfg["max.partition.fetch.bytes"],
                     session=True, isolation_level=1 if str(cfg["isolation.level"]) == "read_committed" else 0,
-                    epochs=epochs)
+                    epochs=epochs, reuse_buffer=True)   # scanned (copied out) before the next Fetch
             except (KafkaApiError, KafkaConnectionError) as e:
                 self._failed(gen, e, list(mine), timeout_s, backoff,
                              broker=self.client.node_address(self.node))
                 continue
             self.failing_since = None
-            if self._scan(gen, mine, res):
+            moved = self._scan(gen, mine, res)
+            del res                     # no view of the receive buffer outlives the scan
+            if moved:
                 time.sleep(backoff)     # a leader moved (or an epoch is not there yet): not in a tight loop
 
     def _forget_leader(self, tp: TopicPartition) -> None:

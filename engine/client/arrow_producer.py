@@ -22,10 +22,17 @@ asks InitProducerId once and writes producer id, epoch and a per-partition
 sequence into every batch; a retried batch keeps its bytes, so the broker drops
 a duplicate (DUPLICATE_SEQUENCE_NUMBER counts as success).  Retriable errors
 and lost connections are retried with ``retry.backoff.ms`` until
-``delivery.timeout.ms``; then the batch's futures fail.  The batches of one
-partition go pipelined: up to ``max.in.flight.requests.per.connection`` (default 5,
-at most 5 with idempotence, as Kafka) Produce requests in flight on one connection;
-on a retriable error the batches from the failed one on are sent again in order.
+``delivery.timeout.ms``; then the batch's futures fail.
+
+Sending is Kafka's Sender (engine/client/produce_pipeline.py): per broker, one
+Produce request carries the next batch of every partition it leads, up to
+``max.in.flight.requests.per.connection`` (default 5, at most 5 with idempotence, as
+Kafka) requests in flight per connection; after a retriable error or a lost answer a
+partition's batches from the failed one on are sent again in order (same bytes, same
+sequence numbers), so nothing is duplicated or reordered.  ``send_batch`` builds its
+batches one at a time while earlier ones are on the wire (``build_batches`` with
+``start``/``max_batches``, sequences stamped natively), so the client builds while
+the broker writes.
 """
 
 from __future__ import annotations
@@ -37,15 +44,14 @@ import time
 from typing import Any
 
 from .. import _native
-from ..errors import ClosedError, EngineError, KafkaApiError, UnknownTopicOrPartitionError
+from ..errors import ClosedError, UnknownTopicOrPartitionError
 from ._types import RecordMetadata
 from .partitioning import key_partitions, split
-from .wire import KafkaConnectionError, WireClient
+from .produce_pipeline import Entry, ProducePipeline
+from .wire import WireClient
 
 __all__ = ["RecordFuture", "RemoteProducer"]
 
-DUPLICATE_SEQUENCE_NUMBER = 46
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # RecordBatch v2 header fields (kafka-storage-format.md)
 _OFF_CRC, _OFF_ATTRIBUTES, _OFF_PRODUCER = 17, 21, 43
@@ -59,16 +65,17 @@ def stamp_batch(batch: bytearray, producer_id: int, epoch: int, sequence: int) -
 
 
 class _BatchFuture:
-    """The records of one drain window of one partition: record batches sent one per
-    Produce request (Kafka takes exactly one batch per partition from v3), each with
-    the index of its first record and the base offset it got."""
+    """The records of one drain window of one partition: record batches (Kafka takes
+    exactly one batch per partition per Produce request from v3), each with the index of
+    its first record and the base offset it got; done when every batch is answered."""
 
-    __slots__ = ("event", "starts", "bases", "error", "topic", "partition")
+    __slots__ = ("event", "starts", "bases", "error", "topic", "partition", "pending")
 
     def __init__(self, topic: str, partition: int):
         self.event = threading.Event()
         self.starts: list[int] = []
-        self.bases: list[int] = []
+        self.bases: list = []
+        self.pending = 0
         self.error: BaseException | None = None
         self.topic = topic
         self.partition = partition
@@ -76,7 +83,7 @@ class _BatchFuture:
     def offset_of(self, index: int) -> int:
         i = bisect.bisect_right(self.starts, index) - 1
         base = self.bases[i] if i >= 0 else -1
-        return -1 if base < 0 else base + index - self.starts[i]
+        return -1 if base is None or base < 0 else base + index - self.starts[i]
 
 
 class RecordFuture:
@@ -134,6 +141,12 @@ class RemoteProducer:
         if cfg["enable.idempotence"]:
             self._pid, self._epoch = client.init_producer_id()
         self._seq: dict[tuple[str, int], int] = {}
+        self._in_flight = int(cfg["max.in.flight.requests.per.connection"])
+        self._pipe = ProducePipeline(
+            client, acks=-1 if str(self._acks) == "all" else int(self._acks),
+            request_timeout_ms=int(cfg["request.timeout.ms"]), max_in_flight=self._in_flight,
+            retries=self._retries, retry_backoff_ms=int(cfg["retry.backoff.ms"]),
+            delivery_timeout_ms=int(cfg["delivery.timeout.ms"]))
         self._topics: dict[str, _TopicState] = {}
         self._lock = threading.RLock()          # accumulators and the wire client
         self._closed = False
@@ -216,28 +229,55 @@ class RemoteProducer:
         with self._lock:
             st = self._state(topic)
             groups = _group(st, values, keys, headers, timestamps, partitions)
-            out = []
-            for p, vals, ks, hs, tss in groups:
+            for p, *_ in groups:
                 if not 0 <= p < st.nparts:
                     raise UnknownTopicOrPartitionError(f"partition {p} of {topic!r} does not exist")
+            for p, *_ in groups:
                 self._send_window(st, p)          # records sent earlier go first
-                built = [(b, self._stamp(topic, p, b))
-                         for b in _native.build_batches(vals, ks, tss, hs, self._codec, self._batch_size)]
-                bases = self._deliver_many(topic, p, built)
-                out.extend((p, base, count) for base, (_, count) in zip(bases, built))
-            return out
+            return self._send_groups(topic, groups)
 
-    def _stamp(self, topic: str, p: int, batch: bytearray) -> int:
-        if self._pid < 0:
-            return struct.unpack_from(">i", batch, 57)[0]
-        seq = self._seq.get((topic, p), 0)
-        count = stamp_batch(batch, self._pid, self._epoch, seq)
-        self._seq[(topic, p)] = (seq + count) & 0x7FFFFFFF
-        return count
+    def _send_groups(self, topic: str, groups: list) -> list[tuple[int, int, int]]:
+        """Build the groups' batches one at a time, each queued on the pipeline as soon as
+        it is built (a few ahead per partition), pumping the pipeline in between: the
+        broker works on batch k while batch k+1 is built.  Waits for every answer."""
+        mine: list[list[Entry]] = [[] for _ in groups]
+        failed: list[Entry] = []
+
+        def on_done(e: Entry) -> None:
+            if e.error is not None:
+                failed.append(e)
+        todo = [[gi, 0] for gi, g in enumerate(groups) if len(g[1])]
+        ahead = max(2, self._in_flight)
+        while True:
+            built = False
+            for item in list(todo) if not failed else ():
+                gi, start = item
+                p, vals, ks, hs, tss = groups[gi]
+                n = len(vals)
+                while start < n and self._pipe.queued(topic, p) < ahead:
+                    seq = self._seq.get((topic, p), 0) if self._pid >= 0 else -1
+                    for b in _native.build_batches(vals, ks, tss, hs, self._codec, self._batch_size, -1,
+                                                   self._pid, self._epoch, seq, start, 1):
+                        count = struct.unpack_from(">i", b, 57)[0]
+                        if self._pid >= 0:
+                            self._seq[(topic, p)] = (seq + count) & 0x7FFFFFFF
+                        mine[gi].append(self._pipe.add(Entry(topic, p, b, count, on_done)))
+                        start += count
+                        built = True
+                item[1] = start
+                if start >= n:
+                    todo.remove(item)
+            if (not todo or failed) and all(e.done for es in mine for e in es):
+                break
+            self._pipe.pump(block=not built)
+        if failed:
+            raise min(failed, key=lambda e: e.order).error
+        return [(groups[gi][0], e.base, e.count) for gi, es in enumerate(mine) for e in es]
 
     # -- the sender ------------------------------------------------------------------------
     def _send_window(self, st: _TopicState, p: int) -> None:
-        """Close partition p's open batch and deliver it (caller holds the lock)."""
+        """Close partition p's open batch and queue its batches on the pipeline (caller holds
+        the lock); the window's future is done when every batch is answered."""
         fut = st.futures.pop(p, None)
         if fut is None:
             return
@@ -249,108 +289,39 @@ class RemoteProducer:
             self._seq[(st.topic, p)] = (seq + count) & 0x7FFFFFFF
         if st.sticky == p and st.nparts > 1:
             st.sticky = (p + 1) % st.nparts
-        try:
-            headers, _ = _native.list_batches(data)
-            start = 0
-            for h in headers:
-                fut.starts.append(start)
-                start += h.records_count
-            fut.bases.extend(self._deliver_many(st.topic, p, [
-                (memoryview(data)[h.position:h.position + h.size], h.records_count) for h in headers]))
-        except BaseException as e:  # the futures carry it, as Kafka's do
-            fut.error = e
-        fut.event.set()
+        headers, _ = _native.list_batches(data)
+        start = 0
+        for h in headers:
+            fut.starts.append(start)
+            start += h.records_count
+        fut.bases = [None] * len(headers)
+        fut.pending = len(headers)
+        if not headers:
+            fut.event.set()
+            return
 
-    def _deliver(self, topic: str, p: int, batches: list, count: int) -> int:
-        acks = -1 if str(self._acks) == "all" else int(self._acks)
-        deadline = time.monotonic() + self._delivery_s
-        attempt = 0
-        while True:
-            try:
-                return self._client.produce(topic, p, batches, acks=acks,
-                                            timeout_ms=int(self._cfg["request.timeout.ms"]))
-            except KafkaApiError as e:
-                if e.code == DUPLICATE_SEQUENCE_NUMBER:
-                    return -1                     # an earlier attempt landed: not written twice
-                if not e.retriable:
-                    raise
-                err: BaseException = e
-            except KafkaConnectionError as e:
-                err = e
-            attempt += 1
-            if attempt > self._retries or time.monotonic() + self._backoff_s > deadline:
-                raise EngineError(f"delivery of {count} record(s) to {topic}-{p} failed after "
-                                  f"{attempt} attempt(s) within delivery.timeout.ms: {err}") from err
-            time.sleep(self._backoff_s)
-            self._client.forget_leader(topic, p)   # NOT_LEADER / moved / lost: ask metadata again
-
-    def _deliver_many(self, topic: str, p: int, batches: list) -> list[int]:
-        """Deliver [(batch, record_count)] of one partition in order, up to
-        ``max.in.flight.requests.per.connection`` Produce requests in flight on the leader's
-        connection (one batch per request); their base offsets (-1: an earlier attempt
-        landed).  A retriable error or a lost connection at batch i: the answers of the
-        requests after it are read and dropped, and batches i.. are sent again in order after
-        ``retry.backoff.ms`` (their bytes and sequence numbers unchanged, so the broker keeps
-        the order and drops what it already has, as Kafka's producer does)."""
-        in_flight = int(self._cfg["max.in.flight.requests.per.connection"])
-        if in_flight <= 1 or len(batches) <= 1 or str(self._acks) == "0":
-            return [self._deliver(topic, p, [b], c) for b, c in batches]
-        timeout_ms = int(self._cfg["request.timeout.ms"])
-        deadline = time.monotonic() + self._delivery_s
-        bases: list[int] = []
-        attempt = 0
-        while len(bases) < len(batches):
-            i = len(bases)
-            window = batches[i:i + in_flight]
-            sent: list = []
-            err: BaseException | None = None
-            send_err: BaseException | None = None
-            try:
-                for b, _ in window:
-                    sent.append(self._client.produce_send(topic, p, [b], timeout_ms=timeout_ms))
-            except (KafkaApiError, KafkaConnectionError) as e:
-                send_err = e                     # the ones sent are still read below
-            fatal: BaseException | None = None
-            for k, handle in enumerate(sent):
-                try:
-                    base = self._client.produce_receive(handle)
-                except KafkaApiError as e:
-                    if e.code == DUPLICATE_SEQUENCE_NUMBER:
-                        base = -1                # an earlier attempt landed: not written twice
-                    elif e.retriable or e.code == OUT_OF_ORDER_SEQUENCE_NUMBER and err is not None:
-                        err = err or e           # OUT_OF_ORDER after a failed batch: resent below
-                        continue
-                    else:
-                        fatal = fatal or e
-                        continue
-                except KafkaConnectionError as e:
-                    err = err or e
-                    break                        # the connection is gone: the rest are unanswered
-                if err is None and fatal is None:
-                    bases.append(base)
-            if isinstance(send_err, KafkaApiError) and not send_err.retriable:
-                fatal = fatal or send_err
-            if fatal is not None:
-                raise fatal
-            err = err or send_err
-            if err is None:
-                attempt = 0
-                continue
-            attempt += 1
-            if attempt > self._retries or time.monotonic() + self._backoff_s > deadline:
-                raise EngineError(f"delivery of {sum(c for _, c in batches[len(bases):])} record(s) to "
-                                  f"{topic}-{p} failed after {attempt} attempt(s) within "
-                                  f"delivery.timeout.ms: {err}") from err
-            time.sleep(self._backoff_s)
-            self._client.forget_leader(topic, p)   # NOT_LEADER / moved / lost: ask metadata again
-        return bases
+        def on_done(e: Entry) -> None:
+            fut.bases[e.index] = e.base
+            if e.error is not None and fut.error is None:
+                fut.error = e.error
+            fut.pending -= 1
+            if fut.pending == 0:
+                fut.event.set()
+        view = memoryview(data)
+        for i, h in enumerate(headers):
+            e = Entry(st.topic, p, view[h.position:h.position + h.size], h.records_count, on_done)
+            e.index = i
+            self._pipe.add(e)
 
     def _sender_loop(self) -> None:
         period = max(min(self._linger_s, 0.05) / 2, 0.001)
         while not self._closed:
-            self._wake.wait(period)
+            if not self._pipe.wait_readable(period):   # answers in flight: woken by them
+                self._wake.wait(period)
             self._wake.clear()
-            self._send_due(force=False)
+            with self._lock:
+                self._send_due(force=False)
+                self._pipe.receive_ready()
 
     def _send_due(self, force: bool) -> int:
         sent = 0
@@ -362,11 +333,17 @@ class RemoteProducer:
                             or st.acc.size_in_bytes(p) >= self._batch_size:
                         self._send_window(st, p)
                         sent += 1
+            if sent:
+                self._pipe.pump(block=False)      # every due partition's batch in one request per broker
         return sent
 
     def flush(self, timeout: float | None = None) -> int:
-        """Send every open batch now and wait for the answers; returns how many were sent."""
-        return self._send_due(force=True)
+        """Send every open batch now and wait for all answers; returns how many windows were sent."""
+        with self._lock:
+            sent = self._send_due(force=True)
+            while self._pipe.unfinished:
+                self._pipe.pump(block=True)
+        return sent
 
     def close(self, timeout: float | None = None) -> None:
         if self._closed:

@@ -188,16 +188,26 @@ class WireTransport:
         return node
 
     def _call(self, client, group_id: str, key: int, body: dict, timeout_s: float | None = None) -> dict:
+        from .wire import KafkaConnectionError
         deadline = time.monotonic() + client.timeout_s
         while True:
             node = self._node(client, group_id)
-            conn = client._conn_for(node)
-            if timeout_s is not None:
-                conn.sock.settimeout(max(timeout_s, client.timeout_s))
+            conn = None
             try:
+                conn = client._conn_for(node)
+                if timeout_s is not None:
+                    conn.sock.settimeout(max(timeout_s, client.timeout_s))
                 r = client._call(node, key, body)
+            except KafkaConnectionError:
+                # the coordinator's broker went away: find the coordinator again and retry within
+                # the request timeout, as Kafka's clients mark it unknown and rediscover it
+                if time.monotonic() > deadline:
+                    raise
+                self._coordinator.pop(group_id, None)
+                time.sleep(0.2)
+                continue
             finally:
-                if timeout_s is not None and conn.sock.fileno() >= 0:
+                if timeout_s is not None and conn is not None and conn.sock.fileno() >= 0:
                     conn.sock.settimeout(client.timeout_s)
             codes = {int(r.get("error_code", 0) or 0)} | {
                 int(p["error_code"]) for t in (r.get("topics") or []) for p in t.get("partitions", [])}

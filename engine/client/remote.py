@@ -35,6 +35,7 @@ _PRODUCER = {
     "linger.ms": 5, "batch.size": 16384 * 64, "compression.type": "none", "acks": "all",
     "enable.idempotence": None, "retries": 2147483647, "delivery.timeout.ms": 120000,
     "max.in.flight.requests.per.connection": 5, "max.block.ms": 60000,
+    "transactional.id": None, "transaction.timeout.ms": 60000,
 }
 _CONSUMER = {
     "group.id": None, "group.instance.id": None, "auto.offset.reset": "latest",
@@ -46,7 +47,7 @@ _CONSUMER = {
 }
 _BOOL = {"allow.auto.create.topics", "enable.idempotence", "enable.auto.commit", "check.crcs"}
 _STR = {"bootstrap.servers", "client.id", "compression.type", "acks", "group.id", "group.instance.id",
-        "auto.offset.reset", "partition.assignment.strategy", "isolation.level"}
+        "auto.offset.reset", "partition.assignment.strategy", "isolation.level", "transactional.id"}
 
 
 def _normalise(settings: Mapping[str, Any], allowed: dict) -> dict:
@@ -121,6 +122,12 @@ class RemoteEngine:
         in_flight = int(cfg["max.in.flight.requests.per.connection"])
         if in_flight < 1:
             raise InvalidConfigError("max.in.flight.requests.per.connection must be >= 1")
+        if cfg["transactional.id"] is not None:        # as Kafka's producer: transactions need idempotence
+            if cfg["enable.idempotence"] is False:
+                raise InvalidConfigError("transactional.id needs enable.idempotence=true (as Kafka's producer)")
+            if not all_acks:
+                raise InvalidConfigError("transactional.id needs acks=all (as Kafka's producer)")
+            cfg["enable.idempotence"] = True
         if cfg["enable.idempotence"] is None:          # Kafka 3+: on unless other settings conflict
             cfg["enable.idempotence"] = all_acks and in_flight <= 5
         elif cfg["enable.idempotence"] and not all_acks:
@@ -130,6 +137,9 @@ class RemoteEngine:
                                      "when using the idempotent producer (as Kafka's producer)")
         if cfg["batch.size"] < 1:
             raise InvalidConfigError("batch.size must be >= 1")
+        if cfg["transactional.id"] is not None:
+            from .remote_txn import TransactionalProducer
+            return TransactionalProducer(self._new_client(cfg), cfg)
         return RemoteProducer(self._new_client(cfg), cfg)
 
     def consumer(self, **settings: Any):

@@ -47,7 +47,7 @@ from ..errors import (
     api_error,
 )
 from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _entity, encode, read_struct
-from ..protocol.primitives import Reader, Writer
+from ..protocol.primitives import Reader
 
 __all__ = ["EARLIEST", "LATEST", "FetchResult", "KafkaConnectionError", "PartitionMetadata",
            "WireClient"]
@@ -83,6 +83,13 @@ CLIENT_VERSIONS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     # idempotent produce (engine.client.arrow_producer)
     ApiKey.INIT_PRODUCER_ID: (0, 4),
+    # transactions (engine.client.remote_txn): the versions clients send at Kafka's
+    # transaction.version 1 (AddPartitionsToTxn v4+ is broker-to-broker; EndTxn v5,
+    # TxnOffsetCommit v5 and AddOffsetsToTxn v5 would ask for KIP-890 part 2)
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
 
 
@@ -96,6 +103,8 @@ class PartitionMetadata:
     leader: int
     error_code: int
     leader_epoch: int = -1
+    replicas: tuple = ()
+    isr: tuple = ()
 
 
 @dataclass
@@ -136,11 +145,13 @@ class _Connection:
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self.corr = 0
+        self.rbuf: bytearray | None = None    # the reused receive buffer (receive(reuse=True))
 
-    def request(self, api_key: int, version: int, body_parts: list, expect_response: bool = True):
+    def request(self, api_key: int, version: int, body_parts: list, expect_response: bool = True,
+                reuse: bool = False):
         """Send one request; return a Reader over the response body (after the header)."""
         corr = self.send(api_key, version, body_parts)
-        return self.receive(api_key, version, corr) if expect_response else None
+        return self.receive(api_key, version, corr, reuse) if expect_response else None
 
     def send(self, api_key: int, version: int, body_parts: list) -> int:
         """Send one request without waiting (requests may be pipelined: Kafka answers the
@@ -158,10 +169,12 @@ class _Connection:
             raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
         return self.corr
 
-    def receive(self, api_key: int, version: int, corr: int):
-        """The next response, which must answer request `corr`: a Reader over its body."""
+    def receive(self, api_key: int, version: int, corr: int, reuse: bool = False):
+        """The next response, which must answer request `corr`: a Reader over its body.
+        With `reuse` the frame is read into this connection's receive buffer, overwritten by
+        the next such receive: the caller must be done with every view of it by then."""
         try:
-            frame = self._recv_frame()
+            frame = self._recv_frame(reuse)
         except (OSError, EOFError) as e:
             self.close()
             raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
@@ -200,15 +213,24 @@ class _Connection:
                 raise EOFError(f"connection closed after {got} of {n} bytes")
             got += k
 
-    def _recv_frame(self) -> bytearray:
+    def _recv_frame(self, reuse: bool = False):
         head = bytearray(4)
         self._recv_into(memoryview(head))
         (n,) = struct.unpack(">i", head)
         if n < 4:
             raise EOFError(f"bad response size {n}")
-        frame = bytearray(n)  # the only copy of the records: socket -> this buffer
-        self._recv_into(memoryview(frame))
-        return frame
+        if not reuse:
+            frame = bytearray(n)  # the only copy of the records: socket -> this buffer
+            self._recv_into(memoryview(frame))
+            return frame
+        buf = self.rbuf
+        if buf is None or len(buf) < n:
+            # a new buffer (zero-filled once), kept for the next frames: no fresh pages and
+            # no memset per response (a caller still holding views of the old one keeps it)
+            buf = self.rbuf = bytearray(max(n, 2 * len(buf) if buf is not None else n))
+        view = memoryview(buf)[:n]
+        self._recv_into(view)
+        return view
 
     def close(self) -> None:
         try:
@@ -232,6 +254,7 @@ class WireClient:
         self._epochs: dict[tuple[str, int], int] = {}    # leader epochs from Metadata v7+ (-1: unknown)
         self._counts: dict[str, int] = {}
         self._fetch_sessions: dict[int, object] = {}     # node -> FetchSession
+        self.transactional_id: str | None = None         # sent in Produce requests (remote_txn)
         self.versions: dict[int, int] = {}
         self._boot = self._connect_bootstrap()
 
@@ -345,7 +368,8 @@ class WireClient:
             if t["error_code"]:
                 raise api_error(t["error_code"], f"metadata of topic {t['name']!r}")
             parts = sorted((PartitionMetadata(p["partition_index"], p["leader_id"], p["error_code"],
-                                              p.get("leader_epoch", -1))
+                                              p.get("leader_epoch", -1), tuple(p["replica_nodes"]),
+                                              tuple(p["isr_nodes"]))
                             for p in t["partitions"]), key=lambda p: p.partition)
             out[t["name"]] = parts
             self._counts[t["name"]] = len(parts)
@@ -459,7 +483,8 @@ class WireClient:
     def fetch_many(self, node: int, offsets: dict[tuple[str, int], int], *, max_wait_ms: int = 500,
                    min_bytes: int = 1, max_bytes: int = 52428800, partition_max_bytes: int = 1048576,
                    session: bool = False, isolation_level: int = 0,
-                   epochs: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], FetchResult]:
+                   epochs: dict[tuple[str, int], int] | None = None,
+                   reuse_buffer: bool = False) -> dict[tuple[str, int], FetchResult]:
         """One Fetch to broker `node` for several partitions ({(topic, partition): offset});
         {(topic, partition): FetchResult} (records are views into the one response frame).
         Partition error codes are in the results; a top-level error, a lost connection
@@ -468,6 +493,9 @@ class WireClient:
         With `session`, the Fetch runs in this client's fetch session with `node`
         (engine/client/fetch_session.py, KIP-227): once the broker has opened one, only
         changed partitions are sent and partitions without news are absent from the result.
+
+        With `reuse_buffer` the response is read into the connection's receive buffer (no new
+        memory per Fetch): the records views are valid only until the next such call.
 
         Each partition carries its ``current_leader_epoch``: from `epochs` when given (a caller
         that looked the leaders up with another client), else from this client's Metadata."""
@@ -495,7 +523,7 @@ class WireClient:
                 "rack_id": ""}
         conn = self._conn_for(node)
         try:
-            r = conn.request(ApiKey.FETCH, v, [_encode_request(ApiKey.FETCH, v, body)])
+            r = conn.request(ApiKey.FETCH, v, [_encode_request(ApiKey.FETCH, v, body)], reuse=reuse_buffer)
         except BaseException:
             if fs is not None:
                 fs.reset()
@@ -619,22 +647,12 @@ class WireClient:
         """Send one Produce request of record batches for one partition to its leader without
         waiting for the answer; a handle for :meth:`produce_receive` (several may be in
         flight on one connection: Kafka answers them in order)."""
+        from .produce_pipeline import encode_produce
         node = self._leader(topic, partition)
         v = self._version(ApiKey.PRODUCE)
-        flex = v >= 9
-        w = Writer()
-        w.string(None, flex)  # transactional_id
-        w.int16(acks).int32(timeout_ms)
-        w.array_length(1, flex)
-        w.string(topic, flex)
-        w.array_length(1, flex)
-        w.int32(partition)
-        w.bytes_length(sum(len(b) for b in batches), flex)
-        tail = Writer()
-        if flex:
-            tail.tagged_fields().tagged_fields().tagged_fields()
         conn = self._conn_for(node)
-        corr = conn.send(ApiKey.PRODUCE, v, [w.buf, *batches, tail.buf])
+        corr = conn.send(ApiKey.PRODUCE, v, encode_produce(v, acks, timeout_ms, [(topic, partition, batches)],
+                                                           self.transactional_id))
         return conn, v, corr, topic, partition
 
     def produce_receive(self, sent: tuple) -> int:

@@ -7,6 +7,7 @@
 - :mod:`engine.cluster.admin` -- CreateTopics / CreatePartitions / DeleteTopics / ElectLeaders
   in cluster mode (written to ZooKeeper; the controller and the brokers act on them).
 - :mod:`engine.cluster.assign` -- replica assignment (Kafka's algorithm).
+- :mod:`engine.cluster.reassign` -- partition reassignment (KIP-455) on the controller thread.
 
 Nothing here is imported on the single-node path (no kazoo import without ``zookeeper.connect``).
 """

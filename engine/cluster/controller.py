@@ -28,7 +28,11 @@ idempotent, run after any watched change and every ``reconcile_interval`` second
   ``leader.imbalance.per.broker.percentage``: the first replica of the assignment becomes leader
   when it is alive and in the ISR (epoch bumped);
 - topic deletion: ``/admin/delete_topics/<t>`` -> the topic's znodes are removed (brokers watching
-  ``/brokers/topics`` drop their replicas and delete the logs).
+  ``/brokers/topics`` drop their replicas and delete the logs);
+- partition reassignment (KIP-455, engine/cluster/reassign.py): AlterPartitionReassignments runs
+  on this thread (:meth:`Controller.call`) and writes the full replica set with
+  ``adding_replicas`` / ``removing_replicas``; a pass finishes a partition once every target
+  replica is in its ISR (a new leader from target ∩ ISR if needed, then the target alone).
 
 Concurrency: watches only set flags and wake the controller's one thread, which does all reads
 and writes in order.
@@ -36,14 +40,24 @@ and writes in order.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import threading
 import time
 
-from .zk import CONTROLLED_SHUTDOWN, CONTROLLER, PREFERRED_ELECTION, NoNodeError, PartitionState, ZkStore
+from ..errors import KafkaApiError
+from . import reassign
+from .zk import CONTROLLED_SHUTDOWN, CONTROLLER, PREFERRED_ELECTION, NoNodeError, PartitionState, ZkStore, state_path
 
-__all__ = ["Controller"]
+__all__ = ["Controller", "NotControllerError"]
+
+
+class NotControllerError(KafkaApiError):
+    """A request only the active controller serves, sent to another broker (Kafka's NOT_CONTROLLER:
+    the client finds the controller again through Metadata and retries)."""
+
+    code, retriable, name = 41, True, "NOT_CONTROLLER"
 
 log = logging.getLogger("engine.cluster.controller")
 
@@ -69,6 +83,7 @@ class Controller:
         self._thread: threading.Thread | None = None
         self._next_rebalance = 0.0
         self.elections = 0             # leader elections written (for tests and logs)
+        self._calls: list = []         # [(fn, args, Future)] for the controller thread
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "Controller":
@@ -105,6 +120,33 @@ class Controller:
     def session_renewed(self) -> None:
         self._wake("elect")
 
+    def call(self, fn, *args, timeout_s: float = 30.0):
+        """``fn(self, *args)`` on the controller thread (the one writer of partition states and
+        reassignments) and its result; NotControllerError when this broker is not (or stops
+        being) the active controller.  Blocks: call it from a worker thread."""
+        if not self.active or self._stopping:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self._cv:
+            self._calls.append((fn, args, fut))
+            self._flags.add("call")
+            self._cv.notify_all()
+        return fut.result(timeout_s)
+
+    def _run_calls(self) -> None:
+        with self._cv:
+            calls, self._calls = self._calls, []
+        for fn, args, fut in calls:
+            if not fut.set_running_or_notify_cancel():
+                continue
+            if not self.active or self._stopping:
+                fut.set_exception(NotControllerError(f"broker {self.broker_id} is not the controller"))
+                continue
+            try:
+                fut.set_result(fn(self, *args))
+            except BaseException as e:      # noqa: BLE001 - handed to the caller
+                fut.set_exception(e)
+
     def _wake(self, flag: str, *_args):
         with self._cv:
             self._flags.add(flag)
@@ -125,11 +167,13 @@ class Controller:
                 if not self._flags and not self._stopping:
                     self._cv.wait(timeout)
                 if self._stopping:
+                    self._run_calls()           # (answered NOT_CONTROLLER)
                     return
                 flags, self._flags = self._flags or {"reconcile" if self.active else "elect"}, set()
             try:
                 if "elect" in flags:
                     self._elect()
+                self._run_calls()
                 if self.active:
                     self._reconcile()
             except Exception as e:
@@ -203,6 +247,12 @@ class Controller:
                                      preferred is not None and (topic, p) in preferred)
                 if not self.active:
                     return
+                if a.reassigning(p):
+                    # wait for the target replicas to join the ISR (watched), then finish
+                    zk.exists(state_path(topic, p), watch=self._on_change)
+                    done = reassign.progress(self, topic, p, live, shutting)
+                    if done is not None:
+                        replicas, st = done
                 states[(topic, p)] = (replicas, st)
         if preferred is not None:
             try:

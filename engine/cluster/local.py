@@ -2,10 +2,13 @@
 
 In cluster mode ZooKeeper is the source of truth for which topics exist, their ids, partition
 counts and configs; the Engine's local metadata (``engine-topics.json``) only mirrors the topics
-this broker holds replicas of, so the storage layer keeps working unchanged.  A topic is created
-locally with *all* its partitions (the Engine's topics are whole), under the topic id ZooKeeper
-holds (so ``partition.metadata`` names the cluster's id, as Kafka's does); partitions this broker
-does not replicate stay empty and are never served (the cluster view says who leads them).
+and every topic's id, partition count and config (Metadata walks that list), so the storage layer
+keeps working unchanged.  A partition's *log* exists only on the brokers in its replica set, as in
+Kafka: :func:`ensure_local_log` makes it (with ZooKeeper's topic id in ``partition.metadata``) when
+the broker becomes its leader or follower, and the replica manager's ``stop_replica(delete=True)``
+removes it (renamed to ``<topic>-<p>.<uuid>-delete``, then removed) when the broker leaves the
+replica set.  A request for a partition without a local log gets NOT_LEADER_OR_FOLLOWER from the
+replica manager (the cluster view knows the partition).
 
 A local topic whose id differs from ZooKeeper's is an older incarnation (deleted and re-created
 while this broker was away): its logs are removed and the topic created afresh.
@@ -18,19 +21,22 @@ from __future__ import annotations
 
 import logging
 
-from ..metadata import TopicMetadata, write_partition_metadata
+from .._engine import validate_topic_name
+from ..errors import UnknownTopicOrPartitionError
+from ..metadata import TopicMetadata, new_topic_id, write_partition_metadata
 
-__all__ = ["adopt_cluster_id", "ensure_local_topic", "use_cluster_producer_ids",
+__all__ = ["adopt_cluster_id", "ensure_local_topic", "ensure_local_log", "use_cluster_producer_ids",
            "use_cluster_topic_configs", "apply_topic_config", "use_cluster_auto_create"]
 
 log = logging.getLogger("engine.cluster")
 
 
 def ensure_local_topic(engine, topic: str, topic_id: str, partitions: int, config: dict) -> None:
-    """Create or grow `topic` locally to `partitions` partitions with ZooKeeper's id and config.
+    """Register `topic` in the local metadata with ZooKeeper's id, `partitions` and config; no
+    log is created here (:func:`ensure_local_log` does, for the partitions this broker replicates).
 
     Uses the Engine's admin lock and metadata store (engine/_engine.py) to keep ZooKeeper's
-    topic id: Engine.create_topic would draw a fresh one."""
+    topic id: Engine.create_topic would draw a fresh one and create every partition's log."""
     with engine._admin:
         meta = engine._meta.topics().get(topic)
         if meta is not None and topic_id and meta.topic_id != topic_id:
@@ -39,14 +45,33 @@ def ensure_local_topic(engine, topic: str, topic_id: str, partitions: int, confi
             engine.delete_topic(topic)
             meta = None
         if meta is None:
-            engine.create_topic(topic, partitions, _known_keys(engine, config))
-            meta = engine._meta.topics()[topic]
-            if topic_id and meta.topic_id != topic_id:
-                for p in range(meta.partitions):
-                    write_partition_metadata(engine.log(topic, p).dir, topic_id)
-                engine._meta.put_topic(TopicMetadata(topic, topic_id, meta.partitions, meta.config))
+            validate_topic_name(topic)
+            cfg = engine.config.log_config(_known_keys(engine, config))   # validates keys and values
+            engine._meta.put_topic(TopicMetadata(topic, topic_id or new_topic_id(), partitions,
+                                                 dict(cfg.overrides)))
         elif meta.partitions < partitions:
-            engine.create_partitions(topic, partitions)
+            engine._meta.put_topic(TopicMetadata(topic, meta.topic_id, partitions, meta.config))
+
+
+def ensure_local_log(engine, topic: str, partition: int) -> bool:
+    """The log of `topic`-`partition` on this broker (a replica of it), created when absent with
+    the topic's config and id (the topic must be registered: :func:`ensure_local_topic`).
+    True when it was created now."""
+    with engine._admin:
+        if has_local_log(engine, topic, partition):
+            return False
+        meta = engine._meta.topics()[topic]
+        plog = engine.logs.create_log(topic, partition, engine.config.log_config(meta.config))
+        write_partition_metadata(plog.dir, meta.topic_id)
+        return True
+
+
+def has_local_log(engine, topic: str, partition: int) -> bool:
+    try:
+        engine.logs.get_log(topic, partition)
+        return True
+    except UnknownTopicOrPartitionError:
+        return False
 
 
 def _known_keys(engine, config: dict) -> dict:
@@ -123,7 +148,7 @@ def use_cluster_auto_create(engine, member) -> None:
     """``auto.create.topics.enable`` in cluster mode: Metadata for an unknown topic writes it to
     ZooKeeper (num.partitions, default.replication.factor) and answers LEADER_NOT_AVAILABLE, as
     Kafka does; the client asks again once the controller has made leaders."""
-    from ..errors import InvalidReplicationFactorError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+    from ..errors import InvalidReplicationFactorError, TopicAlreadyExistsError
     from ..replica.errors import LeaderNotAvailableError
     from . import admin
 

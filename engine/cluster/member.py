@@ -13,8 +13,10 @@
 Propagation: every broker watches the znodes (ZooKeeper watches) -- ``/brokers/ids``,
 ``/controller``, ``/brokers/topics`` and each topic's assignment and partition states -- and keeps
 the latest of each in a cache (the view).  A change of a partition state this broker replicates
-becomes ``become_leader`` / ``become_follower`` on the replica manager; a topic that disappears
-becomes ``stop_replica(delete=True)`` and its local logs are removed.  Changes are applied in order
+becomes ``become_leader`` / ``become_follower`` on the replica manager (the partition's local log
+created first: a broker holds logs only for the partitions it replicates); a partition whose
+replica set no longer names this broker (a reassignment) and a topic that disappears become
+``stop_replica(delete=True)`` and the local log is removed.  Changes are applied in order
 by one worker thread, on the broker's event loop.
 
 Fencing: when the ZooKeeper connection is suspended (kazoo notices after about 2/3 of the
@@ -385,6 +387,8 @@ class ClusterMember:
                         a = self._assignments.get(arg)
                     if a is not None:
                         self._ensure_local(arg, a)
+                        for p in sorted(a.partitions):     # replica sets may have changed
+                            self._apply(arg, p)
                 elif kind == "delete":
                     self._delete_topic(arg)
                 elif kind == "shutdown":
@@ -422,9 +426,9 @@ class ClusterMember:
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(60)
 
     def _ensure_local(self, topic: str, a: TopicAssignment) -> None:
-        """The topic's local logs (all its partitions, created with the topic's ZooKeeper config
-        and id) on every broker: the replica manager finds a log to lead or follow into, and the
-        Engine's topic list (which Metadata walks) is the cluster's."""
+        """The topic in the local metadata (its ZooKeeper id, partition count and config) on
+        every broker, so the Engine's topic list (which Metadata walks) is the cluster's; logs
+        are made only for the partitions this broker replicates (in :meth:`_apply`)."""
         from .local import ensure_local_topic
         known = self._local_done.get(topic)
         if known == (a.topic_id, len(a.partitions)):
@@ -434,6 +438,7 @@ class ClusterMember:
         self._local_done[topic] = (a.topic_id, len(a.partitions))
 
     def _apply(self, topic: str, p: int) -> None:
+        from .local import ensure_local_log, has_local_log
         with self._lock:
             a = self._assignments.get(topic)
             st = self._states.get((topic, p))
@@ -441,15 +446,20 @@ class ClusterMember:
             return          # (before attach(): applied then, from the cache)
         replicas = a.partitions[p]
         if self.broker_id not in replicas:
-            if (topic, p) in self._applied:
+            # not (or no longer) a replica: Kafka's StopReplica with delete -- stop fetching and
+            # remove the local log (also one left from before a restart or a reassignment)
+            if (topic, p) in self._applied or has_local_log(self.engine, topic, p):
+                log.info("broker %d: not a replica of %s-%d (replicas %s): removing its local log",
+                         self.broker_id, topic, p, replicas)
                 self._call("stop_replica", topic, p, True)
-                del self._applied[(topic, p)]
+                self._applied.pop((topic, p), None)
             return
         key = (st.leader, st.leader_epoch, tuple(st.isr), st.version, tuple(replicas), self.fenced,
                self._shutting_down)
         if self._applied.get((topic, p)) == key:
             return
         self._ensure_local(topic, a)
+        ensure_local_log(self.engine, topic, p)
         if st.leader == self.broker_id and not self.fenced:
             self._call("become_leader", topic, p, st.leader_epoch, list(replicas), list(st.isr), st.version)
         elif self._shutting_down:

@@ -7,6 +7,9 @@
                                                    "rack":..,"jmx_port":-1,"timestamp":"<ms>",..}
     /brokers/topics/<t>                           {"version":3,"topic_id":"..","partitions":{"0":[1,2,3]},
                                                    "adding_replicas":{},"removing_replicas":{}}
+                                                  (while partition 0 moves from [1,2] to [2,3]:
+                                                   "partitions":{"0":[2,3,1]},"adding_replicas":
+                                                   {"0":[3]},"removing_replicas":{"0":[1]})
     /brokers/topics/<t>/partitions/<p>/state      {"controller_epoch":..,"leader":..,"version":1,
                                                    "leader_epoch":..,"isr":[..]}
     /controller                         ephemeral {"version":1,"brokerid":..,"timestamp":"<ms>"}
@@ -86,21 +89,35 @@ class PartitionState:
 
 @dataclass
 class TopicAssignment:
+    """A topic's replica assignment.  While a partition is being reassigned (KIP-455) its
+    ``partitions[p]`` is the full replica set (target first, then the original replicas not in
+    the target), ``adding[p]`` the target's replicas not in the original set and ``removing[p]``
+    the original's not in the target, as Kafka's ``adding_replicas`` / ``removing_replicas``."""
+
     topic_id: str
     partitions: dict[int, list[int]]
     version: int = -1
     config: dict[str, str] = field(default_factory=dict)
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return _dumps({"version": 3, "topic_id": self.topic_id,
                        "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
-                       "adding_replicas": {}, "removing_replicas": {}})
+                       "adding_replicas": {str(p): r for p, r in sorted(self.adding.items()) if r},
+                       "removing_replicas": {str(p): r for p, r in sorted(self.removing.items()) if r}})
 
     @classmethod
     def from_json(cls, data: bytes, version: int) -> "TopicAssignment":
         d = json.loads(data)
-        return cls(d.get("topic_id", ""), {int(p): [int(x) for x in r] for p, r in d["partitions"].items()},
-                   version)
+
+        def ids(m):
+            return {int(p): [int(x) for x in r] for p, r in (m or {}).items() if r}
+        return cls(d.get("topic_id", ""), ids(d["partitions"]), version,
+                   adding=ids(d.get("adding_replicas")), removing=ids(d.get("removing_replicas")))
+
+    def reassigning(self, p: int) -> bool:
+        return bool(self.adding.get(p) or self.removing.get(p))
 
 
 def state_path(topic: str, partition: int) -> str:
@@ -341,6 +358,19 @@ class ZkStore:
         if any(isinstance(r, Exception) for r in results):
             return None
         return results[1].version
+
+    def write_assignment_and_state(self, topic: str, assignment: TopicAssignment, partition: int,
+                                   state: PartitionState | None, controller_epoch_version: int) -> bool:
+        """The controller's reassignment step: the topic's assignment (conditional on its
+        version) and, when given, one partition's state (conditional on ``state.version``), in
+        one transaction that also checks ``/controller_epoch``.  False when anything moved on."""
+        tx = self.client.transaction()
+        tx.check(CONTROLLER_EPOCH, controller_epoch_version)
+        tx.set_data(f"{TOPICS}/{topic}", assignment.to_json(), version=assignment.version)
+        if state is not None:
+            tx.set_data(state_path(topic, partition), state.to_json(), version=state.version)
+        results = tx.commit()
+        return not any(isinstance(r, Exception) for r in results)
 
     # -- admin requests -------------------------------------------------------------------
     def request_preferred_election(self, partitions: list[tuple[str, int]]) -> bool:

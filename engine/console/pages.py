@@ -49,6 +49,15 @@ def _unknown(v) -> str:
     return "<span class='muted'>n/a</span>" if v is None else e(v)
 
 
+def _nodes(ids) -> str:
+    """A replica list as kafka-topics.sh prints it (``1,2,3``); n/a when unknown."""
+    return _unknown(None if ids is None else ",".join(str(i) for i in ids))
+
+
+def _leader(p: dict) -> str:
+    return "none" if p["leader"] == -1 else _unknown(p["leader"])
+
+
 def overview(source: str, topics: list, groups: list, series: dict) -> str:
     trows = []
     for t in topics:
@@ -70,7 +79,8 @@ def topic(source: str, t: dict, token: str) -> str:
     rows = []
     for p in t["partitions"]:
         link = f"/browse?{q(topic=name, partition=p['partition'])}"
-        rows.append([e(p["partition"]), e(p["log_start_offset"]), e(p["high_watermark"]),
+        rows.append([e(p["partition"]), _leader(p), _nodes(p["replicas"]), _nodes(p["isr"]),
+                     e(p["log_start_offset"]), e(p["high_watermark"]),
                      e(p["log_end_offset"]), _unknown(p["size_bytes"]), _unknown(p["segments"]),
                      f"<a href='{link}'>browse</a>"])
     crow = [[e(k) + (" <b>(set)</b>" if k in t["overrides"] else ""), f"<pre>{e(v)}</pre>"]
@@ -85,7 +95,7 @@ def topic(source: str, t: dict, token: str) -> str:
             f"<button type='submit' id='produce-submit'>Produce</button></form>")
     body = (f"<p>topic id {e(t['topic_id']) or '<span class=muted>n/a</span>'}</p>"
             f"<h2>Partitions</h2>"
-            f"{_table(['partition', 'log start', 'high watermark', 'log end', 'bytes', 'segments', ''], rows)}"
+            f"{_table(['partition', 'leader', 'replicas', 'isr', 'log start', 'high watermark', 'log end', 'bytes', 'segments', ''], rows)}"
             f"<h2>Produce a test record</h2>{form}"
             f"<h2>Configuration</h2>{_table(['key', 'value'], crow)}")
     return _page(f"Topic {name}", source, body)

@@ -27,9 +27,10 @@ def _bounded(records: list, offset: int, limit: int) -> list:
 class EngineSource:
     """The Engine a broker serves (``serve --console-listen``): sizes and segments included."""
 
-    def __init__(self, engine, metrics=None):
+    def __init__(self, engine, metrics=None, view=None):
         self.engine = engine
         self.metrics = metrics
+        self.view = view          # the broker's ClusterView: leader, replicas and ISR per partition
         self.name = engine.path
 
     def topics(self) -> list[dict]:
@@ -40,10 +41,21 @@ class EngineSource:
         return {"name": d.name, "topic_id": str(d.topic_id),
                 "partitions": [{"partition": p.partition, "log_start_offset": p.log_start_offset,
                                 "high_watermark": p.high_watermark, "log_end_offset": p.log_end_offset,
-                                "size_bytes": p.size_bytes, "segments": p.segments}
+                                "size_bytes": p.size_bytes, "segments": p.segments,
+                                **self._roles(name, p.partition)}
                                for p in d.partitions],
                 "config": {k: v for k, v in sorted(d.config.items())},
                 "overrides": sorted(d.overrides)}
+
+    def _roles(self, topic: str, partition: int) -> dict:
+        """Leader, replicas and ISR as the broker's cluster view has them (None: unknown)."""
+        if self.view is None:
+            return {"leader": None, "replicas": None, "isr": None}
+        try:
+            leader, _epoch, replicas, isr = self.view.partition_state(topic, partition)
+        except Exception:                # being created or deleted: shown as unknown
+            return {"leader": None, "replicas": None, "isr": None}
+        return {"leader": leader, "replicas": list(replicas), "isr": list(isr)}
 
     def _coordinator(self):
         if self.engine.read_only:
@@ -159,7 +171,8 @@ class WireSource:
                 "partitions": [{"partition": p.partition, "log_start_offset": starts[(name, p.partition)][0],
                                 "high_watermark": ends[(name, p.partition)][0],
                                 "log_end_offset": ends[(name, p.partition)][0],
-                                "size_bytes": None, "segments": None} for p in parts],
+                                "size_bytes": None, "segments": None, "leader": p.leader,
+                                "replicas": list(p.replicas), "isr": list(p.isr)} for p in parts],
                 "config": config, "overrides": []}
 
     def _configs(self, name: str) -> dict[str, Any]:

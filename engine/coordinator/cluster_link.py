@@ -84,28 +84,57 @@ class ClusterLink:
 
     def _send_marker(self, node: int, address: str, topic, partition, producer_id, producer_epoch, commit,
                      coordinator_epoch) -> int:
+        r = self._request(node, address, 27, {"markers": [{
+            "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "transaction_result": bool(commit), "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": topic, "partition_indexes": [partition]}]}]}, 1)
+        return r["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+
+    def verify_remote(self, node: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                      tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """KIP-890 for a partition leader whose transaction coordinator is broker `node`:
+        AddPartitionsToTxn v4 with verify_only (the broker-to-broker form), blocking; {tp: code}
+        as that coordinator answers (a top-level error applies to every partition)."""
+        addr = self.view.brokers().get(node)
+        if addr is None or addr[0] is None:
+            return {tp: 15 for tp in tps}                 # COORDINATOR_NOT_AVAILABLE
+        topics: dict[str, list[int]] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append(p)
+        r = self._request(node, f"{addr[0]}:{addr[1]}", 24, {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": producer_epoch, "verify_only": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}, 4)
+        if r["error_code"]:
+            return {tp: r["error_code"] for tp in tps}
+        out = {tp: 0 for tp in tps}
+        for tr in r["results_by_transaction"]:
+            for t in tr["topic_results"]:
+                for p in t["results_by_partition"]:
+                    out[(t["name"], p["partition_index"])] = p["partition_error_code"]
+        return out
+
+    def _request(self, node: int, address: str, api_key: int, body: dict, version: int) -> dict:
+        """One request to another broker on a cached WireClient per broker (one at a time per
+        broker); a failed connection is dropped and the error raised."""
         from ..client.wire import WireClient
         with self._senders_lock:
             entry = self._senders.get(node)
             if entry is None or entry[0] != address:
                 entry = self._senders[node] = (address, None, threading.Lock())
         with entry[2]:
-            client = entry[1]
+            client = self._senders[node][1]
             try:
                 if client is None:
-                    client = WireClient(address, client_id=f"broker-{self.view.node_id}-txn-marker-sender",
+                    client = WireClient(address, client_id=f"broker-{self.view.node_id}-inter-broker",
                                         request_timeout_ms=self.timeout_ms)
                     self._senders[node] = (address, client, entry[2])
-                r = client._call(None, 27, {"markers": [{
-                    "producer_id": producer_id, "producer_epoch": producer_epoch,
-                    "transaction_result": bool(commit), "coordinator_epoch": coordinator_epoch,
-                    "topics": [{"name": topic, "partition_indexes": [partition]}]}]}, version=1)
+                return client._call(None, api_key, body, version=version)
             except Exception:
                 if client is not None:
                     client.close()
                 self._senders[node] = (address, None, entry[2])
                 raise
-        return r["markers"][0]["topics"][0]["partitions"][0]["error_code"]
 
     async def append(self, topic: str, partition: int, buf) -> None:
         """A replicated append with acks=all: returns once the high watermark covers it."""

@@ -235,7 +235,10 @@ class CoordinatorRuntime:
             meta = None
         if meta is not None:
             self._num_partitions = meta.partitions
+            held = self.engine.logs.logs()
             for p in range(meta.partitions):
+                if (self.TOPIC, p) not in held:     # a cluster broker holds only its replicas
+                    continue
                 self._partitions[p] = _Partition(LOADING)
                 self._spawn(self.load_partition(p))
         await self._on_startup()

@@ -181,7 +181,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     ApiKey.ELECT_LEADERS: (0, 2),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),      # (these two: engine/server/reassign_handlers.py)
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),

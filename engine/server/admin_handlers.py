@@ -17,9 +17,6 @@ Served (see messages.SUPPORTED, Kafka 4.0's version ranges):
 * ElectLeaders 0-2: this node is every partition's only replica and leader, so every existing
   partition is ELECTION_NOT_NEEDED; an all-partitions request lists each topic with no results
   (Kafka drops the not-needed ones from that answer).
-* ListPartitionReassignments 0 (none is ever in progress) and AlterPartitionReassignments 0
-  (a target of [0] is the current assignment and completes at once; other broker ids are
-  INVALID_REPLICA_ASSIGNMENT; a cancel finds NO_REASSIGNMENT_IN_PROGRESS).
 * ListTransactions 0-1 / DescribeTransactions 0: the TransactionCoordinator's ids (state
   filters, producer id filters, v1's duration filter); an id it does not know is
   TRANSACTIONAL_ID_NOT_FOUND, as Kafka 4.0 answers.
@@ -58,13 +55,11 @@ log = logging.getLogger("engine.server")
 # Kafka error codes used here
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _INVALID_TOPIC = 17
-_INVALID_REPLICA_ASSIGNMENT = 39
 _INVALID_CONFIG = 40
 _INVALID_REQUEST = 42
 _SECURITY_DISABLED = 54
 _ELECTION_NOT_NEEDED = 84
 _PREFERRED_LEADER_NOT_AVAILABLE = 80
-_NO_REASSIGNMENT_IN_PROGRESS = 85
 _TRANSACTIONAL_ID_NOT_FOUND = 105
 _COORDINATOR_NOT_AVAILABLE = 15
 
@@ -91,8 +86,6 @@ class AdminHandlers:
             m.ApiKey.DELETE_ACLS: self.delete_acls,
             m.ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.describe_topic_partitions,
             m.ApiKey.ELECT_LEADERS: self.elect_leaders,
-            m.ApiKey.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
-            m.ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
             m.ApiKey.LIST_TRANSACTIONS: self.list_transactions,
             m.ApiKey.DESCRIBE_TRANSACTIONS: self.describe_transactions,
         }
@@ -327,30 +320,6 @@ class AdminHandlers:
         return _PREFERRED_LEADER_NOT_AVAILABLE, (
             f"broker {self.handlers.view.node_id} does not run leader elections (the controller does)")
 
-    # -- Partition reassignments (45, 46) -------------------------------------------
-    async def list_partition_reassignments(self, header, body, conn):
-        v = header.api_version
-        m.decode(m.ApiKey.LIST_PARTITION_REASSIGNMENTS, v, body.buf[body.pos:])
-        # one replica per partition on the only broker: nothing is ever being reassigned
-        return [m.encode(m.ApiKey.LIST_PARTITION_REASSIGNMENTS, v, {
-            "throttle_time": 0, "error_code": 0, "error_message": None, "topics": []})]
-
-    async def alter_partition_reassignments(self, header, body, conn):
-        v = header.api_version
-        req = m.decode(m.ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, body.buf[body.pos:])
-        responses = []
-        for t in req.topics:
-            count = self._partitions(t.name)
-            parts = []
-            for p in t.partitions:
-                code, msg = _reassignment(t.name, count, p.partition_index, p.replicas,
-                                          self.handlers.view)
-                parts.append({"partition_index": p.partition_index, "error_code": code,
-                              "error_message": msg})
-            responses.append({"name": t.name, "partitions": parts})
-        return [m.encode(m.ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, {
-            "throttle_time": 0, "error_code": 0, "error_message": None, "responses": responses})]
-
     # -- Transactions (65, 66) ------------------------------------------------------
     async def list_transactions(self, header, body, conn):
         from .txn_handlers import call
@@ -400,26 +369,3 @@ _EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
 # Kafka's TransactionState names (ListTransactions state filters)
 _TRANSACTION_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
                                  "CompleteAbort", "Dead", "PrepareEpochFence"})
-
-
-def _reassignment(topic: str, count: int | None, partition: int, replicas, view) -> tuple[int, str | None]:
-    """One partition's AlterPartitionReassignments answer, with Kafka's checks in Kafka's order."""
-    if count is None:
-        return _UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
-    if not 0 <= partition < count:
-        return _UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}."
-    if replicas is None:
-        return _NO_REASSIGNMENT_IN_PROGRESS, None
-    if not replicas:
-        return _INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
-    prev = None
-    live = view.brokers()
-    for broker in sorted(replicas):
-        if broker not in live:
-            return _INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes broker "
-                                                 f"{broker}, but no such broker is registered.")
-        if broker == prev:
-            return _INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes the broker "
-                                                 f"{broker} more than once.")
-        prev = broker
-    return 0, None      # [0]: the current assignment, complete at once

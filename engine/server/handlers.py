@@ -95,6 +95,8 @@ class Handlers:
         self._table.update(AdminHandlers(self).table())
         from .producer_handlers import ProducerHandlers
         self._table.update(ProducerHandlers(self).table())
+        from .reassign_handlers import ReassignmentHandlers
+        self._table.update(ReassignmentHandlers(self).table())
         self._table.update(txn_handlers.TxnHandlers(self).table())
         self._verify_txn = self.engine.config["transaction.partition.verification.enable"]
 

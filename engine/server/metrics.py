@@ -13,8 +13,12 @@ and alerts written for Kafka work unchanged where a Kafka metric exists:
 ``kafka_server_brokertopicmetrics_messagesin_total``  records appended since start, per ``topic``
 ``kafka_server_brokertopicmetrics_failedproducerequests_total`` / ``...failedfetchrequests_total``
 ``kafka_server_brokertopicmetrics_totalproducerequests_total`` / ``...totalfetchrequests_total``
-``kafka_server_replicamanager_partitioncount``        partitions (all led here: one node)
-``kafka_server_replicamanager_leadercount``           the same, as Kafka reports it
+``kafka_server_replicamanager_partitioncount``        partitions hosted here (led or followed)
+``kafka_server_replicamanager_leadercount``           partitions led here
+``kafka_server_replicamanager_underreplicatedpartitions``  led here with ISR < replicas
+``kafka_server_replicamanager_underminisrpartitioncount`` / ``...atminisrpartitioncount``
+``kafka_cluster_partition_underreplicated``           per ``topic``, ``partition`` led here (0/1)
+``kafka_controller_kafkacontroller_activecontrollercount``  1 on the controller
 ``kafka_log_log_size`` / ``_numlogsegments`` / ``_logstartoffset`` / ``_logendoffset``
                                                       per ``topic``, ``partition``
 ``kafka_consumergroup_lag`` / ``_current_offset``     per ``consumergroup``, ``topic``,
@@ -23,8 +27,8 @@ and alerts written for Kafka work unchanged where a Kafka metric exists:
 ``engine_recovery_segments_scanned`` ...              the embedded engine's own counters
 ====================================================  =========================================
 
-``UnderReplicatedPartitions`` is not exported: there is no replication yet.  What differs from
-Kafka: a *failed* request here is one that closed its connection (unparseable, unsupported
+On a single node every partition is led here with ISR = replicas = [this node].  What differs
+from Kafka: a *failed* request here is one that closed its connection (unparseable, unsupported
 version, internal error) — an error code inside a Produce or Fetch response is not counted, the
 responses are not parsed again for it; ``bytesin``/``bytesout`` are whole Produce requests and
 Fetch responses, broker-wide (Kafka counts record bytes, also per topic); ``messagesin`` per topic
@@ -207,11 +211,7 @@ class EngineCollector:
         for topic, n in sorted(per_topic.items()):
             msgs.add_metric([topic], n)
         yield from (size, segs, start, end, msgs)
-        n = len(logs)
-        yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
-                                "Partitions on this broker", value=n)
-        yield GaugeMetricFamily("kafka_server_replicamanager_leadercount",
-                                "Partitions led by this broker", value=n)
+        yield from self._replica_metrics(len(logs))
         yield _one("kafka_server_socket_server_metrics_connection_count", "Open client connections",
                    ["listener"], ["PLAINTEXT"], self.broker.connection_count)
         yield from self._group_metrics(hw)
@@ -232,6 +232,45 @@ class EngineCollector:
                                 value=pool._bytes)
         yield CounterMetricFamily("engine_server_buffer_pool_reused",
                                   "Large receive buffers served from the pool", value=pool.reused)
+
+    def _replica_metrics(self, n_logs: int):
+        """ReplicaManager's gauges and each led partition's UnderReplicated flag, from the replica
+        layer's partition states (one node: every log is led here and fully replicated)."""
+        rm = self.broker.replicas
+        if rm.view.local:
+            parts, n, leaders = [], n_logs, n_logs
+        else:
+            parts = [p for p in rm.partitions() if not p.local]
+            n, leaders = len(parts), sum(1 for p in parts if p.is_leader)
+        led = [p for p in parts if p.is_leader]
+        under = GaugeMetricFamily("kafka_cluster_partition_underreplicated",
+                                  "1 when a partition led here has fewer in-sync replicas than replicas",
+                                  labels=["topic", "partition"])
+        n_under = n_under_min = n_at_min = 0
+        for p in sorted(led, key=lambda p: (p.topic, p.partition)):
+            isr, replicas, min_isr = len(p.isr), len(p.replicas), p.min_isr
+            flag = isr < replicas
+            under.add_metric([p.topic, str(p.partition)], int(flag))
+            n_under += flag
+            n_under_min += isr < min_isr
+            n_at_min += isr == min_isr
+        yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
+                                "Partitions on this broker (led or followed)", value=n)
+        yield GaugeMetricFamily("kafka_server_replicamanager_leadercount",
+                                "Partitions led by this broker", value=leaders)
+        yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
+                                "Partitions led here whose ISR is smaller than their replica set",
+                                value=n_under)
+        yield GaugeMetricFamily("kafka_server_replicamanager_underminisrpartitioncount",
+                                "Partitions led here whose ISR is below min.insync.replicas",
+                                value=n_under_min)
+        yield GaugeMetricFamily("kafka_server_replicamanager_atminisrpartitioncount",
+                                "Partitions led here whose ISR is exactly min.insync.replicas",
+                                value=n_at_min)
+        yield under
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
+                                "1 on the broker that is the cluster's controller",
+                                value=int(rm.view.controller_id() == rm.view.node_id))
 
     def _group_metrics(self, hw: dict):
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus committed offset",

@@ -6,7 +6,8 @@ none of its batches is left), last timestamp (max timestamp of its last
 batch), coordinator epoch (of its last transaction marker) and current transaction
 start offset (the first offset of its open transaction, -1: none).  A partition that does not
 exist gets UNKNOWN_TOPIC_OR_PARTITION (3), as Kafka's ReplicaManager answers
-it; this single node leads every partition it has.
+it; a single node leads every partition it has; in a cluster another broker (a follower, or one
+hosting no replica) answers NOT_LEADER_OR_FOLLOWER (6), as Kafka's Partition does.
 
 Concurrency: runs on the broker's event loop; the producer table is read under
 the partition log's lock (``PartitionLog.active_producers``).
@@ -45,7 +46,9 @@ class ProducerHandlers:
                 res = {"partition_index": index, "error_code": 0, "error_message": None,
                        "active_producers": []}
                 try:
-                    plog = self.engine.log(t.name, index)
+                    # the leader answers (Kafka: a follower or a broker hosting no replica
+                    # answers NOT_LEADER_OR_FOLLOWER)
+                    plog = self.handlers.replicas.leader_partition(t.name, index).log
                     res["active_producers"] = [
                         {"producer_id": e.producer_id, "producer_epoch": e.epoch,
                          "last_sequence": e.last_sequence, "last_timestamp": e.timestamp,

@@ -92,22 +92,47 @@ async def verify_produce(engine, req, cluster: bool = False) -> dict | None:
     if not wanted:
         return None
     refused = {}
+    tid = req.transactional_id or ""
     for (pid, epoch), tps in wanted.items():
-        res = await call(engine, "verify_partitions", req.transactional_id or "",
-                                      pid, epoch, tps)
+        res = await call(engine, "verify_partitions", tid, pid, epoch, tps)
+        res = {tp: 15 if res is None else res.get(tp, 0) for tp in tps}     # COORDINATOR_NOT_AVAILABLE
+        if cluster and any(code == 16 for code in res.values()):
+            # the transaction coordinator is another broker: ask it (AddPartitionsToTxn v4 verify-only)
+            res = await _verify_remote(engine, tid, pid, epoch, tps)
         for tp in tps:
-            code = 15 if res is None else res.get(tp, 0)      # COORDINATOR_NOT_AVAILABLE
-            if cluster and code in (14, 16):
-                # cluster mode, the transaction coordinator is another broker: not verified
-                # (Kafka asks it with AddPartitionsToTxn verify-only; not done here yet)
-                code = 0
+            code = res.get(tp, 0)
             if code in (120, 42):       # TRANSACTION_ABORTABLE, INVALID_REQUEST (no id)
                 code = 48               # INVALID_TXN_STATE
             elif code == 90:            # PRODUCER_FENCED
                 code = 47               # INVALID_PRODUCER_EPOCH
+            elif code in (13, 14, 15, 16, 51):
+                # Kafka's rule: verification that could not complete (network, coordinator loading,
+                # moved or unknown, concurrent transactions) is NOT_ENOUGH_REPLICAS, which every
+                # producer retries without a metadata refresh
+                code = 19
             if code:
                 refused[tp] = code
     return refused
+
+
+async def _verify_remote(engine, tid: str, pid: int, epoch: int, tps: list) -> dict:
+    """{tp: code} from the transaction coordinator on another broker (ClusterLink.verify_remote,
+    in a worker thread); NETWORK_EXCEPTION when it cannot be asked."""
+    coord = coordinator(engine)
+    link = getattr(coord, "cluster", None)
+    if link is None:
+        return {tp: 15 for tp in tps}
+    node = coord.coordinator_node(tid)
+    if node < 0:
+        return {tp: 15 for tp in tps}
+    if node == link.view.node_id:           # it is moving here: not loaded yet
+        return {tp: 14 for tp in tps}
+    try:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, link.verify_remote, node, tid, pid, epoch, tps)
+    except Exception as e:                  # noqa: BLE001 - unreachable, timed out, garbled
+        log.info("KIP-890 verification of %s with broker %d failed: %s", tid, node, e)
+        return {tp: 13 for tp in tps}
 
 
 class TxnHandlers:

@@ -9,7 +9,9 @@ for an API key, breaks the next response(s) to that API in one of these ways:
 * ``corrupt``  -- flip one byte near the end of the frame (inside the last record batch)
 * ``drop``     -- let the broker do the work, then close before the client sees the answer
 
-``arm(api_key, mode, times, after)`` (``after`` responses to that API pass first); ``fired`` counts the responses broken so far.  The broker
+``arm(api_key, mode, times, after)`` (``after`` responses to that API pass first); ``fired`` counts the responses broken so far.
+``record(api_key)`` keeps every later request frame of that API (without its size prefix)
+in ``recorded``.  The broker
 must advertise the proxy's address (``--advertised``) so every client connection goes
 through it.
 """
@@ -53,11 +55,17 @@ class MisbehavingProxy:
         self.on_fire = None                   # callback(mode) after a response was broken
         self.closed = False
         self.socks: list[socket.socket] = []
+        self.recording: set[int] = set()
+        self.recorded: list[bytes] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def arm(self, api_key: int, mode: str, times: int = 1, after: int = 0) -> None:
         with self.lock:
             self.plan[api_key] = [mode, times, after]
+
+    def record(self, api_key: int) -> None:
+        with self.lock:
+            self.recording.add(api_key)
 
     def disarm(self) -> None:
         with self.lock:
@@ -94,6 +102,9 @@ class MisbehavingProxy:
             while True:
                 req = _frame(client)
                 api_key = struct.unpack_from(">h", req, 4)[0]
+                if api_key in self.recording:
+                    with self.lock:
+                        self.recorded.append(req[4:])
                 up.sendall(req)
                 resp = _frame(up)
                 mode = self._take(api_key)

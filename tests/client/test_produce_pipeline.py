@@ -91,3 +91,56 @@ def test_in_flight_settings_as_kafka(ours):
             eng.producer(**{"max.in.flight.requests.per.connection": 0})
         with eng.producer(**{"max.in.flight.requests.per.connection": 6}) as p:   # idempotence off
             assert p.producer_id == (-1, -1)
+
+
+def _produce_requests(frames: list[bytes]) -> list[list[tuple[str, int, int]]]:
+    """[(topic, partition, records_count)] per recorded Produce request, read with the broker's parser."""
+    from engine.protocol.frames import parse_request_header
+    from engine.protocol.messages import FLEXIBLE_FROM, parse_produce_request
+
+    out = []
+    for f in frames:
+        version = int.from_bytes(f[2:4], "big")
+        _, r = parse_request_header(memoryview(f), version >= FLEXIBLE_FROM[PRODUCE])
+        req = parse_produce_request(r, version)
+        out.append([(t, p.index, sum(h.records_count for h in engine._native.list_batches(p.records)[0]))
+                    for t, parts in req.topics for p in parts])
+    return out
+
+
+def test_one_request_per_broker_carries_every_partitions_next_batch(proxied):
+    # Kafka's Sender drains per node: a request holds one batch of each ready partition the
+    # broker leads, several requests in flight; each partition's rows stay in order
+    srv, proxy = proxied
+    n = 3000
+    with engine.connect(proxy.address) as eng:
+        eng.create_topic("m", 3)
+        proxy.record(PRODUCE)
+        with eng.producer(**{"batch.size": 4096}) as p:
+            res = p.send_batch("m", values=_values(b"m", n), partitions=pa.array([i % 3 for i in range(n)]))
+        reqs = _produce_requests(proxy.recorded)
+        tables = [eng.read_arrow("m", q) for q in range(3)]
+    assert sum(c for _, _, c in res) == n
+    for q in range(3):                                          # base offsets contiguous per partition
+        mine = [(base, c) for part, base, c in res if part == q]
+        assert [b for b, _ in mine] == [sum(c for _, c in mine[:i]) for i in range(len(mine))]
+        assert tables[q].column("value").to_pylist() == [v for i, v in enumerate(_values(b"m", n).to_pylist())
+                                                         if i % 3 == q]
+    assert all(len({tp[:2] for tp in r}) == len(r) for r in reqs)   # at most one batch per partition
+    assert max(len(r) for r in reqs) == 3                           # all three partitions in one request
+    assert len(reqs) < len(res)                                     # fewer requests than batches
+    assert sum(c for r in reqs for _, _, c in r) == n               # nothing sent twice
+
+
+def test_futures_of_several_partitions_share_requests(proxied):
+    srv, proxy = proxied
+    with engine.connect(proxy.address) as eng:
+        eng.create_topic("s", 3)
+        proxy.record(PRODUCE)
+        with eng.producer(**{"linger.ms": 60000}) as p:
+            fs = [p.send("s", b"s-%04d" % i, partition=i % 3) for i in range(300)]
+            p.flush()
+            meta = [f.result(10) for f in fs]
+        reqs = _produce_requests(proxy.recorded)
+    assert [(m.partition, m.offset) for m in meta] == [(i % 3, i // 3) for i in range(300)]
+    assert reqs == [[("s", 0, 100), ("s", 1, 100), ("s", 2, 100)]]

@@ -15,6 +15,8 @@ with replication factor 3, ``min.insync.replicas=2`` and 3 partitions.
   value lost across a controlled shutdown, duplicates counted.
 * A client given one bootstrap address survives that broker's loss: Metadata comes from the
   brokers the cluster named.
+* A group of two Arrow consumers survives the SIGKILL of its coordinator's broker: the members
+  find the new coordinator and go on; every row delivered, none re-read past the last commit.
 
 Skipped, saying why, without ZooKeeper or java."""
 
@@ -319,3 +321,62 @@ def test_non_idempotent_producer_is_at_least_once_across_a_controlled_shutdown(h
     dup = sum(1 for n in seen.values() if n > 1)
     print(f"non-idempotent: acked={len(load.acked)} lost={len(lost)} duplicated={dup}")
     assert lost == []
+
+
+def test_group_of_arrow_consumers_survives_its_coordinators_loss(ha):
+    """Two Arrow consumers in one group (remote group member) read a topic; the broker hosting the
+    group's coordinator is SIGKILLed mid-read: the members find the new coordinator, rejoin, and
+    every row is delivered — none lost; rows re-read are only those after the last commit."""
+    c, kz, bootstrap = ha
+    n = 2000
+    with engine.connect(bootstrap, **{"request.timeout.ms": 20000}) as eng:
+        topic = _make_topic(eng, kz, "grp")
+        with eng.producer() as p:
+            for part in range(PARTS):
+                p.send_batch(topic, values=[b"%d-%d" % (part, i) for i in range(n)], partitions=part)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        conf = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                "session.timeout.ms": 10000, "heartbeat.interval.ms": 500, "max.partition.fetch.bytes": 2048,
+                "fetch.max.wait.ms": 100}
+        seen: list[tuple[int, int]] = []
+        lock, stop, errors = threading.Lock(), threading.Event(), []
+
+        def member():                 # each member in its own thread, as a group member must be
+            m = eng.consumer(**conf)
+            try:
+                m.subscribe([topic])
+                while not stop.is_set():
+                    got = []
+                    for b in m.poll_arrow(max_records=200, timeout_ms=100):
+                        got.extend(zip(b.column("partition").to_pylist(), b.column("offset").to_pylist()))
+                    with lock:
+                        seen.extend(got)
+                    m.commit()
+            except Exception as e:      # noqa: BLE001 - reported by the test
+                errors.append(repr(e))
+            finally:
+                m.close()
+
+        threads = [threading.Thread(target=member, daemon=True) for _ in range(2)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(seen) >= PARTS * n // 3 or errors, timeout=90, what="a third of the rows")
+        with engine.client.wire.WireClient(bootstrap, request_timeout_ms=5000) as w:
+            r = w._call(None, 10, {"key": group, "key_type": 0}, version=3)
+        assert r["error_code"] == 0
+        coord = r["node_id"]
+        c.brokers[coord].kill9()
+        try:
+            wait_for(lambda: len(set(seen)) >= PARTS * n or errors, timeout=SESSION_MS / 1000 + 90,
+                     what="every row after the coordinator's loss")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+            c.brokers[coord].start()
+        assert errors == []
+        _full_isr(kz, topic)
+    distinct = set(seen)
+    assert distinct == {(p, o) for p in range(PARTS) for o in range(n)}, \
+        f"missing {PARTS * n - len(distinct)} rows"
+    print(f"rows={PARTS * n} delivered={len(seen)} re-read={len(seen) - len(distinct)}")

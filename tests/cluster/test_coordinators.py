@@ -164,3 +164,59 @@ def test_transaction_commit_survives_the_txn_coordinators_kill(cluster_factory):
     # (EndTxn answers once PrepareCommit is written; the markers follow, as in Kafka)
     st = wait_for(state, 20, "CompleteCommit after the markers")
     assert st["producer_epoch"] >= 1            # the id was known: InitProducerId bumped its epoch
+
+
+def test_produce_is_verified_by_a_coordinator_on_another_broker(cluster_factory):
+    """KIP-890 across brokers: the leader of a partition asks the transaction coordinator on
+    another broker (AddPartitionsToTxn v4, verify-only) before appending a transactional batch —
+    a partition added to the transaction is appended, one that was not is refused with
+    INVALID_TXN_STATE and nothing is written."""
+    from engine import _native
+    from engine.client.wire import WireClient
+
+    c = cluster_factory(3, *SMALL)
+    topic, tid = f"kv-{uuid.uuid4().hex[:8]}", f"tid-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(30)
+    ck.Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid}).init_transactions(60)
+    coord = wait_for(lambda: same_coordinator_everywhere(c, tid, 1), 40, "one transaction coordinator")
+
+    def leaders():
+        with WireClient(c.bootstrap, request_timeout_ms=5000) as w:
+            parts = w.metadata([topic])[topic]
+        return parts if all(p.leader >= 0 for p in parts) else None
+    by_leader: dict[int, list[int]] = {}
+    for p in wait_for(leaders, 30, "leaders of every partition"):
+        by_leader.setdefault(p.leader, []).append(p.partition)
+    other, (added, not_added) = next((b, ps[:2]) for b, ps in by_leader.items() if b != coord and len(ps) >= 2)
+
+    with WireClient(c.brokers[coord].bootstrap, request_timeout_ms=10000) as w:
+        r = w._call(None, 22, {"transactional_id": tid, "transaction_timeout": 60000,
+                               "producer_id": -1, "producer_epoch": -1}, version=3)     # InitProducerId
+        assert r["error_code"] == 0
+        pid, epoch = r["producer_id"], r["producer_epoch"]
+        r = w._call(None, 24, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+                               "v3_and_below_producer_epoch": epoch,
+                               "v3_and_below_topics": [{"name": topic, "partitions": [added]}]}, version=3)
+        assert r["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
+
+    def produce_txn(partition: int) -> int:
+        b = _native.BatchBuilder()
+        b.append(b"txn-value", None, None, int(time.time() * 1000))
+        with WireClient(c.brokers[other].bootstrap, request_timeout_ms=10000) as w:
+            r = w._call(None, 0, {"transactional_id": tid, "acks": -1, "timeout": 10000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": partition, "records": b.build(0, 0, pid, epoch, 0, True)}]}]},
+                version=9)
+        return r["responses"][0]["partition_responses"][0]["error_code"]
+
+    def end_offset(partition: int) -> int:
+        with WireClient(c.brokers[other].bootstrap, request_timeout_ms=5000) as w:
+            return w.list_offsets({(topic, partition): -1})[(topic, partition)][0]
+
+    assert produce_txn(not_added) == 48                      # INVALID_TXN_STATE, asked of broker `coord`
+    assert end_offset(not_added) == 0
+    assert produce_txn(added) == 0
+    assert end_offset(added) == 1
+    with WireClient(c.brokers[coord].bootstrap, request_timeout_ms=10000) as w:   # EndTxn: abort
+        assert w._call(None, 26, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                  "committed": False}, version=3)["error_code"] == 0

@@ -270,8 +270,8 @@ def test_zookeeper_restart_loses_nothing(zk, zk_client, cluster_factory):
 
 @pytest.mark.skipif(os.environ.get("ENGINE_SLOW") != "1",
                     reason="slow: set ENGINE_SLOW=1 (one run of an earlier, 60 s-pause variant saw a broker "
-                           "log a traceback after SIGCONT, not reproduced in 9 runs of this one; kept out "
-                           "of CI until explained)")
+                           "log a traceback after SIGCONT, not reproduced since: 9 runs of this one and 4 "
+                           "of the 60 s variant; kept out of CI until explained)")
 def test_leader_stopped_past_its_session_loses_nothing(zk_client, cluster_factory):
     """The leader SIGSTOPped (a GC pause, a frozen VM) past the ZooKeeper session timeout: the
     controller elects another leader from the ISR; on SIGCONT the old leader finds itself deposed,

@@ -135,7 +135,8 @@ def test_topic_page(browser, broker, tmp_path):
     assert f"Topic {TOPIC}" in text
     rows = browser.find_elements("css selector", "table")[0].find_elements("tag name", "tr")
     cells = [c.text for c in rows[1].find_elements("tag name", "td")]
-    assert cells[:4] == ["0", "0", "3", "3"] and int(cells[4]) > 0 and cells[5] == "1", cells
+    # partition, leader, replicas, ISR (one node: node 0 everywhere), log start, HW, LEO, bytes, segments
+    assert cells[:7] == ["0", "0", "0", "0", "0", "3", "3"] and int(cells[7]) > 0 and cells[8] == "1", cells
     assert "retention.ms" in text and "604800000" in text
 
 
@@ -249,6 +250,7 @@ def test_standalone_console_over_the_wire(browser, broker, tmp_path):
         with urllib.request.urlopen(f"{base}/api/topics/{TOPIC}", timeout=10) as r:
             t = json.load(r)
         assert t["partitions"][0]["log_start_offset"] == 0 and t["partitions"][0]["high_watermark"] >= 3
+        assert (t["partitions"][0]["leader"], t["partitions"][0]["replicas"], t["partitions"][0]["isr"]) == (0, [0], [0])
         assert t["config"]["cleanup.policy"] == "delete"
     finally:
         proc.terminate()

@@ -28,12 +28,15 @@ def spark():
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"        # the JVM's own address choice: loopback too
     from pyspark.sql import SparkSession
 
     from spark_udfs.datasource import KafkaEngineDataSource
 
     s = (SparkSession.builder.master("local[2]")
          .appName("kafka-engine-tests")
+         .config("spark.driver.host", "127.0.0.1")          # loopback only (else eth0's address)
+         .config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "2")

@@ -44,8 +44,9 @@ def test_unknown_option_is_named(spark, good):
 def test_consumer_options_that_do_not_apply_are_refused(spark, good):
     with pytest.raises(Exception, match="'kafka.group.id' is not supported"):
         load(spark, good, subscribe="t", **{"kafka.group.id": "g"})
-    with pytest.raises(Exception, match="not both"):
-        load(spark, good, subscribe="t", **{"kafka.bootstrap.servers": "localhost:9092"})
+    # path beside kafka.bootstrap.servers: the local brokers' data directories (spark_udfs.locality)
+    with pytest.raises(Exception, match="data directory '/nonexistent' does not exist"):
+        load(spark, "/nonexistent", subscribe="t", **{"kafka.bootstrap.servers": "127.0.0.1:9"})
 
 
 def test_missing_path(spark):

@@ -86,7 +86,7 @@ def test_wire_plan_splits_and_errors(spark, broker):
     clamped = _load(spark, broker, True, subscribe="wz", startingOffsets='{"wz":{"0":5000}}',
                     failOnDataLoss="false").count()
     assert clamped == 0
-    with pytest.raises(Exception, match="not both"):
+    with pytest.raises(Exception, match="data directory '/x' does not exist"):
         _load(spark, broker, True, path="/x", subscribe="w").collect()
     import socket
     with socket.socket() as s:  # a port nobody listens on

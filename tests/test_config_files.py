@@ -1,0 +1,50 @@
+"""The configuration files users start from: the shipped, annotated config/server.properties
+starts the broker with no 'accepted without effect' warning, and the README's list of Kafka keys
+accepted without effect is the one engine.config computes (so the README stays true)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from confluent_kafka import Producer
+
+from engine.config import EngineConfig, keys_without_effect, parse_properties
+from tests.serving import ServeProcess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHIPPED = os.path.join(ROOT, "config", "server.properties")
+
+
+def test_shipped_properties_have_only_keys_with_an_effect():
+    with open(SHIPPED) as f:
+        settings = parse_properties(f.read(), SHIPPED)
+    cfg = EngineConfig.from_mapping(settings)
+    assert cfg.ignored == {}
+    assert cfg["num.partitions"] == 1 and cfg["log.retention.ms"] == 168 * 3600 * 1000
+
+
+def test_shipped_properties_start_the_broker_without_warnings(tmp_path):
+    srv = ServeProcess(tmp_path, SHIPPED)          # --data-dir and --listen override the file's
+    srv.start()
+    try:
+        p = Producer({"bootstrap.servers": srv.bootstrap})
+        errors = []
+        for i in range(5):
+            p.produce("shipped-props", b"v%d" % i, on_delivery=lambda e, m: e and errors.append(e))
+        assert p.flush(30) == 0 and not errors
+    finally:
+        code, log = srv.stop()
+    assert code == 0, log
+    assert "accepted without effect" not in log, log
+    assert "effective non-default configuration" in log
+
+
+def test_readme_lists_the_keys_accepted_without_effect():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    block = re.search(r"<!-- keys-without-effect:.*?-->\n(.*?)\n<!-- /keys-without-effect -->", text, re.S)
+    assert block, "README lost its keys-without-effect block"
+    listed = re.findall(r"`([a-z0-9.]+)`", block.group(1))
+    assert listed == keys_without_effect()
+    assert f"The {len(listed)} Kafka 4.0 broker keys accepted without effect" in text
