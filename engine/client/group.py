@@ -191,9 +191,10 @@ class WireTransport:
         from .wire import KafkaConnectionError
         deadline = time.monotonic() + client.timeout_s
         while True:
-            node = self._node(client, group_id)
             conn = None
             try:
+                # FindCoordinator too: its any-broker connection may be to the broker just lost
+                node = self._node(client, group_id)
                 conn = client._conn_for(node)
                 if timeout_s is not None:
                     conn.sock.settimeout(max(timeout_s, client.timeout_s))
