@@ -198,7 +198,8 @@ def fetch_response(int version, topics, int error_code=0, int session_id=0):
     partition_index, error_code, high_watermark, last_stable_offset,
     log_start_offset, slices (objects with len(), e.g. FileSlices, or
     bytes) and optionally aborted_transactions ([(producer_id, first_offset)],
-    None = null as for read_uncommitted).  Parts are bytearray runs and the non-empty slices, in wire order.
+    None = null as for read_uncommitted) and diverging_epoch ((epoch, end_offset), v12+:
+    the DivergingEpoch tagged field; None = absent).  Parts are bytearray runs and the non-empty slices, in wire order.
     """
     cdef bint flex = version >= 12
     cdef bytearray w = bytearray()
@@ -266,7 +267,14 @@ def fetch_response(int version, topics, int error_code=0, int session_id=0):
                 total += size
                 w = bytearray()
             if flex:
-                w.append(0)
+                diverging = getattr(p, "diverging_epoch", None)
+                if diverging is None:
+                    w.append(0)
+                else:                          # KIP-320: one tagged field, DivergingEpoch (tag 0):
+                    w += b"\x01\x00\x0d"       # epoch INT32, end_offset INT64, its tagged fields
+                    put_i32(w, diverging[0])
+                    put_i64(w, diverging[1])
+                    w.append(0)
         if flex:
             w.append(0)
     if flex:

@@ -80,12 +80,15 @@ class Engine:
     """An open data directory.  Use :func:`engine.open` to make one."""
 
     def __init__(self, path: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,
-                 read_only: bool = False, background: bool = True):
+                 read_only: bool = False, background: bool = True, replicated: bool | None = None):
         self.path = os.fspath(path)
         self.read_only = read_only
         settings = dict(config or {})
         settings["log.dirs"] = self.path
         self.config = EngineConfig.from_mapping(settings)
+        # replicated (cluster mode): high watermarks belong to the replica layer and start at
+        # replication-offset-checkpoint; single node: every appended record is committed
+        self.replicated = bool(self.config["zookeeper.connect"]) if replicated is None else replicated
         if not read_only:
             os.makedirs(self.path, exist_ok=True)
         elif not os.path.isdir(self.path):
@@ -102,7 +105,7 @@ class Engine:
         self._coordinator_handover.set()
         # The lock is taken by the LogManager before the metadata is touched.
         self.logs = LogManager(self.path, self.config, read_only=read_only,
-                               config_for=self._log_config_for)
+                               config_for=self._log_config_for, auto_high_watermark=not self.replicated)
         try:
             in_cluster = bool(self.config.values.get("zookeeper.connect"))
             self._meta = LocalMetadataStore(self.path, read_only=read_only,
@@ -474,11 +477,16 @@ def broker_address(path: str | os.PathLike[str]) -> str | None:
 
 
 def open(path: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,
-         read_only: bool = False, background: bool = True) -> Engine:
+         read_only: bool = False, background: bool = True, replicated: bool | None = None) -> Engine:
     """Open (creating if needed) a data directory in-process.
 
     `config` takes Kafka's broker keys (``num.partitions``, ``log.segment.bytes``,
     ``log.retention.ms``, ``log.flush.interval.messages``, ...).  Use as a
     context manager so the directory is closed cleanly.
+
+    `replicated` (default: whether ``zookeeper.connect`` is set) opens the directory for a
+    broker of a cluster: each partition's high watermark starts at its
+    ``replication-offset-checkpoint`` entry (Kafka's rule) instead of its log end offset, and
+    only the replica layer (engine/replica) moves it.
     """
-    return Engine(path, config, read_only=read_only, background=background)
+    return Engine(path, config, read_only=read_only, background=background, replicated=replicated)

@@ -153,6 +153,7 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "replica.fetch.response.max.bytes": (10485760, _int(0)),
     "replica.fetch.backoff.ms": (1000, _int(0)),
     "replica.socket.timeout.ms": (30000, _int(1)),
+    "replica.high.watermark.checkpoint.interval.ms": (5000, _int(1)),
     "auto.leader.rebalance.enable": (True, _bool),
     "leader.imbalance.check.interval.seconds": (300, _int(1)),
     "leader.imbalance.per.broker.percentage": (10, _int(0, 100)),

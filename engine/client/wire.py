@@ -115,6 +115,7 @@ class FetchResult:
     records: memoryview           # raw record batches (possibly a partial batch at the end)
     last_stable_offset: int = -1
     aborted_transactions: list | None = None   # read_committed: [(producer_id, first_offset)]
+    diverging_epoch: tuple[int, int] | None = None   # v12+ (KIP-320): (epoch, end_offset) to truncate to
 
 
 def _known_error(code: int) -> int:
@@ -597,11 +598,15 @@ class WireClient:
                 if v >= 11:
                     r.int32()  # preferred_read_replica
                 records = r.compact_nullable_bytes() if flex else r.nullable_bytes()
+                diverging = None
                 if flex:
-                    r.tagged_fields()
+                    raw = r.tagged_fields().get(0)            # DivergingEpoch (KIP-320)
+                    if raw is not None:
+                        t = Reader(raw)
+                        diverging = (t.int32(), t.int64())
                 found[(name, index)] = FetchResult(perr, hw, log_start,
                                                    records if records is not None else memoryview(b""),
-                                                   stable, aborted)
+                                                   stable, aborted, diverging)
             if flex:
                 r.tagged_fields()
         if flex:

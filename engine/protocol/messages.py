@@ -348,6 +348,7 @@ class FetchPartitionData:
     log_start_offset: int = -1
     slices: list | None = None      # FileSlice-like objects (.size) or bytes; None/[] = empty
     aborted_transactions: list | None = None  # read_committed: [(producer_id, first_offset)]; None = null
+    diverging_epoch: tuple | None = None      # v12+ (KIP-320): (epoch, end_offset); None = absent
 
 
 def encode_fetch_response(version: int, topics: list[tuple[str, list[FetchPartitionData]]],

@@ -1,20 +1,26 @@
 """ReplicaFetcher: a follower's thread that replicates the partitions of one leader broker.
 
-Kafka's ReplicaFetcherThread.  For each partition it follows from that leader:
+Kafka's ReplicaFetcherThread (Kafka 4.0's, truncation on fetch: KIP-320).  For each partition it
+follows from that leader:
 
-1. *truncate*: OffsetForLeaderEpoch (v4, replica id = this node) for its latest epoch; the log is
-   cut to the leader's end offset of that epoch (or, when the leader answers an older epoch, to
-   the smaller of the leader's and our own end offset of that epoch) -- KIP-101/279, never to the
-   high watermark alone (only a log without any epoch falls back to its HW, as Kafka).
-2. *fetch*: Fetch v12 with ``replica_id`` = this node, ``current_leader_epoch`` and the log end
-   offset as fetch offset; the batches are appended as they are (``assign_offsets=False``, each
-   run of batches with its own leader epoch, so the epoch cache matches the leader's), then the
-   high watermark becomes min(leader HW, LEO) and the log start follows the leader's.
+1. A log with a leader epoch fetches at once from its log end offset; a log without any (empty,
+   or written before epochs) first truncates to its high watermark (Kafka's fallback).  No
+   OffsetForLeaderEpoch round trip: the fetch itself detects divergence.
+2. *fetch*: Fetch v12 with ``replica_id`` = this node, ``current_leader_epoch``, the log end
+   offset as fetch offset and ``last_fetched_epoch`` = the latest epoch of the log's leader-epoch
+   cache; the batches are appended as they are (``assign_offsets=False``, each run of batches
+   with its own leader epoch, so the epoch cache matches the leader's), then the high watermark
+   becomes min(leader HW, LEO) and the log start follows the leader's.
+3. *diverging*: when our log is not a prefix of the leader's, the leader answers no records and
+   ``DivergingEpoch`` (epoch, end offset); we truncate by KIP-279's rules (to the end of that
+   epoch in both logs, or -- when we do not know the leader's epoch -- to the end of our largest
+   epoch below it) and fetch again with the new last epoch, which converges in a few fetches.
 
 Errors: FENCED_LEADER_EPOCH parks the partition until a newer epoch arrives (become_follower);
-OFFSET_OUT_OF_RANGE asks the leader's log start (ListOffsets): below it the log starts over empty
-there, otherwise it goes back to truncation; NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
-lost connections back off ``replica.fetch.backoff.ms`` and retry.  An I/O error of the local log
+OFFSET_OUT_OF_RANGE asks the leader's log end and start (ListOffsets, Kafka's
+fetchOffsetAndTruncate): a log end above the leader's is cut to it, one below the leader's log
+start starts over empty there; NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and lost
+connections back off ``replica.fetch.backoff.ms`` and retry.  An I/O error of the local log
 (append, truncation, HW update: ENOSPC, EROFS, EIO) goes to the manager's ``storage_error``: with
 its ``on_storage_error`` set the broker goes offline and this thread stops; otherwise the
 partition backs off and retries.
@@ -38,7 +44,6 @@ __all__ = ["ReplicaFetcher"]
 log = logging.getLogger("engine.replica")
 
 FETCH_VERSION = 12
-OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = 7
 
 _FENCED_LEADER_EPOCH = 74
@@ -70,6 +75,7 @@ class ReplicaFetcher(threading.Thread):
         self._wakeup = threading.Event()
         self._stopped = threading.Event()
         self._conn: _Connection | None = None
+        self.truncations_on_fetch = 0            # DivergingEpoch answers acted upon (KIP-320)
 
     # -- control (any thread) ------------------------------------------------
     def add(self, part) -> None:
@@ -124,7 +130,7 @@ class ReplicaFetcher(threading.Thread):
                 conn = self._connection()
                 truncating = [p for p in ready if p.fetch_state == "truncate"]
                 if truncating:
-                    self._truncate(conn, truncating)
+                    self._truncate(truncating)
                 fetching = [p for p in ready if p.fetch_state == "fetch"]
                 if fetching:
                     self._fetch(conn, fetching)
@@ -169,60 +175,44 @@ class ReplicaFetcher(threading.Thread):
         else:
             part.fetch_backoff_until = time.monotonic() + self.backoff_s
 
-    # -- truncation by leader epoch ------------------------------------------------
-    def _truncate(self, conn: _Connection, parts: list) -> None:
-        asked = {}
-        topics: dict[str, list] = {}
+    # -- before the first fetch ------------------------------------------------------
+    def _truncate(self, parts: list) -> None:
+        """A new follower: a log with an epoch fetches at once (divergence comes back in the
+        fetch answer); one without any falls back to its high watermark, as Kafka."""
         for part in parts:
-            plog = part.log
-            latest = plog.leader_epoch_cache.latest_epoch
-            if latest < 0:
-                # no epoch in the log (empty, or written before epochs): Kafka's fallback
-                with part.lock, self._local(part, "truncation"):
-                    plog.truncate_to(plog.high_watermark)
-                    part.fetch_state = "fetch"
-                continue
-            asked[(part.topic, part.partition)] = (part, part.leader_epoch, latest)
-            topics.setdefault(part.topic, []).append({
-                "partition": part.partition, "current_leader_epoch": part.leader_epoch,
-                "leader_epoch": latest})
-        if not topics:
-            return
-        v = OFFSET_FOR_LEADER_EPOCH_VERSION
-        body = {"replica_id": self.manager.node_id,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
-        r = conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, v,
-                         [encode(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, body, response=False)])
-        resp = read_struct(_entity(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, True), r)
-        for t in resp["topics"]:
-            for p in t["partitions"]:
-                got = asked.get((t["topic"], p["partition"]))
-                if got is None:
+            with part.lock:
+                if part.fetch_state != "truncate":
                     continue
-                part, epoch, latest = got
-                with part.lock:
-                    if not self._still_following(part, epoch) or part.fetch_state != "truncate":
-                        continue
-                    if p["error_code"]:
-                        self._back_off(part, p["error_code"], "OffsetForLeaderEpoch")
-                        continue
-                    plog = part.log
-                    leader_epoch, end = p["leader_epoch"], p["end_offset"]
-                    if end < 0:
-                        target = plog.high_watermark          # the leader knows no such epoch
-                    elif leader_epoch == latest:
-                        target = min(end, plog.log_end_offset)
-                    else:
-                        ours = plog.end_offset_for_epoch(leader_epoch)[1]
-                        target = min(end, ours) if ours >= 0 else end
-                    if target < plog.log_end_offset:
-                        log.info("%s-%d: truncating from %d to %d (leader epoch %d ends at %d)",
-                                 part.topic, part.partition, plog.log_end_offset, target, leader_epoch, end)
-                        with self._local(part, "truncation"):
-                            plog.truncate_to(target)
-                            part.fetch_state = "fetch"
-                    else:
-                        part.fetch_state = "fetch"
+                plog = part.log
+                if plog.leader_epoch_cache.latest_epoch < 0 and plog.high_watermark < plog.log_end_offset:
+                    log.info("%s-%d: no leader epoch in the log: truncating from %d to its high watermark %d",
+                             part.topic, part.partition, plog.log_end_offset, plog.high_watermark)
+                    with self._local(part, "truncation"):
+                        plog.truncate_to(plog.high_watermark)
+                part.fetch_state = "fetch"
+
+    def _truncate_diverging(self, part, epoch: int, end: int) -> None:
+        """The leader says our log diverges after `end` of its `epoch` (KIP-320): truncate
+        (Kafka's getOffsetTruncationState, KIP-279), called with ``part.lock`` held."""
+        plog = part.log
+        leo = plog.log_end_offset
+        ours_epoch, ours_end = plog.end_offset_for_epoch(epoch)
+        if ours_end < 0:
+            target = min(end, leo)                  # no epoch of ours up to it: the leader's end
+        elif ours_epoch != epoch:
+            target = min(ours_end, leo)             # the leader's epoch is unknown here: the end of
+        else:                                       # our largest one below it, then fetch again
+            target = min(ours_end, end, leo)
+        self.truncations_on_fetch += 1
+        log.info("%s-%d: diverging from leader %d (its epoch %d ends at %d): truncating from %d to %d",
+                 part.topic, part.partition, self.leader_id, epoch, end, leo, target)
+        before = list(plog.leader_epoch_cache.entries)
+        with self._local(part, "truncation"):
+            plog.truncate_to(target)         # at the log end it still cuts the epoch cache there
+        if plog.log_end_offset == leo and plog.leader_epoch_cache.entries == before:
+            # nothing changed: the next fetch would diverge the same way; never spin on it
+            log.warning("%s-%d: truncation to %d changed nothing; backing off", part.topic, part.partition, target)
+            part.fetch_backoff_until = time.monotonic() + self.backoff_s
 
     # -- fetching ------------------------------------------------------------------------
     def _fetch(self, conn: _Connection, parts: list) -> None:
@@ -265,6 +255,10 @@ class ReplicaFetcher(threading.Thread):
                 if plog.log_end_offset != offset:
                     continue                       # truncated meanwhile: the next fetch asks again
                 with self._local(part, "append"):
+                    if res.diverging_epoch is not None:
+                        # no records then; the HW and log start are taken from the next answer
+                        self._truncate_diverging(part, *res.diverging_epoch)
+                        continue
                     if len(res.records):
                         appended |= self._append(plog, res.records)
                     hw = min(res.high_watermark, plog.log_end_offset)
@@ -277,33 +271,43 @@ class ReplicaFetcher(threading.Thread):
         for part, epoch, offset in out_of_range:
             self._out_of_range(conn, part, epoch, offset)
 
-    def _out_of_range(self, conn: _Connection, part, epoch: int, offset: int) -> None:
-        """Our log end is outside the leader's log: below its log start (it deleted what we never
-        got: start over empty there, Kafka's truncateFullyAndStartAt), else truncate by epoch."""
+    def _list_offset(self, conn: _Connection, part, epoch: int, timestamp: int) -> tuple[int, int]:
+        """ListOffsets of the leader as a replica: (error code, offset)."""
         v = LIST_OFFSETS_VERSION
         body = {"replica_id": self.manager.node_id, "isolation_level": 0, "topics": [{
             "name": part.topic, "partitions": [{"partition_index": part.partition,
-                                                "current_leader_epoch": epoch, "timestamp": -2}]}]}
+                                                "current_leader_epoch": epoch, "timestamp": timestamp}]}]}
         r = conn.request(ApiKey.LIST_OFFSETS, v, [encode(ApiKey.LIST_OFFSETS, v, body, response=False)])
-        resp = read_struct(_entity(ApiKey.LIST_OFFSETS, v, True), r)
-        p = resp["topics"][0]["partitions"][0]
+        p = read_struct(_entity(ApiKey.LIST_OFFSETS, v, True), r)["topics"][0]["partitions"][0]
+        return p["error_code"], p["offset"]
+
+    def _out_of_range(self, conn: _Connection, part, epoch: int, offset: int) -> None:
+        """Our fetch offset is outside the leader's log (Kafka's fetchOffsetAndTruncate): above its
+        log end (an unclean election) -- cut ours to it; below its log start (it deleted what we
+        never got) -- start over empty there (truncateFullyAndStartAt); else fetch again."""
+        err, leader_end = self._list_offset(conn, part, epoch, -1)
+        if not err:
+            err, leader_start = self._list_offset(conn, part, epoch, -2)
         with part.lock:
             if not self._still_following(part, epoch) or part.fetch_state != "fetch":
                 return
-            if p["error_code"]:
-                self._back_off(part, p["error_code"], "ListOffsets")
+            if err:
+                self._back_off(part, err, "ListOffsets")
                 return
             plog = part.log
-            leader_start = p["offset"]
-            if plog.log_end_offset < leader_start:
+            if leader_end < plog.log_end_offset:
+                log.warning("%s-%d: log end %d is above the leader's %d: truncating to it",
+                            part.topic, part.partition, plog.log_end_offset, leader_end)
+                with self._local(part, "truncation"):
+                    plog.truncate_to(leader_end)
+            elif plog.log_end_offset < leader_start:
                 log.warning("%s-%d: log end %d is below the leader's log start %d: starting over there",
                             part.topic, part.partition, plog.log_end_offset, leader_start)
                 with self._local(part, "truncation"):
                     plog.truncate_fully_and_start_at(leader_start)
             else:
-                log.warning("%s-%d: offset %d out of range at leader %d: truncating by epoch",
-                            part.topic, part.partition, offset, self.leader_id)
-                part.fetch_state = "truncate"
+                log.info("%s-%d: offset %d was out of range at leader %d; fetching again from %d",
+                         part.topic, part.partition, offset, self.leader_id, plog.log_end_offset)
                 part.fetch_backoff_until = time.monotonic() + self.backoff_s
 
     @staticmethod

@@ -41,7 +41,8 @@ import functools
 import logging
 import threading
 
-from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
+from ..errors import KafkaStorageError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..storage.logtypes import FetchInfo
 from .errors import NotEnoughReplicasAfterAppendError, NotLeaderOrFollowerError, RequestTimedOutError
 from .partition import Partition, now_ms
 from .view import LocalClusterView
@@ -283,17 +284,44 @@ class ReplicaManager:
     # -- fetch ---------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, replica_id: int = -1,
              current_leader_epoch: int = -1, log_start_offset: int = -1, isolation_level: int = 0,
-             min_one_batch: bool = True):
+             min_one_batch: bool = True, last_fetched_epoch: int = -1):
         """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark (the last
         stable offset with ``isolation_level`` 1, read_committed), a follower up to the log end offset (its fetch offset is its LEO: the ISR and the HW move
-        from it).  Returns the log's FetchInfo (its ``high_watermark`` after the update)."""
+        from it).  Returns the log's FetchInfo (its ``high_watermark`` after the update).
+
+        ``last_fetched_epoch`` >= 0 (Fetch v12+, KIP-320; followers and consumers alike) is
+        checked first against the leader-epoch cache, as Kafka's Partition.readRecords: when
+        the reader's log diverges from ours the answer has no records and ``diverging_epoch``
+        = (epoch, end offset) to truncate to, and a follower's position is not updated;
+        OFFSET_OUT_OF_RANGE when that epoch is unknown here or `offset` is below the log start."""
         part = self.leader_partition(topic, partition, current_leader_epoch)
         plog = part.log
+        if last_fetched_epoch >= 0:
+            diverging = self._diverging(plog, offset, last_fetched_epoch)
+            if diverging is not None:
+                return diverging
         if replica_id < 0:
             return plog.read(offset, max_bytes, min_one_batch=min_one_batch, isolation_level=isolation_level)
         if not part.local:
             self._follower_fetched(part, replica_id, offset, log_start_offset)
         return plog.read(offset, max_bytes, max_offset=plog.log_end_offset, min_one_batch=min_one_batch)
+
+    @staticmethod
+    def _diverging(plog, offset: int, last_fetched_epoch: int):
+        """A FetchInfo carrying ``diverging_epoch`` when (`last_fetched_epoch`, `offset`) is not
+        in our log, else None (see :meth:`read`)."""
+        hw, start, leo = plog.high_watermark, plog.log_start_offset, plog.log_end_offset
+        lso = plog.last_stable_offset
+        epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0 or end < 0:
+            raise OffsetOutOfRangeError(f"the end offset of leader epoch {last_fetched_epoch} is unknown "
+                                        f"in {plog.topic}-{plog.partition}")
+        if offset < start:
+            raise OffsetOutOfRangeError(f"offset {offset} is below the log start {start} of "
+                                        f"{plog.topic}-{plog.partition}")
+        if epoch < last_fetched_epoch or end < offset:
+            return FetchInfo([], offset, hw, start, leo, lso, None, (epoch, end))
+        return None
 
     def _follower_fetched(self, part: Partition, replica_id: int, offset: int, log_start: int) -> None:
         part.update_follower(replica_id, offset, now_ms(), log_start)
@@ -388,6 +416,10 @@ class ReplicaManager:
         if not part.make_leader(leader_epoch, replicas, isr, partition_epoch):
             log.warning("become_leader %s-%d epoch %d ignored: epoch %d is newer", topic, partition,
                         leader_epoch, part.leader_epoch)
+        else:
+            # the ISR may be down to this broker (Kafka's makeLeader: maybeIncrementLeaderHW),
+            # e.g. after a restart whose HW came from the checkpoint
+            self._call_on_loop(self._hw_check, part)
         self._wake()
         if part.is_leader:
             self._roles_changed(topic, partition, True)
@@ -396,7 +428,7 @@ class ReplicaManager:
     def become_follower(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
                         replicas: list[int], partition_epoch: int) -> Partition:
         """Follow `leader_id` from `leader_epoch` on: pending acks=all produces fail with
-        NOT_LEADER_OR_FOLLOWER, the fetcher of that leader truncates by epoch and replicates."""
+        NOT_LEADER_OR_FOLLOWER, the fetcher of that leader replicates (truncating on DivergingEpoch)."""
         part = self._hosted(topic, partition)
         was_leader = part.is_leader
         if not part.make_follower(leader_id, leader_epoch, replicas, partition_epoch):
@@ -427,6 +459,11 @@ class ReplicaManager:
                 self.engine.logs.delete_log(topic, partition)
             except UnknownTopicOrPartitionError:
                 pass
+
+    def _hw_check(self, part: Partition) -> None:
+        if part.is_leader and part.maybe_advance_hw():
+            part.complete_waiters()
+            self._notify()
 
     def _hosted(self, topic: str, partition: int) -> Partition:
         with self._lock:

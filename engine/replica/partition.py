@@ -120,7 +120,7 @@ class Partition:
 
     def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int],
                       partition_epoch: int) -> bool:
-        """Follow `leader_id` (Kafka's makeFollower); the fetcher truncates by epoch first.
+        """Follow `leader_id` (Kafka's makeFollower); the fetcher truncates on DivergingEpoch.
         False if `leader_epoch` is older than ours."""
         with self.lock:
             if leader_epoch < self._leader_epoch:

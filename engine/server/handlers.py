@@ -233,14 +233,14 @@ class Handlers:
         deadline = loop.time() + max(0.0, max_wait)
         while True:
             seq = self.broker.append_seq
-            topics, size, errors = self._read_partitions(req, max_bytes)
+            topics, size, errors = self._read_partitions(req, max_bytes, v)
             if size >= min_bytes or errors or loop.time() >= deadline:
                 break
             await self.broker.wait_for_append(seq, deadline)
         parts, _ = m.encode_fetch_response(v, topics)
         return parts
 
-    def _read_partitions(self, req, max_bytes: int):
+    def _read_partitions(self, req, max_bytes: int, v: int):
         remaining = max_bytes
         replica_id = _replica_id(req)                  # >= 0: a follower's fetch
         total = 0
@@ -257,7 +257,11 @@ class Handlers:
                                               replica_id=replica_id,
                                               current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
                                               log_start_offset=getattr(p, "log_start_offset", -1),
-                                              isolation_level=isolation, min_one_batch=(total == 0))
+                                              isolation_level=isolation, min_one_batch=(total == 0),
+                                              last_fetched_epoch=p.last_fetched_epoch if v >= 12 else -1)
+                    if info.diverging_epoch is not None:
+                        pd.diverging_epoch = info.diverging_epoch
+                        errors = True                # answered at once, as Kafka
                     pd.high_watermark = info.high_watermark
                     pd.last_stable_offset = info.last_stable_offset
                     pd.log_start_offset = info.log_start_offset
@@ -306,6 +310,8 @@ class Handlers:
                         hit = _max_timestamp(plog)
                     elif ts == -1 and committed:
                         hit = plog.last_stable_offset, -1     # read_committed: latest = the LSO
+                    elif ts == -1 and req.replica_id != -1:
+                        hit = plog.log_end_offset, -1         # a replica's latest: the LEO (Kafka)
                     else:
                         hit = plog.offset_for_timestamp(ts)
                     if committed and ts not in (-1, -2) and hit is not None and hit[0] >= plog.last_stable_offset:

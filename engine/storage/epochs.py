@@ -147,15 +147,20 @@ class LeaderEpochCache:
         return changed
 
     def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(largest epoch <= `epoch`, its end offset); (-1, -1) if unknown (Kafka's rule)."""
-        if not self.entries or epoch < self.entries[0][0]:
+        """(largest epoch <= `epoch`, the start of the next epoch) -- Kafka's
+        LeaderEpochFileCache.endOffsetFor: the latest epoch ends at `log_end_offset`; an epoch
+        older than every entry answers (`epoch`, the first entry's start offset); an unknown
+        epoch (negative, or newer than the latest) or an empty cache answers (-1, -1)."""
+        if epoch < 0 or not self.entries:
             return -1, -1
-        if epoch >= self.entries[-1][0]:
-            return self.entries[-1][0], log_end_offset
-        for i, (e, _o) in enumerate(self.entries):
+        if epoch == self.entries[-1][0]:
+            return epoch, log_end_offset
+        if epoch > self.entries[-1][0]:
+            return -1, -1
+        for i, (e, o) in enumerate(self.entries):
             if e > epoch:
-                return self.entries[i - 1][0], self.entries[i][1]
-        return self.entries[-1][0], log_end_offset  # pragma: no cover
+                return (self.entries[i - 1][0] if i else epoch), o
+        return -1, -1  # pragma: no cover (the latest entry is > epoch here)
 
     def flush(self) -> None:
         if self.path is not None:

@@ -26,10 +26,16 @@ class RetentionMixin:
     """Truncation, DeleteRecords and retention of a PartitionLog (see the module docstring)."""
 
     def truncate_to(self, offset: int) -> int:
-        """Remove everything at and above `offset` (batch granularity); returns the new log end offset."""
+        """Remove everything at and above `offset` (batch granularity); returns the new log end offset.
+
+        At or above the log end nothing is removed but the leader-epoch cache is still cut at the
+        log end (Kafka's truncateTo): a replica that led an epoch without appending in it keeps
+        an entry for it there, which a follower of the next leader must drop."""
         self._check_writable()
         with self._lock:
             if offset >= self.log_end_offset:
+                if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
+                    self._flush_epoch_cache()
                 return self.log_end_offset
             if offset < self.log_start_offset:
                 offset = self.log_start_offset

@@ -35,6 +35,8 @@ class FetchInfo:
     log_end_offset: int
     last_stable_offset: int = -1
     aborted_transactions: list | None = None   # read_committed: [(producer_id, first_offset)]
+    # a replica's answer to a reader whose log diverges (KIP-320): (epoch, end offset), no slices
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:

@@ -21,6 +21,15 @@ starts from offset 0, i.e. the whole log is re-validated) and reported.
 Read-only opens take no lock and change nothing on disk; each PartitionLog
 reads the writer's published high watermark (``.highwatermark``).
 
+High watermarks at open: with ``auto_high_watermark`` (the single node: no replication, every
+appended record is committed) a log's HW starts at its end offset.  Without it (cluster mode,
+the replica layer moves HWs) it starts at its ``replication-offset-checkpoint`` entry, clamped to
+[log start, log end] -- Kafka's rule, so a restarted leader or follower never exposes records
+that were above its committed point; a partition missing from a valid checkpoint starts at its
+log start (Kafka: 0).  A missing or unreadable checkpoint falls back to the log end (reported).
+That file is written every ``replica.high.watermark.checkpoint.interval.ms`` (Kafka's 5000) by
+``run_periodic_tasks`` and at close.
+
     <data_dir>/cleaner-offset-checkpoint          same format (first dirty offsets, cleaner.py)
 
 Concurrency: ``self._lock`` guards the partition map and checkpoint writes;
@@ -38,6 +47,7 @@ import logging
 import os
 import shutil
 import socket
+import logging
 import threading
 import time
 
@@ -54,6 +64,8 @@ from .cleaner import LogCleaner, checkpoint_path, update_cleaner_checkpoint
 from .log import PartitionLog, RecoveryEvent
 
 __all__ = ["LogManager", "lock_holder"]
+
+_log = logging.getLogger(__name__)
 
 
 def _parse_lock_info(text: str) -> dict[str, str]:
@@ -118,6 +130,7 @@ class LogManager:
         # log.retention.check.interval.ms / log.flush.offset.checkpoint.interval.ms (Kafka's)
         self._last_retention_ms = 0
         self._last_checkpoint_ms = 0
+        self._last_hw_checkpoint_ms = 0        # replica.high.watermark.checkpoint.interval.ms
         if read_only:
             if not os.path.isdir(self.data_dir):
                 raise FileNotFoundError(self.data_dir)
@@ -180,12 +193,16 @@ class LogManager:
 
     # -- load ------------------------------------------------------------
     def _read_checkpoint(self, name: str) -> dict:
+        return self._read_checkpoint_or_none(name) or {}
+
+    def _read_checkpoint_or_none(self, name: str) -> dict | None:
+        """The checkpoint's entries; None when the file is missing or garbled (reported)."""
         path = os.path.join(self.data_dir, name)
         try:
-            return checkpoint.read_offset_checkpoint(path) or {}
+            return checkpoint.read_offset_checkpoint(path)
         except checkpoint.CheckpointError as e:
             self.recovery_report.append(RecoveryEvent(path, None, 0, f"distrusted: {e.reason}; treated as missing"))
-            return {}
+            return None
 
     def _load(self) -> None:
         d = self.data_dir
@@ -194,7 +211,7 @@ class LogManager:
         self.was_new = not self._partition_dirs()      # nothing to recover, whatever the marker
         recovery = self._read_checkpoint(files.RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(files.LOG_START_OFFSET_CHECKPOINT)
-        hws = self._read_checkpoint(files.REPLICATION_OFFSET_CHECKPOINT)
+        hws = self._read_checkpoint_or_none(files.REPLICATION_OFFSET_CHECKPOINT)
         cleaned = self._read_checkpoint(files.CLEANER_OFFSET_CHECKPOINT)
         if not self.read_only:
             if os.path.exists(marker):
@@ -215,11 +232,23 @@ class LogManager:
             except ValueError:
                 continue
             key = (topic, part)
+            # replicated: the checkpointed HW; the log end (the old rule) when there is no
+            # trustworthy checkpoint at all
+            at_log_end = self.auto_high_watermark or hws is None
             log = PartitionLog(path, self.config_for(topic), topic=topic, partition=part,
-                               read_only=self.read_only, auto_high_watermark=self.auto_high_watermark,
+                               read_only=self.read_only, auto_high_watermark=at_log_end,
                                had_clean_shutdown=clean, recovery_point=recovery.get(key, 0),
-                               log_start_offset=starts.get(key, 0), high_watermark=hws.get(key),
+                               log_start_offset=starts.get(key, 0),
+                               high_watermark=(hws or {}).get(key, None if self.read_only else 0),
                                ever_cleaned=key in cleaned)
+            log.auto_high_watermark = self.auto_high_watermark
+            if not self.auto_high_watermark and not self.read_only:
+                if hws is None:
+                    _log.warning("%s-%d: no valid %s: high watermark starts at the log end %d",
+                                 topic, part, files.REPLICATION_OFFSET_CHECKPOINT, log.high_watermark)
+                elif key not in hws:
+                    _log.info("%s-%d: no checkpointed high watermark: it starts at the log start %d",
+                              topic, part, log.high_watermark)
             self.recovery_report.extend(log.recovery_stats.events)
             self._logs[key] = log
 
@@ -313,10 +342,19 @@ class LogManager:
             checkpoint.write_offset_checkpoint(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT), ls)
             checkpoint.write_offset_checkpoint(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT), hw)
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write ``replication-offset-checkpoint`` (every log's high watermark, Kafka's format)."""
+        if self.read_only or self._closed:
+            return
+        with self._lock:
+            hw = {k: log.high_watermark for k, log in self._logs.items()}
+            checkpoint.write_offset_checkpoint(os.path.join(self.data_dir, files.REPLICATION_OFFSET_CHECKPOINT), hw)
+
     def run_periodic_tasks(self, now_ms: int | None = None) -> None:
         """flush.ms flushes and delayed deletes (every round); retention every
         ``log.retention.check.interval.ms``; checkpoints every
-        ``log.flush.offset.checkpoint.interval.ms``; producer expiry (see below)."""
+        ``log.flush.offset.checkpoint.interval.ms``, the high watermarks' every
+        ``replica.high.watermark.checkpoint.interval.ms``; producer expiry (see below)."""
         if self.read_only or self._closed:
             return
         now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -333,8 +371,11 @@ class LogManager:
             log.maybe_delete_pending(now_ms)
         self.maybe_expire_producers(now_ms)
         if now - self._last_checkpoint_ms >= cfg["log.flush.offset.checkpoint.interval.ms"]:
-            self._last_checkpoint_ms = now
+            self._last_checkpoint_ms = self._last_hw_checkpoint_ms = now
             self.checkpoint_all()
+        elif now - self._last_hw_checkpoint_ms >= cfg["replica.high.watermark.checkpoint.interval.ms"]:
+            self._last_hw_checkpoint_ms = now
+            self.checkpoint_high_watermarks()
 
     def maybe_expire_producers(self, now_ms: int | None = None) -> int:
         """Every producer.id.expiration.check.interval.ms, forget producers idle for

@@ -26,7 +26,8 @@ class Node:
 
         self.node_id = node_id
         self.path = os.path.join(cluster.root, f"node{node_id}")
-        self.engine = engine.open(self.path, {**config, "log.cleaner.enable": False}, background=False)
+        self.engine = engine.open(self.path, {**config, "log.cleaner.enable": False}, background=False,
+                                  replicated=True)
         try:
             self.bg = BackgroundBroker(self.engine, "127.0.0.1", 0, view=cluster.view.for_node(node_id))
         except BaseException:

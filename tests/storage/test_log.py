@@ -169,7 +169,9 @@ def test_truncate_and_epoch_cache(tmp_path):
     assert log.end_offset_for_epoch(1) == (1, 20)
     assert log.end_offset_for_epoch(2) == (1, 20)
     assert log.end_offset_for_epoch(5) == (5, 50)
-    assert log.end_offset_for_epoch(0) == (-1, -1)
+    assert log.end_offset_for_epoch(0) == (0, 0)      # Kafka: older than all -> first start
+    assert log.end_offset_for_epoch(6) == (-1, -1)    # newer than the latest: unknown
+    assert log.end_offset_for_epoch(-1) == (-1, -1)
     assert checkpoint.read_epoch_checkpoint(os.path.join(log.dir, files.LEADER_EPOCH_CHECKPOINT)) == [
         (1, 0), (3, 20), (5, 40)]
     assert log.truncate_to(33) == 32  # batch granularity: [32, 33] is removed whole
