@@ -208,3 +208,37 @@ def test_generator_headers_survive_a_batch_split():
     out = _native.build_batches([b"x" * 120, b"y" * 120], headers=[None, iter([("g", b"1")])],
                                 max_batch_bytes=200)
     assert len(out) == 2 and _native.decode_batch(out[1])[0][4] == [("g", b"1")]
+
+
+@pytest.mark.parametrize("codec", [0, 3])
+def test_build_batches_stamps_producer_and_builds_incrementally(codec):
+    # the remote producer's path: producer id, epoch and running base sequences written by the
+    # builder (CRC over the final header), and batches built a few at a time from `start`
+    vals = pa.array([b"r%05d" % i + b"x" * 150 for i in range(3000)], pa.binary())
+    ts = pa.array(range(1000, 4000), pa.int64())
+    whole = _native.build_batches(vals, None, ts, None, codec, 8192, -1, 77, 3, 0x7FFFFFF0)
+    assert len(whole) > 4
+    seq, first = 0x7FFFFFF0, 0
+    for b in whole:
+        h = _native.verify_batch(b)                      # CRC checked
+        assert (h.producer_id, h.producer_epoch, h.base_sequence) == (77, 3, seq)
+        assert h.base_timestamp == 1000 + first
+        seq = (seq + h.records_count) & 0x7FFFFFFF         # wraps as Kafka's sequences do
+        first += h.records_count
+    assert first == 3000
+    plain = _native.build_batches(vals, None, ts, None, codec, 8192)
+    assert [_native.verify_batch(b).records_count for b in plain] == \
+        [_native.verify_batch(b).records_count for b in whole]
+    assert all(_native.verify_batch(b).producer_id == -1 for b in plain)
+    pieces, start, seq = [], 0, 0x7FFFFFF0
+    while start < 3000:
+        got = _native.build_batches(vals, None, ts, None, codec, 8192, -1, 77, 3, seq, start, 2)
+        assert 1 <= len(got) <= 2
+        for b in got:
+            n = _native.verify_batch(b).records_count
+            start += n
+            seq = (seq + n) & 0x7FFFFFFF
+        pieces += got
+    assert [bytes(b) for b in pieces] == [bytes(b) for b in whole]
+    with pytest.raises(ValueError):
+        _native.build_batches(vals, None, ts, None, codec, 8192, -1, 77, 3, 0, 3001)
