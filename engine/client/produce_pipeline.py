@@ -31,10 +31,11 @@ import time
 from collections import deque
 from typing import Callable
 
-from ..errors import EngineError, InvalidRequestError, KafkaApiError, api_error
-from ..protocol.messages import ApiKey, _entity, read_struct
+from ..errors import EngineError, KafkaApiError, api_error
+from ..protocol.messages import ApiKey
 from ..protocol.primitives import Writer
-from .wire import KafkaConnectionError, WireClient
+from .connection import KafkaConnectionError, read_response
+from .wire import WireClient
 
 __all__ = ["Entry", "ProducePipeline", "encode_produce"]
 
@@ -272,12 +273,7 @@ class ProducePipeline:
     def _receive(self, node: int) -> None:
         conn, v, corr, entries, _ = self.requests[node].popleft()
         try:
-            r = conn.receive(ApiKey.PRODUCE, v, corr)
-            try:
-                resp = read_struct(_entity(ApiKey.PRODUCE, v, True), r)
-            except InvalidRequestError as e:
-                conn.close()
-                raise KafkaConnectionError(f"unparseable Produce v{v} response from {conn.address}: {e}") from None
+            resp = read_response(conn, ApiKey.PRODUCE, v, corr)
         except KafkaConnectionError as err:
             self._landed(entries)
             self._retry(entries, err)

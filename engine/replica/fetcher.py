@@ -35,7 +35,8 @@ import threading
 import time
 
 from .. import _native
-from ..client.wire import KafkaConnectionError, WireClient, _Connection
+from ..client.connection import KafkaConnectionError, _Connection
+from ..client.wire import WireClient
 from ..errors import KafkaApiError
 from ..protocol.messages import ApiKey, _entity, encode, read_struct
 

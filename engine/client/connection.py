@@ -1,0 +1,143 @@
+"""One TCP connection to a Kafka broker: framing, request headers, correlation ids.
+
+:class:`_Connection` sends requests (header v1/v2, the body as pre-encoded parts, written with one
+``sendmsg`` when it fits) and reads their responses into a Reader over the body; with
+``reuse=True`` a response is read into the connection's own receive buffer (the caller copies out
+what it keeps before the next one).  Any socket error, a short frame, a response to another
+request or an unparseable body raises :class:`KafkaConnectionError` and closes the connection,
+so the caller reconnects (as Kafka's clients do).  Used by :class:`engine.client.wire.WireClient`
+and the producer pipeline (engine/client/produce_pipeline.py).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from ..errors import EngineError, InvalidRequestError
+from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _entity, read_struct
+from ..protocol.primitives import Reader
+
+__all__ = ["KafkaConnectionError", "read_response"]
+
+
+class KafkaConnectionError(EngineError, ConnectionError):
+    """The broker could not be reached, closed the connection, timed out or sent garbage."""
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, client_id: bytes, timeout_s: float):
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as e:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {e}") from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.address = f"{host}:{port}"
+        self.client_id = client_id
+        self.corr = 0
+        self.rbuf: bytearray | None = None    # the reused receive buffer (receive(reuse=True))
+
+    def request(self, api_key: int, version: int, body_parts: list, expect_response: bool = True,
+                reuse: bool = False):
+        """Send one request; return a Reader over the response body (after the header)."""
+        corr = self.send(api_key, version, body_parts)
+        return self.receive(api_key, version, corr, reuse) if expect_response else None
+
+    def send(self, api_key: int, version: int, body_parts: list) -> int:
+        """Send one request without waiting (requests may be pipelined: Kafka answers the
+        requests of one connection in order); its correlation id."""
+        self.corr = (self.corr + 1) & 0x7FFFFFFF
+        flex = version >= FLEXIBLE_FROM[api_key]
+        head = struct.pack(">hhih", api_key, version, self.corr, len(self.client_id)) + self.client_id
+        if flex:
+            head += b"\x00"
+        size = len(head) + sum(len(p) for p in body_parts)
+        try:
+            self._send_all([struct.pack(">i", size), head, *body_parts])
+        except OSError as e:
+            self.close()
+            raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
+        return self.corr
+
+    def receive(self, api_key: int, version: int, corr: int, reuse: bool = False):
+        """The next response, which must answer request `corr`: a Reader over its body.
+        With `reuse` the frame is read into this connection's receive buffer, overwritten by
+        the next such receive: the caller must be done with every view of it by then."""
+        try:
+            frame = self._recv_frame(reuse)
+        except (OSError, EOFError) as e:
+            self.close()
+            raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
+        r = Reader(frame)
+        flex = version >= FLEXIBLE_FROM[api_key]
+        try:
+            got = r.int32()
+            if got != corr:
+                raise InvalidRequestError(f"response to request {got}, expected {corr}")
+            if flex and api_key != ApiKey.API_VERSIONS:  # ApiVersions responses keep header v0
+                r.tagged_fields()
+        except InvalidRequestError as e:
+            self.close()
+            raise KafkaConnectionError(f"{self.address}: unparseable response header: {e}") from None
+        return r
+
+    def _send_all(self, parts: list) -> None:
+        """sendmsg the parts (no join: record batches are not copied), resuming partial sends."""
+        views = [memoryview(p).cast("B") for p in parts if len(p)]
+        while views:
+            sent = self.sock.sendmsg(views[:512])
+            while sent:
+                if sent >= len(views[0]):
+                    sent -= len(views[0])
+                    views.pop(0)
+                else:
+                    views[0] = views[0][sent:]
+                    sent = 0
+
+    def _recv_into(self, view: memoryview) -> None:
+        got = 0
+        n = len(view)
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise EOFError(f"connection closed after {got} of {n} bytes")
+            got += k
+
+    def _recv_frame(self, reuse: bool = False):
+        head = bytearray(4)
+        self._recv_into(memoryview(head))
+        (n,) = struct.unpack(">i", head)
+        if n < 4:
+            raise EOFError(f"bad response size {n}")
+        if not reuse:
+            frame = bytearray(n)  # the only copy of the records: socket -> this buffer
+            self._recv_into(memoryview(frame))
+            return frame
+        buf = self.rbuf
+        if buf is None or len(buf) < n:
+            # a new buffer (zero-filled once), kept for the next frames: no fresh pages and
+            # no memset per response (a caller still holding views of the old one keeps it)
+            buf = self.rbuf = bytearray(max(n, 2 * len(buf) if buf is not None else n))
+        view = memoryview(buf)[:n]
+        self._recv_into(view)
+        return view
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+
+
+def read_response(conn: "_Connection", api_key: int, version: int, corr: int) -> dict:
+    """The decoded response to request `corr` on `conn`; an unparseable body closes the
+    connection and raises :class:`KafkaConnectionError` (the request may have been applied)."""
+    r = conn.receive(api_key, version, corr)
+    try:
+        return read_struct(_entity(api_key, version, True), r)
+    except InvalidRequestError as e:
+        conn.close()
+        raise KafkaConnectionError(f"unparseable response to API {api_key} v{version} from "
+                                   f"{conn.address}: {e}") from None
