@@ -116,6 +116,7 @@ class ProducePipeline:
         self.blocked_until: dict[tuple[str, int], float] = {}
         self.retrying: set = set()          # partitions waiting for their in-flight answers
         self.requests: dict[int, deque] = {}   # node -> deque[(conn, version, corr, entries, sent_at)]
+        self.unacked: dict[tuple[str, int], set] = {}   # orders of each partition's unfinished batches
         self._order = 0
         self.unfinished = 0
 
@@ -129,6 +130,7 @@ class ProducePipeline:
         if q is None:
             q = self.queues[tp] = deque()
         q.append(entry)
+        self.unacked.setdefault(tp, set()).add(entry.order)
         self.unfinished += 1
         return entry
 
@@ -300,17 +302,25 @@ class ProducePipeline:
                 msg = p.get("error_message") or ""
                 err = api_error(code, f"produce to {e.topic}-{e.partition}" + (f" ({msg})" if msg else ""))
                 tp = (e.topic, e.partition)
-                if err.retriable or (code == OUT_OF_ORDER_SEQUENCE_NUMBER and tp in self.retrying):
+                if err.retriable or (code == OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_unacked(e)):
                     retry.append((e, err))
                 else:
                     self._fail_partition(tp, err, e)
         for e, err in retry:
             self._retry([e], err)
 
+    def _earlier_unacked(self, e: Entry) -> bool:
+        """OUT_OF_ORDER_SEQUENCE_NUMBER is retriable while an earlier batch of the partition is
+        unanswered or being retried (its sequence has not landed yet), as the Java producer
+        decides (TransactionManager.canRetry: not the next sequence after the last acked)."""
+        tp = (e.topic, e.partition)
+        return tp in self.retrying or any(o < e.order for o in self.unacked.get(tp, ()))
+
     # -- outcomes ----------------------------------------------------------------------------
     def _finish(self, e: Entry, base: int) -> None:
         if e.done:
             return
+        self.unacked.get((e.topic, e.partition), set()).discard(e.order)
         e.done, e.base = True, base
         e.batch = None
         self.unfinished -= 1
