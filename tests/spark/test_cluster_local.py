@@ -46,9 +46,10 @@ def cluster(tmp_path_factory):
             p.produce("spread", b"s%d" % i, partition=i % 3)
             p.produce("copies", b"c%d" % i)
         assert p.flush(60) == 0
-        leaders = {(t, pid): pm.leader for t in ("spread", "copies")
-                   for pid, pm in admin.list_topics(timeout=10).topics[t].partitions.items()}
-        yield {"bootstrap": boot, "dirs": {i: b.data for i, b in brokers.items()}, "leaders": leaders}
+        md = admin.list_topics(timeout=10)
+        leaders = {(t, pid): pm.leader for t in ("spread", "copies") for pid, pm in md.topics[t].partitions.items()}
+        isrs = {(t, pid): list(pm.isrs) for t in ("spread", "copies") for pid, pm in md.topics[t].partitions.items()}
+        yield {"bootstrap": boot, "dirs": {i: b.data for i, b in brokers.items()}, "leaders": leaders, "isrs": isrs}
     finally:
         for b in brokers.values():
             if b.running:
@@ -69,8 +70,9 @@ def test_plan_reads_local_in_sync_copies_else_the_leader(cluster):
     here = [1, 2]                            # this "machine" holds brokers 1 and 2
     plan = {(r["topic"], r["partition"]): r["source"] for r in explain(_opts(cluster, here))}
     for (t, p), leader in cluster["leaders"].items():
-        if t == "copies":                    # RF 3: broker 1 or 2 has it, the leader's own copy first
-            want = cluster["dirs"][leader] if leader in here else cluster["dirs"][1]
+        if t == "copies":                    # RF 3: broker 1 or 2 has it, the leader's own copy first,
+            first = next(r for r in cluster["isrs"][(t, p)] if r in here)    # else the ISR's order
+            want = cluster["dirs"][leader] if leader in here else cluster["dirs"][first]
             assert plan[(t, p)] == f"local:{want}"
         elif leader in here:                 # RF 1: only its leader has it
             assert plan[(t, p)] == f"local:{cluster['dirs'][leader]}"
