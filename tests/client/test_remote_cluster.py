@@ -341,11 +341,15 @@ def test_group_of_arrow_consumers_survives_its_coordinators_loss(ha):
         seen: list[tuple[int, int]] = []
         lock, stop, errors = threading.Lock(), threading.Event(), []
 
+        state: dict[int, str] = {}       # per member: its assignment and last loop time, for a timeout
+
         def member():                 # each member in its own thread, as a group member must be
             m = eng.consumer(**conf)
             try:
                 m.subscribe([topic])
                 while not stop.is_set():
+                    state[threading.get_ident()] = (
+                        f"assigned {sorted(tp.partition for tp in m.assignment())} at {time.monotonic():.1f}")
                     got = []
                     for b in m.poll_arrow(max_records=200, timeout_ms=100):
                         got.extend(zip(b.column("partition").to_pylist(), b.column("offset").to_pylist()))
@@ -366,9 +370,16 @@ def test_group_of_arrow_consumers_survives_its_coordinators_loss(ha):
         assert r["error_code"] == 0
         coord = r["node_id"]
         c.brokers[coord].kill9()
+        killed = time.monotonic()
         try:
-            wait_for(lambda: len(set(seen)) >= PARTS * n or errors, timeout=SESSION_MS / 1000 + 90,
-                     what="every row after the coordinator's loss")
+            try:
+                wait_for(lambda: len(set(seen)) >= PARTS * n or errors, timeout=SESSION_MS / 1000 + 90,
+                         what="every row after the coordinator's loss")
+            except AssertionError as e:   # say which partitions stalled and what each member held
+                with lock:
+                    got = {p: len({o for q, o in seen if q == p}) for p in range(PARTS)}
+                raise AssertionError(f"{e}: rows per partition {got} of {n}; coordinator {coord} killed at "
+                                     f"{killed:.1f}, now {time.monotonic():.1f}; members {state}") from None
         finally:
             stop.set()
             for t in threads:

@@ -5,6 +5,7 @@ idempotent acks=all producer, controlled shutdown without client errors, and Kaf
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -57,15 +58,20 @@ class Load:
             self.ack_times.append(time.monotonic())
 
     def _run(self):
-        while not self._stop.is_set():
-            if self.sent - len(self.acked) - len(self.errors) < self.window:
-                try:
-                    self.p.produce(self.topic, str(self.sent).encode(), key=b"k", on_delivery=self._report)
-                    self.sent += 1
-                except BufferError:
-                    pass
-            self.p.poll(0.001 if self.sent % 50 else 0)
-        self.p.flush(120)
+        try:
+            while not self._stop.is_set():
+                if self.sent - len(self.acked) - len(self.errors) < self.window:
+                    try:
+                        self.p.produce(self.topic, str(self.sent).encode(), key=b"k", on_delivery=self._report)
+                        self.sent += 1
+                    except BufferError:
+                        pass
+                self.p.poll(0.001 if self.sent % 50 else 0)
+            self.p.flush(120)
+        except Exception as e:      # noqa: BLE001 - a fatal producer error (unclean election) is
+            self.errors.append(f"fatal: {e!r}")   # recorded, not left in a thread's traceback that
+            with contextlib.suppress(Exception):   # would keep the producer alive past the test
+                self.p.purge()
 
     def start(self):
         self._t.start()
