@@ -173,7 +173,13 @@ def test_produce_form_appends_a_record_a_consumer_reads(browser, broker, tmp_pat
     browser.find_element("id", "produce-key").send_keys("form-key")
     browser.find_element("id", "produce-value").send_keys("from the form <b>bold</b>")
     browser.find_element("name", "headers").send_keys("origin=console")
+    page = browser.find_element("tag name", "html")
     browser.find_element("id", "produce-submit").click()
+    # the POST loads a new page: wait for it (reading the body at once could catch the old
+    # page's element as it goes stale, as one full run did)
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(page))
     text = browser.find_element("tag name", "body").text
     browser.save_screenshot(str(tmp_path / "produced.png"))
     check_png(str(tmp_path / "produced.png"))
