@@ -97,6 +97,9 @@ class Member(threading.Thread):
                           enable_auto_commit=False, auto_offset_reset="earliest",
                           session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
                           **self.conf)
+        # metadata before the first poll: kafka-python 3.0.12 can lose the rejoin that a
+        # metadata change starts (see tests/conformance/test_kafka_python.py)
+        c.topics()
         try:
             while not self._stop_evt.is_set():
                 batches = c.poll(timeout_ms=100)
