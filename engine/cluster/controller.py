@@ -101,15 +101,16 @@ class Controller:
         self.resign()
 
     def resign(self) -> None:
-        """Give up the seat (delete /controller if it is ours)."""
+        """Give up the seat (delete /controller if it is ours).  Without a connection to
+        ZooKeeper nothing is tried: the seat goes with our session."""
         was = self.active
         self.active = False
-        if was:
+        if was and self.zk.connected:
             try:
-                data, stat = self.zk.get(CONTROLLER)
+                data, stat = self.store.bounded("get", CONTROLLER)
                 if json.loads(data)["brokerid"] == self.broker_id and \
                         stat.ephemeralOwner == self.zk.client_id[0]:
-                    self.zk.delete(CONTROLLER, version=stat.version)
+                    self.store.bounded("delete", CONTROLLER, version=stat.version)
             except Exception:
                 pass
 

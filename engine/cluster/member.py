@@ -37,6 +37,7 @@ import json
 import logging
 import queue
 import threading
+import time
 
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
@@ -258,30 +259,36 @@ class ClusterMember:
         stopped = threading.Event()
         self._work.put(("shutdown", stopped))
         stopped.wait(10)
-        done = threading.Event()
-        remaining = [-1]
-
-        def watch(data, stat, event=None):
-            # the controller's answer comes from a pass that already moved every leadership it
-            # could; what remains has no other live in-sync replica (Kafka's controller answers
-            # the same "partitions remaining", and its broker then stops anyway after retries)
-            if data:
-                remaining[0] = int(json.loads(data).get("remaining", -1))
-                done.set()
-                return False
-            return not done.is_set()
+        deadline = time.monotonic() + timeout_s
+        remaining = -1
+        # every ZooKeeper call bounded: with ZooKeeper gone, kazoo would wait for ever (and past
+        # the session timeout our session, which the request needs, is gone anyway)
         try:
-            self.store.client.create(path, ephemeral=True)
+            self.store.bounded("create", path, ephemeral=True,
+                               timeout_s=min(timeout_s, self.store.session_timeout_s))
         except Exception as e:
             log.warning("controlled shutdown: cannot ask the controller (%s)", e)
             return -1
-        DataWatch(self.store.client, path, watch)
-        done.wait(timeout_s)
+        # the controller's answer comes from a pass that already moved every leadership it
+        # could; what remains has no other live in-sync replica (Kafka's controller answers the
+        # same "partitions remaining", and its broker then stops anyway after retries)
+        changed = threading.Event()
+        while (left := deadline - time.monotonic()) > 0:
+            changed.clear()
+            try:
+                data, _ = self.store.bounded("get", path, watch=lambda event: changed.set(), timeout_s=left)
+            except Exception as e:
+                log.warning("controlled shutdown: no answer from the controller (%s)", e)
+                break
+            if data:
+                remaining = int(json.loads(data).get("remaining", -1))
+                break
+            changed.wait(deadline - time.monotonic())
         log.info("controlled shutdown of broker %d: %s", self.broker_id,
-                 "no leadership left" if remaining[0] == 0 else
-                 "no answer from a controller" if remaining[0] < 0 else
-                 f"{remaining[0]} partitions still led (no other in-sync replica alive)")
-        return remaining[0]
+                 "no leadership left" if remaining == 0 else
+                 "no answer from a controller" if remaining < 0 else
+                 f"{remaining} partitions still led (no other in-sync replica alive)")
+        return remaining
 
     # -- watches (kazoo's threads) -----------------------------------------------------
     def _on_brokers(self, children):

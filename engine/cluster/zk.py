@@ -156,6 +156,22 @@ class ZkStore:
             self.client.ensure_path(path)
         return self
 
+    @property
+    def session_timeout_s(self) -> float:
+        return self.client._session_timeout / 1000.0
+
+    def bounded(self, op: str, *args, timeout_s: float | None = None, **kw):
+        """``client.<op>(*args, **kw)`` that gives up after `timeout_s` (default: the session
+        timeout, past which ZooKeeper has expired our session and its ephemeral nodes anyway),
+        raising kazoo's timeout error.  kazoo queues a request made while it has no connection
+        until one comes back: for a broker stopping while ZooKeeper is gone, never."""
+        wait = self.session_timeout_s if timeout_s is None else max(0.0, timeout_s)
+        try:
+            return getattr(self.client, op + "_async")(*args, **kw).get(timeout=wait)
+        except self.client.handler.timeout_exception:
+            raise self.client.handler.timeout_exception(
+                f"ZooKeeper gave no answer to {op} {args[0] if args else ''} in {wait:.1f} s") from None
+
     def close(self) -> None:
         try:
             self.client.stop()
