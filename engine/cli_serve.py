@@ -86,6 +86,7 @@ def _log_recovery(log, eng, seconds: float) -> None:
 def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
     """Serve a data directory to Kafka clients until SIGTERM/SIGINT (then shut down cleanly)."""
     import asyncio
+    import faulthandler
     import logging
     import signal
 
@@ -94,6 +95,9 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # `kill -3` prints every thread's stack to stderr and the broker goes on (the JVM's thread
+    # dump, which Kafka's operators know): the way to see where a stuck broker waits
+    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
     settings: dict = {}
     if args.properties:
         with open(args.properties) as f:

@@ -92,7 +92,12 @@ class ServeProcess:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:     # stuck: its threads' stacks into the log first
+                os.kill(self.proc.pid, signal.SIGQUIT)
+                time.sleep(1.0)
+                with open(self.log_path, "ab") as f:
+                    f.write(f"\n[test harness] no exit {timeout:.0f} s after SIGTERM: "
+                            f"stacks above (SIGQUIT), now SIGKILL\n".encode())
                 self.kill9()
         with open(self.log_path, "rb") as f:
             text = f.read().decode("utf-8", "replace")

@@ -198,3 +198,18 @@ def test_startup_says_what_recovery_found_after_an_unclean_shutdown(tmp_path):
     srv.start()
     _, log = srv.stop()
     assert log.count("after a clean shutdown") == 1
+
+
+def test_sigquit_prints_every_threads_stack_and_the_broker_goes_on(tmp_path):
+    """`kill -3`, as for a JVM: a thread dump on stderr, nothing else changes."""
+    srv = ServeProcess(tmp_path).start()
+    try:
+        srv.proc.send_signal(signal.SIGQUIT)
+        time.sleep(0.5)
+        acked, errors = produce_acked(srv.bootstrap, "after-dump", 10)
+        assert not errors and len(acked) == 10
+    finally:
+        code, err = srv.stop()
+    assert code == 0 and "stopped cleanly" in err, err
+    assert err.count("(most recent call first)") >= 3, err       # the main thread and workers
+    assert "in cmd_serve" in err, err                             # the main thread's frames
