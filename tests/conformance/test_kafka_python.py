@@ -262,8 +262,7 @@ def test_consumer_group_split_commit_close(request, boot, admin, topic_name):
 
     def until(cond, what, pollers, timeout=30.0):
         """Poll `pollers` until `cond()`; on a timeout name the phase, each member's assignment
-        and the group as the broker describes it (a full CI run once ended one of these waits
-        with no assignment at all, not reproduced in 25 runs alone under CPU load)."""
+        and the group as the broker describes it (what showed the client's lost rejoin below)."""
         t0 = time.monotonic()
         while not cond() and time.monotonic() - t0 < timeout:
             for c in pollers:

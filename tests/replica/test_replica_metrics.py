@@ -18,8 +18,13 @@ def gauges(node) -> dict:
     return out
 
 
+def key(name: str, **labels):
+    """A sample's key in gauges()."""
+    return name, tuple(sorted((k, str(v)) for k, v in labels.items()))
+
+
 def g(node, name: str, **labels):
-    return gauges(node).get((name, tuple(sorted((k, str(v)) for k, v in labels.items()))))
+    return gauges(node).get(key(name, **labels))
 
 
 def settles(c, node, want: dict, isr: list[int], timeout: float = 20.0) -> None:
@@ -30,9 +35,7 @@ def settles(c, node, want: dict, isr: list[int], timeout: float = 20.0) -> None:
     def ok():
         got = gauges(node)
         for k in want:
-            name, labels = (k, ()) if isinstance(k, str) else \
-                (k[0], tuple(sorted({"partition": str(k[1]), "topic": k[2]}.items())))
-            last[k] = got.get((name, labels))
+            last[k] = got.get(key(k) if isinstance(k, str) else key(k[0], partition=k[1], topic=k[2]))
         return last == want and c.isr("t") == isr
     try:
         wait_until(ok, timeout=timeout, what=f"gauges {want} with ISR {isr}")
