@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient
 
 from ..errors import EngineError
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 __all__ = ["PartitionState", "TopicAssignment", "ZkStore", "BadVersionError", "NodeExistsError",
            "NoNodeError", "ClusterError"]
@@ -248,27 +248,32 @@ class ZkStore:
         return int(json.loads(data)["brokerid"])
 
     def try_become_controller(self, broker_id: int) -> int | None:
-        """Create /controller; on success bump /controller_epoch and return the new epoch."""
-        try:
-            self.client.create(CONTROLLER, _dumps({"version": 1, "brokerid": broker_id,
-                                                   "timestamp": _now_ms()}), ephemeral=True)
-        except NodeExistsError:
-            return None
+        """Create /controller and bump /controller_epoch in one transaction (as Kafka's
+        registerControllerAndIncrementControllerEpoch): nobody ever sees the new controller with
+        the old epoch.  Returns the new epoch, or None when another broker holds the seat."""
         while True:
             try:
                 data, stat = self.client.get(CONTROLLER_EPOCH)
             except NoNodeError:
                 try:
-                    self.client.create(CONTROLLER_EPOCH, b"1")
-                    return 1
+                    self.client.create(CONTROLLER_EPOCH, b"0")      # the first controller makes 1
                 except NodeExistsError:
-                    continue
-            epoch = int(data) + 1
-            try:
-                self.client.set(CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
-                return epoch
-            except BadVersionError:
+                    pass
                 continue
+            epoch = int(data) + 1
+            tx = self.client.transaction()
+            tx.create(CONTROLLER, _dumps({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()}),
+                      ephemeral=True)
+            tx.set_data(CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+            created, bumped = tx.commit()
+            if not isinstance(created, Exception) and not isinstance(bumped, Exception):
+                return epoch
+            if isinstance(created, NodeExistsError):
+                return None
+            if isinstance(bumped, BadVersionError):
+                continue                              # another broker bumped the epoch meanwhile
+            raise created if isinstance(created, Exception) and not isinstance(created, RolledBackError) \
+                else bumped
 
     def controller_epoch(self) -> tuple[int, int]:
         """(epoch, znode version) of /controller_epoch ((0, -1) when absent)."""
