@@ -173,14 +173,19 @@ def test_produce_form_appends_a_record_a_consumer_reads(browser, broker, tmp_pat
     browser.find_element("id", "produce-key").send_keys("form-key")
     browser.find_element("id", "produce-value").send_keys("from the form <b>bold</b>")
     browser.find_element("name", "headers").send_keys("origin=console")
-    page = browser.find_element("tag name", "html")
     browser.find_element("id", "produce-submit").click()
-    # the POST loads a new page: wait for it (reading the body at once could catch the old
-    # page's element as it goes stale, as one full run did)
-    from selenium.webdriver.support import expected_conditions
+    # the POST answers 303 to the record's /browse page: wait for that page. Reading the body at
+    # once caught the old page's element as it went stale in one full run; waiting for staleness
+    # made chromedriver fail with "Node with given id does not belong to the document" in another,
+    # so every driver error while the page changes is retried until the deadline.
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
-    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(page))
-    text = browser.find_element("tag name", "body").text
+
+    def browse_page_text(driver):
+        if "/browse" not in driver.current_url:
+            return None
+        return driver.find_element("tag name", "body").text or None
+    text = WebDriverWait(browser, 20, ignored_exceptions=(WebDriverException,)).until(browse_page_text)
     browser.save_screenshot(str(tmp_path / "produced.png"))
     check_png(str(tmp_path / "produced.png"))
     assert "from the form <b>bold</b>" in text and "origin" in text
