@@ -106,7 +106,7 @@ def decode_batches(data: _Buffer, start: int = 0, end: int = -1, check_crc: bool
                    skip_control: bool = True, path: str | None = None, base_position: int = 0,
                    max_size: int = ...) -> tuple[list[_Record], int]: ...
 
-# -- builder.pyx ---------------------------------------------------------------
+# -- builder.pyx, columns.pyx --------------------------------------------------
 class BatchBuilder:
     def __init__(self, initial_capacity: int = 4096) -> None: ...
     def append(self, value: _Buffer | str | None, key: _Buffer | str | None = None,
