@@ -129,7 +129,8 @@ class ZkStore:
 
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_s: float = 15.0):
         self.connect = connect
-        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0,
+        self.session_timeout_s = session_timeout_ms / 1000.0      # the one we ask ZooKeeper for
+        self.client = KazooClient(hosts=connect, timeout=self.session_timeout_s,
                                   connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0},
                                   command_retry={"max_tries": 3, "delay": 0.1, "max_delay": 1.0})
         self._connection_timeout_s = connection_timeout_s
@@ -137,7 +138,7 @@ class ZkStore:
     def start(self) -> "ZkStore":
         hosts, slash, chroot = self.connect.partition("/")
         if slash and chroot.strip("/"):       # HOST:PORT/chroot: made when absent, as Kafka does
-            boot = KazooClient(hosts=hosts, timeout=self.client._session_timeout / 1000.0)
+            boot = KazooClient(hosts=hosts, timeout=self.session_timeout_s)
             try:
                 boot.start(timeout=self._connection_timeout_s)
                 boot.ensure_path("/" + chroot.strip("/"))
@@ -155,10 +156,6 @@ class ZkStore:
         for path in (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN):
             self.client.ensure_path(path)
         return self
-
-    @property
-    def session_timeout_s(self) -> float:
-        return self.client._session_timeout / 1000.0
 
     def bounded(self, op: str, *args, timeout_s: float | None = None, **kw):
         """``client.<op>(*args, **kw)`` that gives up after `timeout_s` (default: the session
@@ -196,7 +193,7 @@ class ZkStore:
         if rack:
             reg["rack"] = rack
         path = f"{BROKER_IDS}/{broker_id}"
-        deadline = time.monotonic() + self.client._session_timeout / 1000.0 + 5.0
+        deadline = time.monotonic() + self.session_timeout_s + 5.0
         while True:
             try:
                 self.client.create(path, _dumps(reg), ephemeral=True)
@@ -272,8 +269,7 @@ class ZkStore:
                 return None
             if isinstance(bumped, BadVersionError):
                 continue                              # another broker bumped the epoch meanwhile
-            raise created if isinstance(created, Exception) and not isinstance(created, RolledBackError) \
-                else bumped
+            raise next(r for r in (created, bumped) if not isinstance(r, RolledBackError))
 
     def controller_epoch(self) -> tuple[int, int]:
         """(epoch, znode version) of /controller_epoch ((0, -1) when absent)."""
