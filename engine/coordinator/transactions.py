@@ -17,6 +17,7 @@ results carry Kafka error codes, 0 = success)::
         -> {(topic, partition): error}                 # the transaction becomes Ongoing
     verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])
         -> {(topic, partition): error}                 # KIP-890 verify-only: nothing changes
+    verify_anywhere(...same...) -> {(topic, partition): error}   # here or at the id's coordinator
     add_offsets(transactional_id, producer_id, producer_epoch, group_id) -> error
     txn_offset_commit(transactional_id, group_id, producer_id, producer_epoch,
                       {(topic, partition): OffsetAndMetadata | offset}, generation_id=-1,
@@ -68,6 +69,8 @@ log = logging.getLogger("engine.coordinator.transactions")
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
+NETWORK_EXCEPTION = 13
+COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 INVALID_REQUEST = 42
@@ -358,6 +361,33 @@ class TransactionCoordinator(CoordinatorRuntime):
         ok = meta.state == ONGOING
         return {tp: NONE if ok and tp in meta.partitions else TRANSACTION_ABORTABLE for tp in tps}
 
+    async def verify_anywhere(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """KIP-890 verification wherever the transaction's coordinator is: here
+        (:meth:`verify_partitions`), or, in cluster mode, the broker that leads the id's
+        ``__transaction_state`` partition (AddPartitionsToTxn v4 verify-only, as Kafka's
+        AddPartitionsToTxnManager asks it).  {tp: that coordinator's code}; NETWORK_EXCEPTION
+        when it cannot be asked, COORDINATOR_LOAD_IN_PROGRESS when the id is moving here.
+
+        Partition leaders (Produce) and group coordinators (TxnOffsetCommit) verify through
+        this: neither may assume that the transaction coordinator is the broker they run on."""
+        tps = list(partitions)
+        res = await self.verify_partitions(transactional_id, producer_id, producer_epoch, tps)
+        link = self.cluster
+        if link is None or not any(code == NOT_COORDINATOR for code in res.values()):
+            return res
+        node = self.coordinator_node(transactional_id)
+        if node < 0:
+            return {tp: COORDINATOR_NOT_AVAILABLE for tp in tps}
+        if node == link.view.node_id:           # it is moving here: not loaded yet
+            return {tp: COORDINATOR_LOAD_IN_PROGRESS for tp in tps}
+        try:
+            return await self.loop.run_in_executor(
+                None, link.verify_remote, node, transactional_id, producer_id, producer_epoch, tps)
+        except Exception as e:                  # noqa: BLE001 - unreachable, timed out, garbled
+            log.info("KIP-890 verification of %s with broker %d failed: %s", transactional_id, node, e)
+            return {tp: NETWORK_EXCEPTION for tp in tps}
+
     def _partition_exists(self, topic: str, partition: int) -> bool:
         try:
             return 0 <= partition < self.engine.topic_metadata(topic).partitions
@@ -374,10 +404,17 @@ class TransactionCoordinator(CoordinatorRuntime):
         tps = list(offsets)
         gc = self._group_coordinator()
         gtp = (group_records.OFFSETS_TOPIC, gc.partition_for(group_id))
-        check = await self.verify_partitions(transactional_id, producer_id, producer_epoch, [gtp])
+        # the transaction coordinator of `transactional_id` may be another broker than this
+        # group coordinator (cluster mode): verify where it is, never only here
+        check = await self.verify_anywhere(transactional_id, producer_id, producer_epoch, [gtp])
         code = check[gtp]
         if code == TRANSACTION_ABORTABLE:
             code = INVALID_TXN_STATE          # the group was not added (AddOffsetsToTxn)
+        elif code in (NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
+                      CONCURRENT_TRANSACTIONS):
+            # verification that could not complete: retriable for the client, as Kafka's group
+            # coordinator answers its NOT_ENOUGH_REPLICAS (COORDINATOR_NOT_AVAILABLE)
+            code = COORDINATOR_NOT_AVAILABLE
         if code:
             return {tp: code for tp in tps}
         return await self._on_group_loop(gc, gc.txn_commit_offsets, group_id, producer_id, producer_epoch,

@@ -177,7 +177,7 @@ class Handlers:
         out = []
         appended = False
         waiting = []        # acks=all: (results, index in results, waiter)
-        refused = (await txn_handlers.verify_produce(self.engine, req, not self.view.local)
+        refused = (await txn_handlers.verify_produce(self.engine, req)
                    if not error and self._verify_txn else None)
         for name, parts in req.topics:
             results = []

@@ -79,7 +79,7 @@ def has_transactional_records(req) -> bool:
                for _name, parts in req.topics for p in parts)
 
 
-async def verify_produce(engine, req, cluster: bool = False) -> dict | None:
+async def verify_produce(engine, req) -> dict | None:
     """KIP-890 verification: {tp: error} for transactional batches whose partition is not
     in the producer's ongoing transaction (INVALID_TXN_STATE, Kafka's answer below Produce
     v12) or whose producer is stale (INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING).
@@ -102,11 +102,9 @@ async def verify_produce(engine, req, cluster: bool = False) -> dict | None:
     refused = {}
     tid = req.transactional_id or ""
     for (pid, epoch), tps in wanted.items():
-        res = await call(engine, "verify_partitions", tid, pid, epoch, tps)
-        res = {tp: 15 if res is None else res.get(tp, 0) for tp in tps}     # COORDINATOR_NOT_AVAILABLE
-        if cluster and any(code == 16 for code in res.values()):
-            # the transaction coordinator is another broker: ask it (AddPartitionsToTxn v4 verify-only)
-            res = await _verify_remote(engine, tid, pid, epoch, tps)
+        # verify_anywhere: this broker's coordinator, or (cluster mode) the id's coordinator
+        res = await call(engine, "verify_anywhere", tid, pid, epoch, tps)
+        res = {tp: 15 for tp in tps} if res is None else res     # COORDINATOR_NOT_AVAILABLE
         for tp in tps:
             code = res.get(tp, 0)
             if code in (120, 42):       # TRANSACTION_ABORTABLE, INVALID_REQUEST (no id)
@@ -121,26 +119,6 @@ async def verify_produce(engine, req, cluster: bool = False) -> dict | None:
             if code:
                 refused[tp] = code
     return refused
-
-
-async def _verify_remote(engine, tid: str, pid: int, epoch: int, tps: list) -> dict:
-    """{tp: code} from the transaction coordinator on another broker (ClusterLink.verify_remote,
-    in a worker thread); NETWORK_EXCEPTION when it cannot be asked."""
-    coord = coordinator(engine)
-    link = getattr(coord, "cluster", None)
-    if link is None:
-        return {tp: 15 for tp in tps}
-    node = coord.coordinator_node(tid)
-    if node < 0:
-        return {tp: 15 for tp in tps}
-    if node == link.view.node_id:           # it is moving here: not loaded yet
-        return {tp: 14 for tp in tps}
-    try:
-        return await asyncio.get_running_loop().run_in_executor(
-            None, link.verify_remote, node, tid, pid, epoch, tps)
-    except Exception as e:                  # noqa: BLE001 - unreachable, timed out, garbled
-        log.info("KIP-890 verification of %s with broker %d failed: %s", tid, node, e)
-        return {tp: 13 for tp in tps}
 
 
 class TxnHandlers:
