@@ -31,6 +31,7 @@ from ..protocol.frames import DEFAULT_MAX_REQUEST_BYTES
 from .connection import Connection
 from .buffers import BufferPool
 from .handlers import Handlers
+from .watchdog import RequestWatchdog
 
 __all__ = ["Broker"]
 
@@ -71,6 +72,7 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._own_coordinator = None
         self._own_txn_coordinator = None
+        self.watchdog: RequestWatchdog | None = None    # requests past their bound are logged
         # request and engine metrics (engine/server/metrics.py): made by enable_metrics(),
         # for the Prometheus endpoint and the console; None keeps the request path bare
         self.metrics = None
@@ -113,6 +115,8 @@ class Broker:
         self._sock = sock
         self.port = sock.getsockname()[1]
         self._accept_task = self._loop.create_task(self._accept_loop())
+        self.watchdog = RequestWatchdog(self._loop, lambda: self._connections)
+        self.watchdog.start()
         if not self.engine.read_only:
             # the group coordinator runs on this loop (no thread hop per group request) unless
             # the engine already has one; it starts loading __consumer_offsets now
@@ -124,6 +128,8 @@ class Broker:
 
     async def stop(self) -> None:
         self.engine.remove_append_listener(self._appended_elsewhere)
+        if self.watchdog is not None:
+            self.watchdog.stop()
         await self.replicas.stop()
         if self._own_txn_coordinator is not None:
             await self.engine._release_coordinator("transaction", self._own_txn_coordinator)

@@ -45,6 +45,7 @@ from .. import _native
 from ..errors import InvalidRequestError, UnsupportedVersionError
 from ..protocol import messages as m
 from ..protocol.frames import check_frame_size, parse_request_header, peek_header, response_header
+from .watchdog import InFlight
 
 __all__ = ["Connection"]
 
@@ -71,6 +72,7 @@ class Connection:
         self.closed = False
         self.requests = 0
         self.queued_bytes = 0
+        self.inflight: InFlight | None = None     # the request being processed (watchdog.py)
         self._drained = asyncio.Event()
 
     def advertised_address(self) -> tuple[str, int]:
@@ -238,6 +240,7 @@ class Connection:
                             f"{m.API_NAMES[key]} v{version} outside the served range {lo}-{hi}")
                     flexible = m.is_flexible(key, version)
                     header, reader = parse_request_header(frame, flexible)
+                    self.inflight = InFlight(key, version, corr, header.client_id, t0)
                     parts = await handlers.handle(header, reader, self)
                 except (InvalidRequestError, UnsupportedVersionError) as e:
                     log.info("connection %s: %s: closing", self.peer, e)
@@ -262,6 +265,10 @@ class Connection:
                     metrics.request(key, clock() - t0, len(frame), out)
             finally:
                 self.busy = False
+                if self.inflight is not None and self.inflight.reported:
+                    log.warning("answered after %.1f s: %s from %s", clock() - t0,
+                                self.inflight.describe(), self.peer)
+                self.inflight = None
                 # back to the pool unless a handler kept a view of it (BufferPool.give checks)
                 header = reader = parts = None
                 pool.give(frame)
