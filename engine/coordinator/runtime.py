@@ -233,6 +233,12 @@ class CoordinatorRuntime:
             meta = self.engine.topic_metadata(self.TOPIC)
         except UnknownTopicOrPartitionError:
             meta = None
+        if meta is not None and self._awaits_cluster():
+            # a cluster broker: what its local replicas hold may be stale (it may have been a
+            # leader before a crash and be a follower now); it loads a partition only once the
+            # cluster makes it the leader (attach_cluster), so nothing is replayed or written
+            # from the local copy meanwhile (markers of a PrepareCommit found there, say)
+            meta = None
         if meta is not None:
             self._num_partitions = meta.partitions
             held = self.engine.logs.logs()
@@ -306,6 +312,10 @@ class CoordinatorRuntime:
                     n = link.partition_count(self.TOPIC)
                     log.info("created %s in the cluster", self.TOPIC)
         self._num_partitions = n        # None: not in this broker's metadata cache yet
+
+    def _awaits_cluster(self) -> bool:
+        """Configured for cluster mode (``zookeeper.connect``) and not attached to it yet."""
+        return self.cluster is None and bool(self.engine.config["zookeeper.connect"])
 
     def coordinator_node(self, key: str) -> int:
         """Cluster mode: the broker leading the partition of `key` (-1: none, or no topic yet)."""

@@ -50,7 +50,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple
 from ..errors import KafkaApiError, UnknownTopicOrPartitionError
 from . import records as group_records
 from . import txn_records as tr
-from .runtime import CoordinatorRuntime, storage_code, wall_ms
+from .runtime import CoordinatorRuntime, NotCoordinatorError, storage_code, wall_ms
 from .txn_records import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
@@ -485,6 +485,9 @@ class TransactionCoordinator(CoordinatorRuntime):
                             coordinator_epoch: int) -> None:
         topic, partition = tp
         link = self.cluster
+        if link is None and self._awaits_cluster():
+            # never through the local log of a cluster broker: only a partition's leader writes
+            raise NotCoordinatorError(f"not attached to the cluster yet: no marker for {topic}-{partition}")
         if link is not None and (topic != group_records.OFFSETS_TOPIC
                                  or link.leader(topic, partition) != link.view.node_id):
             # cluster mode: the partition's leader writes it (here, or WriteTxnMarkers to it)
