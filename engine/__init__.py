@@ -6,7 +6,8 @@ this package is the thin Python layer over it.  Start with :func:`open`.
 """
 
 from . import errors
-from ._engine import Engine, PartitionDescription, TopicDescription, broker_address, open
+from ._engine import Engine, PartitionDescription, TopicDescription, open
+from .storage.manager import broker_address
 from .arrow import KAFKA_SCHEMA
 from .client._types import ConsumerRecord, OffsetAndTimestamp, RawBatch, RecordMetadata, TopicPartition
 from .client.consumer import Consumer

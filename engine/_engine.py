@@ -26,7 +26,6 @@ thread-safe.  Appenders wake waiting consumers through one condition variable.
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,24 +36,16 @@ from .errors import (
     ClosedError,
     InvalidConfigError,
     InvalidPartitionsError,
-    InvalidTopicError,
     ReadOnlyError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from .metadata import LocalMetadataStore, TopicMetadata, new_topic_id, write_partition_metadata
-from .storage.manager import LogManager, lock_holder
+from .metadata import LocalMetadataStore, TopicMetadata, new_topic_id, validate_topic_name, write_partition_metadata
+from .storage.manager import LogManager
 
 __all__ = ["Engine", "PartitionDescription", "TopicDescription", "open"]
 
 _PRODUCER_ID_BLOCK = 1000
-_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-def validate_topic_name(name: str) -> None:
-    if not isinstance(name, str) or not _TOPIC_RE.match(name) or name in (".", ".."):
-        raise InvalidTopicError(
-            f"invalid topic name {name!r}: use 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'")
 
 
 @dataclass(frozen=True)
@@ -152,7 +143,7 @@ class Engine:
 
     def advertise_listener(self, address: str | None) -> None:
         """Record ``HOST:PORT`` of the broker serving this directory (None clears it);
-        other processes find it with :func:`broker_address`."""
+        other processes find it with :func:`engine.broker_address`."""
         self._check_writable()
         self.logs.advertise_listener(address)
 
@@ -467,13 +458,6 @@ class Engine:
             return
         with self._arrived:
             self._arrived.wait(timeout_s)
-
-
-def broker_address(path: str | os.PathLike[str]) -> str | None:
-    """``HOST:PORT`` of the broker that owns data directory ``path``, or None when the
-    directory has no writer or its writer serves no listener (an embedded writer)."""
-    holder = lock_holder(os.fspath(path))
-    return None if holder is None else holder.get("listener")
 
 
 def open(path: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,

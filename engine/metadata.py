@@ -24,14 +24,25 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import CorruptRecordError, InvalidConfigError
+from .errors import CorruptRecordError, InvalidConfigError, InvalidTopicError
 from .storage.checkpoint import write_atomic as atomic_write
 
-__all__ = ["LocalMetadataStore", "MetadataStore", "TopicMetadata"]
+__all__ = ["LocalMetadataStore", "MetadataStore", "TopicMetadata", "validate_topic_name"]
+
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rule for a topic name (InvalidTopicError otherwise)."""
+    if not isinstance(name, str) or not _TOPIC_RE.match(name) or name in (".", ".."):
+        raise InvalidTopicError(
+            f"invalid topic name {name!r}: use 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'")
+
 
 TOPICS_FILE = "engine-topics.json"
 META_PROPERTIES = "meta.properties"

@@ -116,7 +116,7 @@ def parse_sink_options(options) -> SinkOptions:
         topic = str(opts["topic"]).strip()
         if not topic:
             raise InvalidConfigError("option 'topic' must not be empty")
-        from engine._engine import validate_topic_name
+        from engine.metadata import validate_topic_name
         validate_topic_name(topic)
         kw["topic"] = topic
     if "kafka.compression.type" in opts:

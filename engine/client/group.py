@@ -34,6 +34,7 @@ import time
 from typing import Callable, NamedTuple, Protocol
 
 from ..errors import ClosedError, CommitFailedError, EngineError, KafkaApiError, api_error
+from ..storage.manager import broker_address
 from .assignors import ASSIGNORS, decode_assignment, decode_subscription, encode_assignment, encode_subscription
 
 __all__ = ["GroupMember", "GroupTransport", "InProcessTransport", "JoinResult", "WireTransport",
@@ -300,7 +301,6 @@ def group_transport(engine) -> GroupTransport:
     (found through the directory's lock file, ``engine.broker_address``)."""
     if not engine.read_only:
         return InProcessTransport(engine)
-    from .._engine import broker_address
     address = broker_address(engine.path)
     if address is None:
         raise EngineError(

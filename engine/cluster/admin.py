@@ -18,7 +18,7 @@ import time
 
 from ..errors import (InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequestError,
                       TopicAlreadyExistsError, UnknownTopicOrPartitionError)
-from ..metadata import new_topic_id
+from ..metadata import new_topic_id, validate_topic_name
 from .assign import assign_replicas
 from .zk import TOPICS, BadVersionError, NodeExistsError, TopicAssignment
 
@@ -46,7 +46,6 @@ def create_topic(member, name: str, partitions: int | None, replication_factor: 
                  config: dict, assignments: dict[int, list[int]] | None = None,
                  validate_only: bool = False, timeout_s: float = 30.0) -> tuple[str, int, int]:
     """Create `name` cluster-wide; returns (topic id, partitions, replication factor)."""
-    from .._engine import validate_topic_name
     eng = member.engine
     validate_topic_name(name)
     eng.config.log_config(config)                         # validates keys and values

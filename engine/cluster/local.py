@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from .._engine import validate_topic_name
+from ..metadata import validate_topic_name
 from ..errors import UnknownTopicOrPartitionError
 from ..metadata import TopicMetadata, new_topic_id, write_partition_metadata
 

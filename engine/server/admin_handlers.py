@@ -37,6 +37,7 @@ import logging
 import os
 
 from ..errors import InvalidTopicError, KafkaApiError
+from ..metadata import validate_topic_name
 from ..protocol import messages as m
 from .common import (
     _RESOURCE_BROKER,
@@ -159,7 +160,6 @@ class AdminHandlers:
                                         self.handlers.view.node_id)
         if r.resource_type != _RESOURCE_TOPIC:
             return _INVALID_REQUEST, f"Unknown resource type {r.resource_type}"
-        from .._engine import validate_topic_name
         try:
             validate_topic_name(r.resource_name)
         except InvalidTopicError as e:
@@ -234,7 +234,6 @@ class AdminHandlers:
                      "partitions": [], "topic_authorized_operations": _ALL_TOPIC_OPERATIONS}
             topics.append(entry)
             try:
-                from .._engine import validate_topic_name
                 validate_topic_name(name)
                 meta = eng.topic_metadata(name)
             except Exception as e:

@@ -39,6 +39,7 @@ from ..errors import (
     TopicAlreadyExistsError,
 )
 from ..config import INTERNAL_BROKER_KEYS
+from ..metadata import validate_topic_name
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
@@ -146,7 +147,6 @@ class Handlers:
                 if not isinstance(e, KafkaApiError):
                     log.exception("metadata for %r failed", name)
                 elif _code(e) == 3:          # as Kafka: a bad name is INVALID_TOPIC even unasked to create
-                    from .._engine import validate_topic_name
                     try:
                         validate_topic_name(name)
                     except InvalidTopicError as bad:
@@ -354,7 +354,6 @@ class Handlers:
                         req.validate_only, req.timeout.total_seconds())
                     res["topic_id"] = _topic_uuid(tid)
                 elif req.validate_only:
-                    from .._engine import validate_topic_name
                     validate_topic_name(t.name)
                     if n is not None and n < 1:
                         raise InvalidPartitionsError(f"partitions must be positive, got {n}")

@@ -63,7 +63,7 @@ from . import checkpoint, files
 from .cleaner import LogCleaner, checkpoint_path, update_cleaner_checkpoint
 from .log import PartitionLog, RecoveryEvent
 
-__all__ = ["LogManager", "lock_holder"]
+__all__ = ["LogManager", "broker_address", "lock_holder"]
 
 _log = logging.getLogger(__name__)
 
@@ -98,6 +98,13 @@ def lock_holder(data_dir: str) -> dict[str, str] | None:
 
 
 _log = logging.getLogger(__name__)
+
+
+def broker_address(path: str | os.PathLike[str]) -> str | None:
+    """``HOST:PORT`` of the broker that owns data directory ``path``, or None when the
+    directory has no writer or its writer serves no listener (an embedded writer)."""
+    holder = lock_holder(os.fspath(path))
+    return None if holder is None else holder.get("listener")
 
 
 class LogManager:
