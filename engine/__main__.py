@@ -188,7 +188,7 @@ def cmd_configs(args: argparse.Namespace) -> int:
 
 def cmd_groups(args: argparse.Namespace) -> int:
     """Like kafka-consumer-groups.sh: --list, --describe (offsets and lag), --delete."""
-    from .client.group_admin import GroupAdmin
+    from .group_admin import GroupAdmin
 
     if args.action != "list" and not args.group:
         raise SystemExit(f"error: groups {args.action} needs a GROUP")

@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from .. import records as rec
-from ..client.group_admin import GroupAdmin
+from ..group_admin import GroupAdmin
 
 __all__ = ["EngineSource", "WireSource", "MAX_RECORDS", "MAX_READ_BYTES"]
 

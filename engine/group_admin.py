@@ -1,4 +1,4 @@
-"""Consumer-group administration for the CLI (``python -m engine groups``), in the
+"""Consumer-group administration for operators' tools (the CLI and the console) (``python -m engine groups``), in the
 spirit of Kafka's ``kafka-consumer-groups.sh``: list, describe (members, their
 partitions, committed offsets and lag), delete.
 
@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import api_error
-from .assignors import decode_assignment
+from ._engine import open as open_engine
+from .client.assignors import decode_assignment
+from .client.group import WireTransport
+from .errors import KafkaApiError, api_error
+from .protocol.messages import ApiKey
+from .storage.manager import broker_address
 
 __all__ = ["GroupAdmin", "GroupMember", "GroupState"]
 
@@ -40,21 +44,17 @@ class GroupAdmin:
     """See the module docstring.  A context manager."""
 
     def __init__(self, path: str | None, bootstrap: str | None = None):
-        import engine
-
         self._wire = None
         self._eng = None
         if bootstrap is not None:          # a running broker, ours or Kafka (CLI --bootstrap-server)
-            from .group import WireTransport
             self._wire = WireTransport(bootstrap, client_id="kafka-engine-groups")
             return
-        address = engine.broker_address(path)
+        address = broker_address(path)
         if address is not None:
-            from .group import WireTransport
             self._wire = WireTransport(address, client_id="kafka-engine-groups")
-            self._eng = engine.open(path, read_only=True)
+            self._eng = open_engine(path, read_only=True)
         else:
-            self._eng = engine.open(path, background=False)
+            self._eng = open_engine(path, background=False)
             self._coord = self._eng.group_coordinator
             self._coord.wait_loaded()
 
@@ -66,7 +66,6 @@ class GroupAdmin:
             if err:
                 raise api_error(err, "ListGroups")
             return sorted((g.group_id, g.protocol_type, g.state) for g in listings)
-        from .wire import ApiKey
         client = self._wire._main
         r = client._call(None, ApiKey.LIST_GROUPS, {"states_filter": []})
         if int(r["error_code"]):
@@ -87,7 +86,6 @@ class GroupAdmin:
                 raise api_error(err, f"OffsetFetch {group_id}")
             offsets = {tp: om.offset for tp, om in got.items() if om.offset >= 0}
         else:
-            from .wire import ApiKey
             r = self._wire._call(self._wire._main, group_id, ApiKey.DESCRIBE_GROUPS,
                                  {"groups": [group_id], "include_authorized_operations": False})
             g = r["groups"][0]
@@ -111,7 +109,6 @@ class GroupAdmin:
     def log_end_offset(self, topic: str, partition: int) -> int | None:
         """The high watermark (what a consumer can reach) of a partition, None if unknown."""
         if self._eng is None:
-            from ..errors import KafkaApiError
             try:
                 return self._wire._main.list_offsets({(topic, partition): -1})[(topic, partition)][0]
             except KafkaApiError:
@@ -128,7 +125,6 @@ class GroupAdmin:
         if self._wire is None:
             code = self._coord.call(self._coord.delete_groups, [group_id], timeout=30)[group_id]
         else:
-            from .wire import ApiKey
             r = self._wire._call(self._wire._main, group_id, ApiKey.DELETE_GROUPS,
                                  {"groups_names": [group_id]})
             code = int(r["results"][0]["error_code"])
