@@ -46,18 +46,11 @@ import logging
 import threading
 import time
 
-from ..errors import KafkaApiError
+from ..errors import NotControllerError
 from . import reassign
 from .zk import CONTROLLED_SHUTDOWN, CONTROLLER, PREFERRED_ELECTION, NoNodeError, PartitionState, ZkStore, state_path
 
-__all__ = ["Controller", "NotControllerError"]
-
-
-class NotControllerError(KafkaApiError):
-    """A request only the active controller serves, sent to another broker (Kafka's NOT_CONTROLLER:
-    the client finds the controller again through Metadata and retries)."""
-
-    code, retriable, name = 41, True, "NOT_CONTROLLER"
+__all__ = ["Controller"]
 
 log = logging.getLogger("engine.cluster.controller")
 

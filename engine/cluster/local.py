@@ -148,8 +148,7 @@ def use_cluster_auto_create(engine, member) -> None:
     """``auto.create.topics.enable`` in cluster mode: Metadata for an unknown topic writes it to
     ZooKeeper (num.partitions, default.replication.factor) and answers LEADER_NOT_AVAILABLE, as
     Kafka does; the client asks again once the controller has made leaders."""
-    from ..errors import InvalidReplicationFactorError, TopicAlreadyExistsError
-    from ..replica.errors import LeaderNotAvailableError
+    from ..errors import InvalidReplicationFactorError, LeaderNotAvailableError, TopicAlreadyExistsError
     from . import admin
 
     def ensure_topic(name):

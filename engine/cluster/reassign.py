@@ -152,7 +152,7 @@ def _alter_one(ctl, topic, p, target, live, shutting, deleting) -> tuple[int, st
                      f", state {new_state.leader}/{new_state.isr}" if new_state is not None else "")
             return 0, None
         if not ctl._still_controller():
-            from .controller import NotControllerError
+            from ..errors import NotControllerError
             raise NotControllerError(f"broker {ctl.broker_id} is no longer the controller")
     return 7, f"the assignment of {topic} kept changing"        # REQUEST_TIMED_OUT
 

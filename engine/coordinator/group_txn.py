@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from ..errors import KafkaApiError
+from ..errors import KafkaApiError, NotCoordinatorError
 from . import records as rec
 from .group import DEAD, GroupMetadata
-from .runtime import LOADED, NotCoordinatorError, storage_code
+from .runtime import LOADED, storage_code
 
 __all__ = ["TxnOffsetsMixin"]
 

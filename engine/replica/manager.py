@@ -41,9 +41,9 @@ import functools
 import logging
 import threading
 
-from ..errors import KafkaStorageError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..errors import (KafkaStorageError, NotEnoughReplicasAfterAppendError, NotLeaderOrFollowerError, OffsetOutOfRangeError,
+                      RequestTimedOutError, UnknownTopicOrPartitionError)
 from ..storage.logtypes import FetchInfo
-from .errors import NotEnoughReplicasAfterAppendError, NotLeaderOrFollowerError, RequestTimedOutError
 from .partition import Partition, now_ms
 from .view import LocalClusterView
 

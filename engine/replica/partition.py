@@ -18,8 +18,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..errors import FencedLeaderEpochError, UnknownLeaderEpochError
-from .errors import NotEnoughReplicasError, NotLeaderOrFollowerError
+from ..errors import FencedLeaderEpochError, NotEnoughReplicasError, NotLeaderOrFollowerError, UnknownLeaderEpochError
 
 __all__ = ["FollowerState", "Partition"]
 

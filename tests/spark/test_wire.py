@@ -11,6 +11,7 @@ from engine.client.wire import EARLIEST, LATEST, KafkaConnectionError, WireClien
 from engine.errors import api_error
 from engine.errors import (
     KafkaApiError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
@@ -149,7 +150,9 @@ def test_client_produce_list_offsets_fetch(broker):
 
 def test_api_error_keeps_kafkas_code():
     e = api_error(6, "produce")
-    assert type(e) is KafkaApiError and e.code == 6 and e.retriable and "NOT_LEADER_OR_FOLLOWER" in str(e)
+    assert type(e) is NotLeaderOrFollowerError and e.code == 6 and e.retriable and "NOT_LEADER_OR_FOLLOWER" in str(e)
+    e = api_error(9, "fetch")                   # a code without a class of ours: Kafka's facts on the instance
+    assert type(e) is KafkaApiError and e.code == 9 and e.retriable and "REPLICA_NOT_AVAILABLE" in str(e)
     assert isinstance(api_error(1, "x"), OffsetOutOfRangeError)
 
 

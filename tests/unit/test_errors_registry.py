@@ -1,0 +1,281 @@
+"""One error registry: engine/errors.py declares every Kafka error code once (ErrorCode, Kafka's
+names), holds every KafkaApiError class, and for_code() maps each code back to its class.  No
+other module under engine/ re-declares a code as an integer constant or writes one as a literal."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import engine
+import engine.errors as errors
+from engine.errors import ErrorCode, KafkaApiError, for_code
+
+ENGINE = Path(engine.__file__).parent
+CSRC = ENGINE.parent / "csrc"
+
+# Temporary allow-lists: modules other engineers own right now, still to be converted to
+# ErrorCode.  Each entry names what is left, so a new re-declaration there still fails.  Remove
+# the entries as those modules are converted (and the lists are empty at the end).
+ALLOWED_CLASSES = {
+    # runtime.py defines its own NotCoordinatorError (16); it should import engine.errors'.
+    "engine.coordinator.runtime.NotCoordinatorError",
+}
+ALLOWED_CONSTANTS = {
+    "coordinator/runtime.py": {
+        "NONE", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"},
+    "coordinator/transactions.py": {
+        "NONE", "UNKNOWN_TOPIC_OR_PARTITION", "NETWORK_EXCEPTION", "COORDINATOR_LOAD_IN_PROGRESS",
+        "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "INVALID_REQUEST", "INVALID_PRODUCER_EPOCH",
+        "INVALID_TXN_STATE", "INVALID_PRODUCER_ID_MAPPING", "INVALID_TRANSACTION_TIMEOUT",
+        "CONCURRENT_TRANSACTIONS", "OPERATION_NOT_ATTEMPTED", "PRODUCER_FENCED", "TRANSACTIONAL_ID_NOT_FOUND",
+        "TRANSACTION_ABORTABLE"},
+    "server/txn_handlers.py": {
+        "COORDINATOR_NOT_AVAILABLE", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE", "PRODUCER_FENCED",
+        "TRANSACTION_ABORTABLE"},
+}
+# Modules whose error-code literals (api_error(48, ...), "error_code": 15, code in (120, 42)) are
+# still to be replaced by ErrorCode names.
+ALLOWED_LITERALS = {
+    "coordinator/runtime.py",
+    "coordinator/transactions.py",
+    "coordinator/cluster_link.py",
+    "server/txn_handlers.py",
+}
+
+# Modules this series still converts (both checks skip them until it does).
+_CONVERTING = {
+    "cli_remote.py", "client/arrow_fetcher.py", "client/fetch_session.py", "client/group.py",
+    "client/produce_pipeline.py", "client/producer.py", "client/remote_txn.py", "client/transaction.py",
+    "client/wire.py", "cluster/admin.py", "cluster/reassign.py", "coordinator/group_results.py",
+    "coordinator/group_txn.py", "replica/fetcher.py", "server/admin_handlers.py", "server/common.py",
+    "server/group_handlers.py", "server/handlers.py", "server/producer_handlers.py",
+    "server/reassign_handlers.py", "storage/producer_state.py",
+}
+
+_NAMES = set(ErrorCode.__members__)
+
+
+def _engine_modules():
+    for info in pkgutil.walk_packages(engine.__path__, "engine."):
+        if info.name.rsplit(".", 1)[-1] == "__main__":
+            continue
+        yield importlib.import_module(info.name)
+
+
+def _api_error_classes():
+    """(qualified name, class) of every KafkaApiError subclass defined in a module under engine/."""
+    seen = {}
+    for mod in [engine, *_engine_modules()]:
+        for _, obj in inspect.getmembers(mod, inspect.isclass):
+            if issubclass(obj, KafkaApiError) and obj.__module__ == mod.__name__:
+                seen[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    return seen
+
+
+def _sources():
+    for path in sorted(ENGINE.rglob("*.py")):
+        rel = path.relative_to(ENGINE).as_posix()
+        if rel != "errors.py":
+            yield rel, ast.parse(path.read_text(), str(path))
+
+
+def _int_literal(node) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+def test_kafka_names_and_codes():
+    assert ErrorCode.NONE == 0 and ErrorCode.UNKNOWN_SERVER_ERROR == -1
+    assert ErrorCode.OFFSET_OUT_OF_RANGE == 1 and ErrorCode.CORRUPT_MESSAGE == 2
+    assert ErrorCode.UNKNOWN_TOPIC_OR_PARTITION == 3 and ErrorCode.NOT_LEADER_OR_FOLLOWER == 6
+    assert ErrorCode.NOT_COORDINATOR == 16 and ErrorCode.UNSUPPORTED_VERSION == 35
+    assert ErrorCode.UNSUPPORTED_ENDPOINT_TYPE == 115 and ErrorCode.TRANSACTION_ABORTABLE == 120
+    assert ErrorCode.NOT_LEADER_OR_FOLLOWER.retriable and not ErrorCode.PRODUCER_FENCED.retriable
+
+
+def test_every_code_declared_once():
+    # an IntEnum silently makes a second name with the same value an alias: none here
+    assert len(ErrorCode.__members__) == len(list(ErrorCode))
+    tree = ast.parse(Path(errors.__file__).read_text())
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ErrorCode").body
+    names = [t.id for n in body if isinstance(n, ast.Assign) for t in n.targets]
+    assert len(names) == len(set(names))
+    # the classes take their code from the table, never from a literal
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name != "ErrorCode":
+            for stmt in node.body:
+                if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == "code" for t in stmt.targets):
+                    assert not _int_literal(stmt.value), f"{node.name}.code is a literal"
+
+
+def test_against_kio_when_installed():
+    kio_errors = pytest.importorskip("kio.schema.errors")
+    for kc in kio_errors.ErrorCode:
+        ours = ErrorCode(int(kc))
+        assert ours.name == kc.name.upper() and ours.retriable == bool(kc.retriable), ours
+
+
+# -- the classes ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("code,name", [
+    (5, "LeaderNotAvailableError"), (6, "NotLeaderOrFollowerError"), (7, "RequestTimedOutError"),
+    (16, "NotCoordinatorError"), (19, "NotEnoughReplicasError"), (20, "NotEnoughReplicasAfterAppendError"),
+    (41, "NotControllerError"), (48, "InvalidTxnStateError"), (90, "ProducerFencedError"),
+])
+def test_for_code_gives_the_typed_class(code, name):
+    assert for_code(code) is getattr(errors, name)
+    assert for_code(ErrorCode(code)) is getattr(errors, name)
+    assert for_code(code).code == code and for_code(code).name == ErrorCode(code).name
+
+
+def test_for_code_of_unknown_codes():
+    assert for_code(9999) is KafkaApiError
+    assert for_code(-1) is KafkaApiError
+    assert for_code(0) is KafkaApiError
+
+
+def test_registry_classes_carry_their_codes_facts():
+    for code, cls in errors._BY_CODE.items():
+        assert cls.code == code and isinstance(cls.code, ErrorCode)
+        assert cls.name == cls.code.name and cls.retriable == cls.code.retriable, cls
+
+
+def test_every_api_error_class_under_engine_is_registered():
+    classes = _api_error_classes()
+    assert "engine.errors.NotLeaderOrFollowerError" in classes
+    stray = []
+    for qual, cls in classes.items():
+        if cls is KafkaApiError or qual in ALLOWED_CLASSES:
+            continue
+        if for_code(cls.code) is not cls and not issubclass(cls, for_code(cls.code)):
+            stray.append(qual)
+        elif "code" in cls.__dict__ and cls.__module__ != "engine.errors":
+            stray.append(qual)          # a class with its own code must live in engine/errors.py
+    assert not stray, f"KafkaApiError classes outside the registry: {stray}"
+    for qual in ALLOWED_CLASSES:        # the allow-list does not outlive its reason
+        assert qual in classes, f"{qual} is gone: remove it from ALLOWED_CLASSES"
+
+
+def test_every_code_we_send_has_a_class():
+    """The codes the modules under engine/ name (ErrorCode.X) all map to a class of their own."""
+    used = set()
+    for _, tree in _sources():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "ErrorCode" and node.attr in _NAMES):
+                used.add(ErrorCode[node.attr])
+    used -= {ErrorCode.NONE, ErrorCode.UNKNOWN_SERVER_ERROR}
+    missing = sorted(c.name for c in used if for_code(c) is KafkaApiError)
+    assert not missing, f"codes sent without a class in engine/errors.py: {missing}"
+
+
+def test_native_core_raises_registered_classes():
+    if not CSRC.is_dir():
+        pytest.skip("no csrc/ next to the package (an installed wheel)")
+    for path in sorted(CSRC.glob("*.p[yx][xi]")):
+        text = path.read_text()
+        assert not re.search(r"^\s*(cdef\s+)?class \w+\(.*(Error|Exception)", text, re.M), path
+        for name in re.findall(r"_errors\.(\w+)", text):
+            assert hasattr(errors, name), f"{path.name}: _errors.{name}"
+
+
+# -- no re-declarations ---------------------------------------------------------------------------
+
+def _module_level_codes(tree):
+    """Names bound at module level to an int literal (or to ErrorCode.X) that are Kafka error names,
+    with or without leading underscores: ``NOT_COORDINATOR = 16``, ``_INVALID_REQUEST = 42``,
+    ``A, B = 14, 15``."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        for target in targets:
+            pairs = []
+            if isinstance(target, ast.Name):
+                pairs = [(target, value)]
+            elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+                pairs = list(zip(target.elts, value.elts))
+            for t, v in pairs:
+                if not isinstance(t, ast.Name) or t.id.lstrip("_") not in _NAMES:
+                    continue
+                alias = (isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name)
+                         and v.value.id in ("ErrorCode", "_EC"))
+                if _int_literal(v) or alias:
+                    found.add(t.id.lstrip("_"))
+    return found
+
+
+def test_no_module_redeclares_error_codes():
+    offenders = {}
+    for rel, tree in _sources():
+        found = _module_level_codes(tree) - ALLOWED_CONSTANTS.get(rel, set())
+        if found and rel not in _CONVERTING:
+            offenders[rel] = sorted(found)
+    assert not offenders, f"declare error codes only in engine/errors.py (ErrorCode): {offenders}"
+
+
+def test_allowed_constants_still_exist():
+    sources = dict(_sources())
+    for rel, names in ALLOWED_CONSTANTS.items():
+        left = _module_level_codes(sources[rel])
+        assert names <= left, f"{rel} no longer declares {sorted(names - left)}: shrink ALLOWED_CONSTANTS"
+
+
+def _literal_codes(tree):
+    """Error codes written as literals: api_error(48, ...), for_code(6), {"error_code": 15},
+    ``code in (120, 42)``, ``e.code != 36``, ``error = 35``.  Zero (NONE) is allowed."""
+    def nonzero(node):
+        if _int_literal(node):
+            return ast.literal_eval(node) != 0
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(nonzero(e) for e in node.elts)
+        if isinstance(node, ast.IfExp):
+            return nonzero(node.body) or nonzero(node.orelse)
+        return False
+
+    def codeish(node):
+        if isinstance(node, ast.Subscript):     # res["error_code"]
+            node = ast.Name(id=getattr(node.slice, "value", ""))
+        name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+        return isinstance(name, str) and bool(re.fullmatch(r"_?(code|err|error|error_code|ec|top)", name))
+
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in (
+                "api_error", "for_code") and node.args and nonzero(node.args[0]):
+            hits.append(node.lineno)
+        elif isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and k.value == "error_code" and nonzero(v):
+                    hits.append(node.lineno)
+        elif isinstance(node, ast.Compare) and codeish(node.left):
+            if any(nonzero(c) for c in node.comparators):
+                hits.append(node.lineno)
+        elif isinstance(node, ast.Assign) and any(codeish(t) for t in node.targets) and nonzero(node.value):
+            hits.append(node.lineno)
+    return hits
+
+
+def test_no_error_code_literals():
+    offenders = {}
+    for rel, tree in _sources():
+        if rel in ALLOWED_LITERALS or rel in _CONVERTING:
+            continue
+        hits = _literal_codes(tree)
+        if hits:
+            offenders[rel] = hits
+    assert not offenders, f"name error codes as ErrorCode.X, not literals (file: lines): {offenders}"
