@@ -7,10 +7,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Mapping
 
-from ..errors import CorruptRecordError, KafkaApiError
+from ..errors import CorruptRecordError, ErrorCode, KafkaApiError
 from . import records as rec
 from .group import COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, GroupMetadata, MemberMetadata, OffsetAndMetadata
-from .group_results import (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC, ILLEGAL_GENERATION, INVALID_GROUP_ID, NONE, NON_EMPTY_GROUP, NOT_COORDINATOR, OFFSET_METADATA_TOO_LARGE, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, UNKNOWN_TOPIC_OR_PARTITION)
 from .group_results import (GroupDescription, GroupListing, JoinGroupResult, MemberDescription,
                             SyncGroupResult, _resolve)
 from .runtime import LOADED as _LOADED
@@ -35,7 +34,7 @@ class GroupStoreMixin:
             return {tp: code for tp in tps}
 
         if not group_id:
-            return all_(INVALID_GROUP_ID)
+            return all_(ErrorCode.INVALID_GROUP_ID)
         err, p = await self._route(group_id)
         if err:
             return all_(err)
@@ -43,21 +42,21 @@ class GroupStoreMixin:
         member = None
         if group is None:
             if generation_id >= 0 or member_id or group_instance_id is not None:
-                return all_(ILLEGAL_GENERATION if not member_id else UNKNOWN_MEMBER_ID)
+                return all_(ErrorCode.ILLEGAL_GENERATION if not member_id else ErrorCode.UNKNOWN_MEMBER_ID)
             group = self._new_group(group_id, p)
         elif group.state == DEAD:
-            return all_(COORDINATOR_NOT_AVAILABLE)
+            return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         elif generation_id < 0 and not member_id and group_instance_id is None:
             if group.state != EMPTY:
-                return all_(UNKNOWN_MEMBER_ID)    # a simple commit to a group with live members
+                return all_(ErrorCode.UNKNOWN_MEMBER_ID)    # a simple commit to a group with live members
         else:
             err = self._validate_member(group, member_id, group_instance_id)
             if err:
                 return all_(err)
             if generation_id != group.generation_id:
-                return all_(ILLEGAL_GENERATION)
+                return all_(ErrorCode.ILLEGAL_GENERATION)
             if group.state == COMPLETING_REBALANCE:
-                return all_(REBALANCE_IN_PROGRESS)
+                return all_(ErrorCode.REBALANCE_IN_PROGRESS)
             member = group.members[member_id]
         result, staged, records = self._stage_offsets(group_id, offsets, retention_ms)
         if member is not None:
@@ -85,11 +84,11 @@ class GroupStoreMixin:
         for tp in offsets:
             om = _as_offset(offsets[tp], now, retention_ms)
             if len(om.metadata.encode()) > self.max_metadata_bytes:
-                result[tp] = OFFSET_METADATA_TOO_LARGE
+                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             elif not self._partition_exists(*tp):
-                result[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                result[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                result[tp] = NONE
+                result[tp] = ErrorCode.NONE
                 staged[tp] = om
                 records.append((rec.encode_offset_commit_key(group_id, tp[0], tp[1]),
                                 rec.encode_offset_commit(om)))
@@ -109,9 +108,9 @@ class GroupStoreMixin:
         group = self._groups.get(group_id)
         committed = group.offsets if group is not None and group.state != DEAD else {}
         if partitions is None:
-            return NONE, dict(committed)
+            return ErrorCode.NONE, dict(committed)
         missing = OffsetAndMetadata(-1, -1, "", -1)
-        return NONE, {tp: committed.get(tp, missing) for tp in partitions}
+        return ErrorCode.NONE, {tp: committed.get(tp, missing) for tp in partitions}
 
     async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
                              ) -> tuple[int, dict[tuple[str, int], int]]:
@@ -121,7 +120,7 @@ class GroupStoreMixin:
             return err, {}
         group = self._groups.get(group_id)
         if group is None or group.state == DEAD:
-            return GROUP_ID_NOT_FOUND, {}
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
         result: dict[tuple[str, int], int] = {}
         if group.state == EMPTY:
             deletable = list(partitions)
@@ -129,23 +128,23 @@ class GroupStoreMixin:
             deletable = []
             for tp in partitions:
                 if group.is_subscribed_to(tp[0]):
-                    result[tp] = GROUP_SUBSCRIBED_TO_TOPIC
+                    result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     deletable.append(tp)
         else:
-            return NON_EMPTY_GROUP, {}
+            return ErrorCode.NON_EMPTY_GROUP, {}
         to_delete = [tp for tp in deletable if tp in group.offsets]
         if to_delete:
             try:
                 await self._append(p, [(rec.encode_offset_commit_key(group_id, t, q), None) for t, q in to_delete])
             except Exception as e:
                 code = storage_code(e, rec.OFFSETS_TOPIC)
-                return NONE, {**result, **{tp: code for tp in deletable}}
+                return ErrorCode.NONE, {**result, **{tp: code for tp in deletable}}
             for tp in to_delete:
                 group.offsets.pop(tp, None)
         for tp in deletable:
-            result[tp] = NONE
-        return NONE, {tp: result[tp] for tp in partitions}
+            result[tp] = ErrorCode.NONE
+        return ErrorCode.NONE, {tp: result[tp] for tp in partitions}
 
     # -- admin -------------------------------------------------------------------------
     async def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
@@ -156,24 +155,24 @@ class GroupStoreMixin:
             if err:
                 out.append(GroupDescription(gid, err, "", "", "", []))
             elif group is None or group.state == DEAD:
-                out.append(GroupDescription(gid, NONE, DEAD, "", "", []))
+                out.append(GroupDescription(gid, ErrorCode.NONE, DEAD, "", "", []))
             elif group.state == STABLE:
-                out.append(GroupDescription(gid, NONE, group.state, group.protocol_type or "",
+                out.append(GroupDescription(gid, ErrorCode.NONE, group.state, group.protocol_type or "",
                                             group.protocol_name or "", [
                     MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                       m.metadata(group.protocol_name), m.assignment)
                     for m in group.members.values()]))
             else:
-                out.append(GroupDescription(gid, NONE, group.state, group.protocol_type or "", "", [
+                out.append(GroupDescription(gid, ErrorCode.NONE, group.state, group.protocol_type or "", "", [
                     MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"")
                     for m in group.members.values()]))
         return out
 
     async def list_groups(self, states: Iterable[str] | None = None) -> tuple[int, list[GroupListing]]:
         wanted = {s.lower() for s in states} if states else None
-        error = NONE
+        error = ErrorCode.NONE
         if any(st.state == _LOADING for st in self._partitions.values()):
-            error = COORDINATOR_LOAD_IN_PROGRESS
+            error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         out = []
         for g in self._groups.values():
             st = self._partitions.get(g.partition)
@@ -193,10 +192,10 @@ class GroupStoreMixin:
                 continue
             group = self._groups.get(gid)
             if group is None or group.state == DEAD:
-                out[gid] = GROUP_ID_NOT_FOUND
+                out[gid] = ErrorCode.GROUP_ID_NOT_FOUND
                 continue
             if group.state != EMPTY:
-                out[gid] = NON_EMPTY_GROUP
+                out[gid] = ErrorCode.NON_EMPTY_GROUP
                 continue
             def decide(group=group, gid=gid):
                 # under the append lock, so an offset committed meanwhile gets its tombstone too
@@ -208,13 +207,13 @@ class GroupStoreMixin:
 
             try:
                 if not await self._append(p, None, decide=decide):
-                    out[gid] = NON_EMPTY_GROUP
+                    out[gid] = ErrorCode.NON_EMPTY_GROUP
                     continue
             except Exception as e:
                 out[gid] = storage_code(e, rec.OFFSETS_TOPIC)
                 continue
             self._delete_group(group)
-            out[gid] = NONE
+            out[gid] = ErrorCode.NONE
         return out
 
     def _delete_group(self, group: GroupMetadata) -> None:
@@ -352,8 +351,8 @@ class GroupStoreMixin:
             for m in group.members.values():
                 if m.heartbeat_timer is not None:
                     m.heartbeat_timer.cancel()
-                _resolve(m.join_future, JoinGroupResult(NOT_COORDINATOR, member_id=m.member_id))
-                _resolve(m.sync_future, SyncGroupResult(NOT_COORDINATOR))
+                _resolve(m.join_future, JoinGroupResult(ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
+                _resolve(m.sync_future, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
                 m.join_future = m.sync_future = None
             del self._groups[group.group_id]
 

@@ -15,18 +15,13 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from ..errors import KafkaApiError, NotCoordinatorError
+from ..errors import ErrorCode, KafkaApiError, NotCoordinatorError
 from . import records as rec
 from .group import DEAD, GroupMetadata
 from .runtime import LOADED, storage_code
 
 __all__ = ["TxnOffsetsMixin"]
 
-COORDINATOR_NOT_AVAILABLE = 15
-ILLEGAL_GENERATION = 22
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-PRODUCER_FENCED = 90
 _LONG_MAX = (1 << 63) - 1
 
 
@@ -45,7 +40,7 @@ class TxnOffsetsMixin:
             return {tp: code for tp in tps}
 
         if not group_id:
-            return all_(INVALID_GROUP_ID)
+            return all_(ErrorCode.INVALID_GROUP_ID)
         err, p = await self._route(group_id)
         if err:
             return all_(err)
@@ -53,24 +48,25 @@ class TxnOffsetsMixin:
         if group is None:
             group = self._new_group(group_id, p)
         elif group.state == DEAD:
-            return all_(COORDINATOR_NOT_AVAILABLE)
+            return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if member_id or group_instance_id is not None or generation_id >= 0:
             # KIP-447: a consumer group member's commit is checked against the group
             if member_id and member_id not in group.members:
-                return all_(UNKNOWN_MEMBER_ID)
+                return all_(ErrorCode.UNKNOWN_MEMBER_ID)
             if member_id:
                 err = self._validate_member(group, member_id, group_instance_id)
                 if err:
                     return all_(err)
             if generation_id >= 0 and generation_id != group.generation_id:
-                return all_(ILLEGAL_GENERATION)
+                return all_(ErrorCode.ILLEGAL_GENERATION)
         result, staged, records = self._stage_offsets(group_id, offsets, -1)
         if records:
             try:
                 await self._append(p, records, producer_id=producer_id, producer_epoch=producer_epoch,
                                    transactional=True)
             except Exception as e:  # noqa: BLE001 - the request's error code
-                code = PRODUCER_FENCED if isinstance(e, KafkaApiError) and e.code in (47, 90) \
+                fenced = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED)
+                code = ErrorCode.PRODUCER_FENCED if isinstance(e, KafkaApiError) and e.code in fenced \
                     else storage_code(e, rec.OFFSETS_TOPIC)
                 for tp in staged:
                     result[tp] = code

@@ -39,6 +39,11 @@ ALLOWED_CONSTANTS = {
     "server/txn_handlers.py": {
         "COORDINATOR_NOT_AVAILABLE", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE", "PRODUCER_FENCED",
         "TRANSACTION_ABORTABLE"},
+    # aliases of ErrorCode members that coordinator.py imports from group_results.py
+    "coordinator/group_results.py": {
+        "COORDINATOR_NOT_AVAILABLE", "FENCED_INSTANCE_ID", "GROUP_MAX_SIZE_REACHED", "ILLEGAL_GENERATION",
+        "INCONSISTENT_GROUP_PROTOCOL", "INVALID_GROUP_ID", "INVALID_REQUEST", "INVALID_SESSION_TIMEOUT",
+        "MEMBER_ID_REQUIRED", "NONE", "REBALANCE_IN_PROGRESS", "UNKNOWN_MEMBER_ID"},
 }
 # Modules whose error-code literals (api_error(48, ...), "error_code": 15, code in (120, 42)) are
 # still to be replaced by ErrorCode names.
@@ -53,8 +58,7 @@ ALLOWED_LITERALS = {
 _CONVERTING = {
     "cli_remote.py", "client/arrow_fetcher.py", "client/fetch_session.py", "client/group.py",
     "client/produce_pipeline.py", "client/producer.py", "client/remote_txn.py", "client/transaction.py",
-    "client/wire.py", "cluster/admin.py", "cluster/reassign.py", "coordinator/group_results.py",
-    "coordinator/group_txn.py", "replica/fetcher.py", "server/admin_handlers.py", "server/common.py",
+    "client/wire.py", "cluster/admin.py", "cluster/reassign.py", "replica/fetcher.py", "server/admin_handlers.py", "server/common.py",
     "server/group_handlers.py", "server/handlers.py", "server/producer_handlers.py",
     "server/reassign_handlers.py", "storage/producer_state.py",
 }
