@@ -36,7 +36,7 @@ import datetime
 import logging
 import os
 
-from ..errors import InvalidTopicError, KafkaApiError
+from ..errors import ErrorCode, InvalidTopicError, KafkaApiError
 from ..metadata import validate_topic_name
 from ..protocol import messages as m
 from .common import (
@@ -52,17 +52,6 @@ from .common import (
 __all__ = ["AdminHandlers"]
 
 log = logging.getLogger("engine.server")
-
-# Kafka error codes used here
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_INVALID_TOPIC = 17
-_INVALID_CONFIG = 40
-_INVALID_REQUEST = 42
-_SECURITY_DISABLED = 54
-_ELECTION_NOT_NEEDED = 84
-_PREFERRED_LEADER_NOT_AVAILABLE = 80
-_TRANSACTIONAL_ID_NOT_FOUND = 105
-_COORDINATOR_NOT_AVAILABLE = 15
 
 _NO_AUTHORIZER = "No Authorizer is configured."
 _MAX_PARTITIONS_PER_PAGE = 2000        # Kafka's max.request.partition.size.limit default
@@ -159,17 +148,17 @@ class AdminHandlers:
             return broker_config_change(r.resource_name, [c.name for c in r.configs],
                                         self.handlers.view.node_id)
         if r.resource_type != _RESOURCE_TOPIC:
-            return _INVALID_REQUEST, f"Unknown resource type {r.resource_type}"
+            return ErrorCode.INVALID_REQUEST, f"Unknown resource type {r.resource_type}"
         try:
             validate_topic_name(r.resource_name)
         except InvalidTopicError as e:
-            return _INVALID_TOPIC, str(e)
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)
         if self._partitions(r.resource_name) is None:
-            return _UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{r.resource_name}' does not exist."
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{r.resource_name}' does not exist."
         new = {}
         for c in r.configs:
             if c.value is None:
-                return _INVALID_REQUEST, f"Null value not supported for : {c.name}"
+                return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"
             new[c.name] = c.value
         eng.config.log_config(new)                  # InvalidConfigError (40) names the key
         if validate_only:
@@ -189,20 +178,20 @@ class AdminHandlers:
         v = header.api_version
         m.decode(m.ApiKey.DESCRIBE_ACLS, v, body.buf[body.pos:])
         return [m.encode(m.ApiKey.DESCRIBE_ACLS, v, {
-            "throttle_time": 0, "error_code": _SECURITY_DISABLED,
+            "throttle_time": 0, "error_code": ErrorCode.SECURITY_DISABLED,
             "error_message": "No Authorizer is configured on the broker", "resources": []})]
 
     async def create_acls(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.CREATE_ACLS, v, body.buf[body.pos:])
         return [m.encode(m.ApiKey.CREATE_ACLS, v, {"throttle_time": 0, "results": [
-            {"error_code": _SECURITY_DISABLED, "error_message": _NO_AUTHORIZER} for _ in req.creations]})]
+            {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_AUTHORIZER} for _ in req.creations]})]
 
     async def delete_acls(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DELETE_ACLS, v, body.buf[body.pos:])
         return [m.encode(m.ApiKey.DELETE_ACLS, v, {"throttle_time": 0, "filter_results": [
-            {"error_code": _SECURITY_DISABLED, "error_message": _NO_AUTHORIZER, "matching_acls": []}
+            {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_AUTHORIZER, "matching_acls": []}
             for _ in req.filters]})]
 
     # -- DescribeTopicPartitions (75) ------------------------------------------------
@@ -217,7 +206,7 @@ class AdminHandlers:
             # Kafka: an invalid cursor fails every requested topic, in request order
             return [m.encode(m.ApiKey.DESCRIBE_TOPIC_PARTITIONS, v, {
                 "throttle_time": 0, "next_cursor": None, "topics": [
-                    {"error_code": _INVALID_REQUEST, "name": t.name, "topic_id": _ZERO_UUID,
+                    {"error_code": ErrorCode.INVALID_REQUEST, "name": t.name, "topic_id": _ZERO_UUID,
                      "is_internal": False, "partitions": [],
                      "topic_authorized_operations": -2147483648} for t in req.topics]})]
         if cursor is not None:
@@ -272,20 +261,20 @@ class AdminHandlers:
             if election_type in (0, 1):
                 results = [{"topic": name, "partition_result": []} for name in self.engine.list_topics()]
             else:
-                top = _INVALID_REQUEST
+                top = ErrorCode.INVALID_REQUEST
         else:
             if election_type not in (0, 1):
-                top = _INVALID_REQUEST
+                top = ErrorCode.INVALID_REQUEST
             for t in req.topic_partitions:
                 count = self._partitions(t.topic)
                 parts = []
                 for p in t.partitions:
                     if top:
-                        code, msg = _INVALID_REQUEST, f"Unknown election type {election_type}"
+                        code, msg = ErrorCode.INVALID_REQUEST, f"Unknown election type {election_type}"
                     elif count is None:
-                        code, msg = _UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {t.topic}"
+                        code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {t.topic}"
                     elif not 0 <= p < count:
-                        code, msg = _UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {t.topic}-{p}"
+                        code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {t.topic}-{p}"
                     else:
                         code, msg = self._election(t.topic, p)
                     parts.append({"partition_id": p, "error_code": code, "error_message": msg})
@@ -315,8 +304,8 @@ class AdminHandlers:
         except KafkaApiError as e:
             return _code(e), str(e)[:300]
         if replicas and leader == replicas[0]:
-            return _ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
-        return _PREFERRED_LEADER_NOT_AVAILABLE, (
+            return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, (
             f"broker {self.handlers.view.node_id} does not run leader elections (the controller does)")
 
     # -- Transactions (65, 66) ------------------------------------------------------
@@ -328,7 +317,7 @@ class AdminHandlers:
         duration = getattr(req, "duration_filter", -1)
         res = await call(self.engine, "list_transactions", list(req.state_filters),
                          list(req.producer_id_filters), duration if duration is not None else -1)
-        code, listings = (_COORDINATOR_NOT_AVAILABLE, []) if res is None else res
+        code, listings = (ErrorCode.COORDINATOR_NOT_AVAILABLE, []) if res is None else res
         return [m.encode(m.ApiKey.LIST_TRANSACTIONS, v, {
             "throttle_time": 0, "error_code": code, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": x.transactional_id, "producer_id": x.producer_id,
@@ -343,7 +332,7 @@ class AdminHandlers:
         states = []
         for i, tid in enumerate(tids):
             d = res[i] if res is not None else None
-            code = _COORDINATOR_NOT_AVAILABLE if d is None else d.error_code
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if d is None else d.error_code
             entry = {"error_code": code, "transactional_id": tid, "transaction_state": "",
                      "transaction_timeout": 0, "transaction_start_time": _EPOCH, "producer_id": 0,
                      "producer_epoch": 0, "topics": []}

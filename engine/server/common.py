@@ -8,24 +8,22 @@ import base64
 import logging
 import uuid
 
-from ..errors import KafkaApiError
+from ..errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger("engine.server")
 
 _ZERO_UUID = uuid.UUID(int=0)
-_INVALID_REQUEST = 42
 
 # DescribeConfigs / IncrementalAlterConfigs constants (Kafka's ConfigResource.Type,
 # DescribeConfigsResponse.ConfigSource and ConfigEntry.ConfigType).
 _RESOURCE_TOPIC = 2
 _RESOURCE_BROKER = 4
-_UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
 def _code(e: BaseException) -> int:
     if isinstance(e, KafkaApiError):
         return e.code
-    return -1
+    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _record_error(res: dict, e: BaseException, what: str, *args, message: bool = True) -> None:
@@ -42,7 +40,7 @@ def partition_entry(view, topic: str, p: int, *, describe: bool = False) -> dict
     try:
         leader, epoch, replicas, isr = view.partition_state(topic, p)
         live = view.brokers()
-        error = 0 if leader in live else 5          # LEADER_NOT_AVAILABLE
+        error = ErrorCode.NONE if leader in live else ErrorCode.LEADER_NOT_AVAILABLE
         res = {"error_code": error, "partition_index": p, "leader_id": leader if error == 0 else -1,
                "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                "offline_replicas": [r for r in replicas if r not in live]}
@@ -90,7 +88,7 @@ def broker_config_change(resource_name: str, set_names: list[str], node_id: int)
     static config; with none set (AlterConfigs' empty set, IncrementalAlterConfigs deletes) there
     is no dynamic value to remove and the answer is success, as Kafka's."""
     if resource_name not in ("", str(node_id)):
-        return _INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {resource_name}"
+        return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {resource_name}"
     if set_names:
-        return _INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(set_names)})"
+        return ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(set_names)})"
     return 0, None

@@ -22,15 +22,13 @@ import asyncio
 import logging
 
 from ..coordinator.group import OffsetAndMetadata
+from ..errors import ErrorCode
 from ..protocol import messages as m
 from . import authz
 
 __all__ = ["GroupHandlers"]
 
 log = logging.getLogger("engine.server")
-
-_COORDINATOR_NOT_AVAILABLE = 15
-_UNSTABLE_OFFSET_COMMIT = 88
 
 
 def _ms(td) -> int:
@@ -105,10 +103,12 @@ class GroupHandlers:
             if key_type == 1:
                 from .txn_handlers import call
                 res = await call(self.engine, "find_coordinator", key)
-                code, message = res if res is not None else (_COORDINATOR_NOT_AVAILABLE, "no transaction coordinator")
+                code, message = res if res is not None else (
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE, "no transaction coordinator")
             else:
                 res = await self._call("find_coordinator", key, key_type)
-                code, message = res if res is not None else (_COORDINATOR_NOT_AVAILABLE, "no group coordinator")
+                code, message = res if res is not None else (
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE, "no group coordinator")
             ok = code == 0
             node, khost, kport = self._node_id(), host, port
             if ok and not self.handlers.view.local:
@@ -118,7 +118,8 @@ class GroupHandlers:
                 node = coord.coordinator_node(key) if coord is not None else -1
                 addr = self.handlers.view.brokers().get(node)
                 if addr is None:
-                    code, ok, message = _COORDINATOR_NOT_AVAILABLE, False, "the coordinator is not available"
+                    code, ok = ErrorCode.COORDINATOR_NOT_AVAILABLE, False
+                    message = "the coordinator is not available"
                 elif node != self._node_id():
                     khost, kport = addr[0], addr[1]
             # Kafka 4.0's texts: "" in every v4 entry; before v4, "NONE" on success
@@ -149,7 +150,7 @@ class GroupHandlers:
             client_id=header.client_id or "", client_host=_client_host(conn),
             require_known_member_id=v >= 4, reason=getattr(req, "reason", None))
         if res is None:
-            data = {"error_code": _COORDINATOR_NOT_AVAILABLE, "member_id": req.member_id, "members": [],
+            data = {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": req.member_id, "members": [],
                     "protocol_name": None, "leader": ""}
         else:
             data = {"error_code": res.error_code, "generation_id": res.generation_id,
@@ -174,7 +175,7 @@ class GroupHandlers:
             protocol_type=getattr(req, "protocol_type", None),
             protocol_name=getattr(req, "protocol_name", None))
         if res is None:
-            data = {"error_code": _COORDINATOR_NOT_AVAILABLE, "assignment": b""}
+            data = {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
         else:
             data = {"error_code": res.error_code, "protocol_type": res.protocol_type,
                     "protocol_name": res.protocol_name, "assignment": res.assignment}
@@ -188,7 +189,7 @@ class GroupHandlers:
         code = await self._call("heartbeat", req.group_id, req.generation_id, req.member_id,
                                 getattr(req, "group_instance_id", None))
         return [m.encode(m.ApiKey.HEARTBEAT, v, {
-            "throttle_time": 0, "error_code": _COORDINATOR_NOT_AVAILABLE if code is None else code})]
+            "throttle_time": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if code is None else code})]
 
     # -- LeaveGroup (13) ------------------------------------------------------------------
     async def leave_group(self, header, body, conn):
@@ -200,7 +201,8 @@ class GroupHandlers:
             members = [(req.member_id, None)]
         res = await self._call("leave_group", req.group_id, members)
         if res is None:
-            top, per = _COORDINATOR_NOT_AVAILABLE, [(mid, inst, _COORDINATOR_NOT_AVAILABLE) for mid, inst in members]
+            top = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            per = [(mid, inst, top) for mid, inst in members]
         else:
             top, per = res.error_code, res.members
         if v < 3:
@@ -231,7 +233,7 @@ class GroupHandlers:
         for t in req.topics:
             topics.append({"name": t.name, "partitions": [
                 {"partition_index": p.partition_index,
-                 "error_code": _COORDINATOR_NOT_AVAILABLE if res is None
+                 "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if res is None
                  else res.get((t.name, p.partition_index), 0)}
                 for p in t.partitions]})
         return [m.encode(m.ApiKey.OFFSET_COMMIT, v, {"throttle_time": 0, "topics": topics})]
@@ -260,7 +262,7 @@ class GroupHandlers:
         if req_topics is not None:
             wanted = [(t.name, p) for t in req_topics for p in t.partition_indexes]
         res = await self._call("fetch_offsets", group_id, wanted)
-        code, offsets = (_COORDINATOR_NOT_AVAILABLE, {}) if res is None else res
+        code, offsets = (ErrorCode.COORDINATOR_NOT_AVAILABLE, {}) if res is None else res
         unstable = set()
         if require_stable and not code:
             unstable = await self._call("unstable_partitions", group_id, wanted) or set()
@@ -275,7 +277,7 @@ class GroupHandlers:
             by_topic.setdefault(tp[0], []).append({
                 "partition_index": tp[1], "committed_offset": om.offset,
                 "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata,
-                "error_code": _UNSTABLE_OFFSET_COMMIT if tp in unstable else 0})
+                "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else 0})
         return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
     # -- DescribeGroups (15) --------------------------------------------------------------
@@ -287,7 +289,7 @@ class GroupHandlers:
                                authz.GROUP_OPERATIONS)
         groups = []
         if res is None:
-            groups = [{"error_code": _COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "",
+            groups = [{"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "",
                        "protocol_type": "", "protocol_data": "", "members": []} for g in req.groups]
         else:
             for d in res:
@@ -308,7 +310,7 @@ class GroupHandlers:
         states = list(getattr(req, "states_filter", ()) or ())
         types = {t.lower() for t in (getattr(req, "types_filter", ()) or ())}
         res = await self._call("list_groups", states or None)
-        code, listings = (_COORDINATOR_NOT_AVAILABLE, []) if res is None else res
+        code, listings = (ErrorCode.COORDINATOR_NOT_AVAILABLE, []) if res is None else res
         if types and "classic" not in types:
             listings = []       # every group here is a classic group
         return [m.encode(m.ApiKey.LIST_GROUPS, v, {
@@ -323,7 +325,7 @@ class GroupHandlers:
         names = list(req.groups_names)
         res = await self._call("delete_groups", names)
         return [m.encode(m.ApiKey.DELETE_GROUPS, v, {"throttle_time": 0, "results": [
-            {"group_id": g, "error_code": _COORDINATOR_NOT_AVAILABLE if res is None else res[g]}
+            {"group_id": g, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if res is None else res[g]}
             for g in dict.fromkeys(names)]})]
 
     # -- OffsetDelete (47) ----------------------------------------------------------------
@@ -332,7 +334,7 @@ class GroupHandlers:
         req = self._decode(m.ApiKey.OFFSET_DELETE, header, body)
         wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         res = await self._call("delete_offsets", req.group_id, wanted)
-        code, per = (_COORDINATOR_NOT_AVAILABLE, {}) if res is None else res
+        code, per = (ErrorCode.COORDINATOR_NOT_AVAILABLE, {}) if res is None else res
         topics = []
         if not code:
             for t in req.topics:

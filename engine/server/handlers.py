@@ -31,6 +31,7 @@ import uuid
 from ..coordinator.records import OFFSETS_TOPIC
 from ..coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from ..errors import (
+    ErrorCode,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidRequestError,
@@ -47,7 +48,6 @@ from . import authz, config_describe
 from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by importers)
     _RESOURCE_BROKER,
     _RESOURCE_TOPIC,
-    _UNSUPPORTED_ENDPOINT_TYPE,
     _ZERO_UUID,
     _code,
     _record_error,
@@ -133,7 +133,7 @@ class Handlers:
                 if t.topic_id in by_id:
                     names.append(by_id[t.topic_id])
                 else:
-                    topics.append({"error_code": 100, "name": None, "topic_id": t.topic_id,  # UNKNOWN_TOPIC_ID
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": t.topic_id,
                                    "is_internal": False, "partitions": []})
         for name in names:
             try:
@@ -167,13 +167,13 @@ class Handlers:
     async def produce(self, header, body, conn):
         v = header.api_version
         req = m.parse_produce_request(body, v)
-        error = 0
+        error = ErrorCode.NONE
         if v < 3:
-            error = 35   # UNSUPPORTED_VERSION: message formats 0/1 are gone (KAFKA-18659)
+            error = ErrorCode.UNSUPPORTED_VERSION   # message formats 0/1 are gone (KAFKA-18659)
         elif req.acks not in (-1, 0, 1):
-            error = 21   # INVALID_REQUIRED_ACKS
+            error = ErrorCode.INVALID_REQUIRED_ACKS
         elif req.transactional_id is None and txn_handlers.has_transactional_records(req):
-            error = 53   # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Kafka's answer to such a request
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED     # Kafka's answer to such a request
         out = []
         appended = False
         waiting = []        # acks=all: (results, index in results, waiter)
@@ -189,7 +189,7 @@ class Handlers:
                     code = refused[(name, p.index)]
                     results.append((p.index, code, -1, -1, -1,
                                     "Partition was not added to the transaction"
-                                    if code == 48 else None))
+                                    if code == ErrorCode.INVALID_TXN_STATE else None))
                     continue
                 try:
                     if name in _INTERNAL_TOPICS:
@@ -208,7 +208,7 @@ class Handlers:
                         log.exception("produce to %s-%d failed", name, p.index)
                     code = _code(e)
                     if isinstance(e, InvalidRequestError):
-                        code = 87
+                        code = ErrorCode.INVALID_RECORD
                     results.append((p.index, code, -1, -1, -1, str(e)[:200]))
             out.append((name, results))
         if appended:
@@ -440,7 +440,7 @@ class Handlers:
             out = await txn_handlers.call(self.engine, "init_producer_id", req.transactional_id, timeout,
                                           getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
             if out is None:
-                res["error_code"] = 15          # COORDINATOR_NOT_AVAILABLE
+                res["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
             else:
                 res["error_code"] = txn_handlers.fenced(out[0], v, 4)
                 if not out[0]:
@@ -581,7 +581,7 @@ class Handlers:
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_CLUSTER, v, body.buf[body.pos:])
         endpoint_type = getattr(req, "endpoint_type", 1)
-        error = 0 if endpoint_type in (1, 2) else _UNSUPPORTED_ENDPOINT_TYPE
+        error = ErrorCode.NONE if endpoint_type in (1, 2) else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         return [m.encode(m.ApiKey.DESCRIBE_CLUSTER, v, {
             "throttle_time": 0, "error_code": error, "error_message": None,
             "endpoint_type": endpoint_type, "cluster_id": self.engine.cluster_id or "",

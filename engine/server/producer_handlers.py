@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import KafkaApiError, UnknownTopicOrPartitionError
+from ..errors import ErrorCode, KafkaApiError, UnknownTopicOrPartitionError
 from ..protocol import messages as m
 
 __all__ = ["ProducerHandlers"]
@@ -62,7 +62,7 @@ class ProducerHandlers:
                     res["error_message"] = str(e)[:300]
                 except Exception as e:  # noqa: BLE001 - one partition's failure is its error
                     log.exception("describe producers of %s-%d failed", t.name, index)
-                    res["error_code"] = -1
+                    res["error_code"] = ErrorCode.UNKNOWN_SERVER_ERROR
                     res["error_message"] = str(e)[:300]
                 parts.append(res)
             topics.append({"name": t.name, "partitions": parts})

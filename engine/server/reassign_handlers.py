@@ -20,15 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..cluster.reassign import NO_REASSIGNMENT_IN_PROGRESS, validate
-from ..errors import KafkaApiError
+from ..cluster.reassign import validate
+from ..errors import ErrorCode, KafkaApiError
 from ..protocol import messages as m
 
 __all__ = ["ReassignmentHandlers"]
 
 log = logging.getLogger("engine.server")
-
-_NOT_CONTROLLER = 41
 
 
 class ReassignmentHandlers:
@@ -87,7 +85,7 @@ class ReassignmentHandlers:
         if err is not None:
             return err
         if replicas is None:
-            return NO_REASSIGNMENT_IN_PROGRESS, None
+            return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
         return 0, None          # [node]: the current assignment, complete at once
 
     # -- ListPartitionReassignments (46) -------------------------------------------
