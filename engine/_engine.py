@@ -92,6 +92,8 @@ class Engine:
         self._closed = False
         self._group_coordinator = None
         self._transaction_coordinator = None
+        self._replicas = None           # the ReplicaManager (see `replicas`), made on first use
+        self._view = None               # the cluster view it serves (None: this node alone)
         self._coordinator_handover = threading.Event()
         self._coordinator_handover.set()
         # The lock is taken by the LogManager before the metadata is touched.
@@ -160,6 +162,31 @@ class Engine:
         if not port.isdigit():
             raise InvalidConfigError(f"listen must be HOST:PORT, got {listen!r}")
         return BackgroundBroker(self, host.strip("[]") or "127.0.0.1", int(port), **broker_kwargs)
+
+    # -- the replica layer: every partition write goes through it -------------------------
+    @property
+    def replicas(self):
+        """This node's :class:`~engine.replica.ReplicaManager`, through which every partition
+        write goes -- the broker's handlers, the coordinators, the in-process producers -- so
+        leadership, leader epochs and the ISR are checked in one place.  Made on first use for
+        the view given to :meth:`use_view` (default: the single-node view, where this node
+        leads every partition of the data directory)."""
+        rm = self._replicas
+        if rm is None:
+            from .replica import ReplicaManager
+            with self._admin:
+                if self._replicas is None:
+                    self._replicas = ReplicaManager(self, self._view)
+                rm = self._replicas
+        return rm
+
+    def use_view(self, view) -> None:
+        """Serve `view` (a cluster broker's membership, engine/replica/view.py's interface):
+        given by the composition that makes the broker, before the replica manager is made."""
+        with self._admin:
+            if self._replicas is not None and self._replicas.view is not view:
+                raise RuntimeError("this engine's replica manager already serves another cluster view")
+            self._view = view
 
     # -- coordinators (group, transaction): one of each per writable engine ---------------
     def _coordinator_class(self, kind: str):

@@ -51,7 +51,6 @@ COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 
 LOADING, LOADED = "loading", "loaded"
-_LONG_MAX = (1 << 63) - 1
 _BATCH_HEADER = 61
 
 
@@ -443,16 +442,9 @@ class CoordinatorRuntime:
         if self.cluster is not None:
             await self.cluster.append(self.TOPIC, partition, buf)
             return
-        try:
-            if plog.config["flush.messages"] < _LONG_MAX:
-                await self.loop.run_in_executor(None, plog.append, buf)
-            else:
-                plog.append(buf)
-        except OSError as e:       # a full / failing disk: the data dir failed (serve halts)
-            hook = getattr(self.engine.logs, "on_io_error", None)
-            if hook is not None:
-                hook(e, f"append to {self.TOPIC}-{partition}")
-            raise
+        # one node: through the replica layer as well (acks=1 is all there is to wait for); an
+        # I/O error there is KAFKA_STORAGE_ERROR, and takes a serving broker offline
+        await self.engine.replicas.append(self.TOPIC, partition, buf, 1)
 
     def partition_lock(self, partition: int) -> asyncio.Lock | None:
         st = self._partitions.get(partition)

@@ -497,7 +497,7 @@ class TransactionCoordinator(CoordinatorRuntime):
             gc = self._group_coordinator()
             await self._on_group_loop(gc, gc.complete_txn, pid, epoch, partition, commit, coordinator_epoch)
             return
-        await write_marker(self.engine, self.loop, topic, partition, pid, epoch, commit, coordinator_epoch)
+        await write_marker(self.engine, topic, partition, pid, epoch, commit, coordinator_epoch)
 
     # -- timeouts and expiry ----------------------------------------------------------------
     async def abort_timed_out(self) -> int:
@@ -576,16 +576,13 @@ class TransactionCoordinator(CoordinatorRuntime):
         return out
 
 
-async def write_marker(engine, loop, topic: str, partition: int, producer_id: int, producer_epoch: int,
+async def write_marker(engine, topic: str, partition: int, producer_id: int, producer_epoch: int,
                        commit: bool, coordinator_epoch: int) -> int:
-    """Append a COMMIT/ABORT marker to one of our data partitions (WriteTxnMarkers' work);
-    returns its offset.  Raises what the append raised."""
-    plog = engine.log(topic, partition)
-    if plog.config["flush.messages"] < (1 << 63) - 1:
-        offset = await loop.run_in_executor(None, plog.append_control, producer_id, producer_epoch,
-                                            commit, coordinator_epoch)
-    else:
-        offset = plog.append_control(producer_id, producer_epoch, commit, coordinator_epoch)
+    """Append a COMMIT/ABORT marker to one of this node's data partitions as their leader
+    (WriteTxnMarkers' work), through the replica layer; returns its offset.  Raises what the
+    append raised."""
+    offset, _waiter = await engine.replicas.append_control(topic, partition, producer_id, producer_epoch,
+                                                           commit, coordinator_epoch)
     engine.notify_appended()
     return offset
 

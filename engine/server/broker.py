@@ -45,10 +45,14 @@ class Broker:
                  max_queued_bytes: int = 64 * 1024 * 1024,
                  idle_timeout: float = 600.0, poll_interval: float = 0.1,
                  use_sendfile: bool = True, view=None, replica_manager=None):
-        from ..replica import ReplicaManager
         self.engine = engine
-        # the replica layer: who leads what (view), appends/reads/replication (replicas)
-        self.replicas = replica_manager if replica_manager is not None else ReplicaManager(engine, view)
+        # the replica layer: who leads what (view), appends/reads/replication (replicas); the
+        # engine's own, which its coordinators and in-process producers write through too
+        if replica_manager is None:
+            if view is not None:
+                engine.use_view(view)
+            replica_manager = engine.replicas
+        self.replicas = replica_manager
         self.view = self.replicas.view
         self.node_id = self.view.node_id
         self.host = host

@@ -216,10 +216,9 @@ class TxnHandlers:
         """Markers from a transaction coordinator (a peer's, once there are peers): each
         partition gets its COMMIT/ABORT marker, ``__consumer_offsets`` through the group
         coordinator (pending transactional offsets are committed or dropped)."""
-        from ..coordinator.transactions import write_marker
         v = header.api_version
         req = self._decode(m.ApiKey.WRITE_TXN_MARKERS, header, body)
-        loop = asyncio.get_running_loop()
+        rm = self.handlers.broker.replicas
         out = []
         for mk in req.markers:
             topics = []
@@ -233,16 +232,12 @@ class TxnHandlers:
                                              bool(mk.transaction_result), mk.coordinator_epoch, kind="group")
                             if res is None:
                                 code = COORDINATOR_NOT_AVAILABLE
-                        elif not self.handlers.view.local:      # cluster mode: as leader, acks=all
-                            rm = self.handlers.broker.replicas
+                        else:                   # as the leader, acks=all (one node: at once)
                             _off, waiter = await rm.append_control(t.name, p, mk.producer_id, mk.producer_epoch,
                                                                    bool(mk.transaction_result), mk.coordinator_epoch)
                             err = (await rm.wait_for_acks([waiter], 30000))[0] if waiter is not None else None
                             if err is not None:
                                 raise err
-                        else:
-                            await write_marker(self.engine, loop, t.name, p, mk.producer_id, mk.producer_epoch,
-                                               bool(mk.transaction_result), mk.coordinator_epoch)
                     except KafkaApiError as e:
                         code = e.code
                     except Exception:  # noqa: BLE001 - one partition's failure is its error
