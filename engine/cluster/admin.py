@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from ..errors import (InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequestError,
+from ..errors import (ErrorCode, InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequestError,
                       TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..metadata import new_topic_id, validate_topic_name
 from .assign import assign_replicas
@@ -128,12 +128,6 @@ def delete_topic(member, name: str, timeout_s: float = 30.0) -> None:
     _wait(lambda: member.store.client.exists(f"/admin/delete_topics/{name}") is None, timeout_s)
 
 
-# Kafka's codes for ElectLeaders results
-ELECTION_NOT_NEEDED = 84
-PREFERRED_LEADER_NOT_AVAILABLE = 80
-ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
-
-
 def elect_preferred(member, partitions: list[tuple[str, int]] | None,
                     timeout_s: float = 30.0) -> dict[tuple[str, int], tuple[int, str | None]]:
     """Preferred-leader election for `partitions` (None: every partition whose preferred replica
@@ -153,15 +147,15 @@ def elect_preferred(member, partitions: list[tuple[str, int]] | None,
             continue
         pref = replicas[0] if replicas else -1
         if leader == pref:
-            out[(t, p)] = (ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+            out[(t, p)] = (ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
         elif pref not in live or pref not in isr:
-            out[(t, p)] = (PREFERRED_LEADER_NOT_AVAILABLE,
+            out[(t, p)] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                            f"Failed to elect leader for partition {t}-{p} under strategy PreferredReplicaPartitionLeaderElectionStrategy")
         else:
             todo.append((t, p, pref))
     if partitions is None:
-        out = {k: v for k, v in out.items() if v[0] != ELECTION_NOT_NEEDED}   # Kafka lists only tried ones
-        out = {k: v for k, v in out.items() if v[0] != PREFERRED_LEADER_NOT_AVAILABLE}
+        untried = (ErrorCode.ELECTION_NOT_NEEDED, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
+        out = {k: v for k, v in out.items() if v[0] not in untried}     # Kafka lists only tried ones
     if todo:
         while not member.store.request_preferred_election([(t, p) for t, p, _ in todo]):
             if not _wait(lambda: member.store.client.exists("/admin/preferred_replica_election") is None, 5.0):
@@ -169,9 +163,9 @@ def elect_preferred(member, partitions: list[tuple[str, int]] | None,
         done = _wait(lambda: all(view.partition_state(t, p)[0] == pref for t, p, pref in todo), timeout_s)
         for t, p, pref in todo:
             if view.partition_state(t, p)[0] == pref:
-                out[(t, p)] = (0, None)
+                out[(t, p)] = (ErrorCode.NONE, None)
             else:
-                out[(t, p)] = (PREFERRED_LEADER_NOT_AVAILABLE if done else 7,   # REQUEST_TIMED_OUT
+                out[(t, p)] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if done else ErrorCode.REQUEST_TIMED_OUT,
                                f"preferred leader {pref} of {t}-{p} was not elected")
     return out
 

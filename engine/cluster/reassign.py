@@ -40,13 +40,11 @@ from __future__ import annotations
 
 import logging
 
+from ..errors import ErrorCode
+
 __all__ = ["alter", "listing", "progress", "validate", "target_of", "origin_of"]
 
 log = logging.getLogger("engine.cluster.controller")
-
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_REPLICA_ASSIGNMENT = 39
-NO_REASSIGNMENT_IN_PROGRESS = 85
 
 
 def target_of(a, p: int) -> list[int]:
@@ -63,20 +61,20 @@ def validate(topic: str, count: int | None, partition: int, replicas, live) -> t
     """Kafka 4.0's checks of one AlterPartitionReassignments entry, in its order: None when it
     may go ahead (``replicas`` None: a cancellation, checked by the caller)."""
     if count is None:
-        return UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
     if not 0 <= partition < count:
-        return UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}."
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}."
     if replicas is None:
         return None
     if not replicas:
-        return INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
     prev = None
     for broker in sorted(replicas):
         if broker not in live:
-            return INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes broker "
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes broker "
                                                 f"{broker}, but no such broker is registered.")
         if broker == prev:
-            return INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes the broker "
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes the broker "
                                                 f"{broker} more than once.")
         prev = broker
     return None
@@ -118,10 +116,10 @@ def _alter_one(ctl, topic, p, target, live, shutting, deleting) -> tuple[int, st
         if err is not None:
             return err
         if p not in a.partitions:
-            return UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{p}."
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{p}."
         if target is None:
             if not a.reassigning(p):
-                return NO_REASSIGNMENT_IN_PROGRESS, None
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
             wanted = origin_of(a, p)
         else:
             wanted = [int(b) for b in target]
@@ -154,7 +152,7 @@ def _alter_one(ctl, topic, p, target, live, shutting, deleting) -> tuple[int, st
         if not ctl._still_controller():
             from ..errors import NotControllerError
             raise NotControllerError(f"broker {ctl.broker_id} is no longer the controller")
-    return 7, f"the assignment of {topic} kept changing"        # REQUEST_TIMED_OUT
+    return ErrorCode.REQUEST_TIMED_OUT, f"the assignment of {topic} kept changing"
 
 
 def progress(ctl, topic: str, p: int, live: set[int], shutting: set[int]):

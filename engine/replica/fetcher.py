@@ -37,7 +37,7 @@ import time
 from .. import _native
 from ..client.connection import KafkaConnectionError, _Connection
 from ..client.wire import WireClient
-from ..errors import KafkaApiError
+from ..errors import ErrorCode, KafkaApiError
 from ..protocol.messages import ApiKey, _entity, encode, read_struct
 
 __all__ = ["ReplicaFetcher"]
@@ -46,10 +46,6 @@ log = logging.getLogger("engine.replica")
 
 FETCH_VERSION = 12
 LIST_OFFSETS_VERSION = 7
-
-_FENCED_LEADER_EPOCH = 74
-_OFFSET_OUT_OF_RANGE = 1
-_KAFKA_STORAGE_ERROR = 56
 
 
 class _LocalStorageError(Exception):
@@ -112,7 +108,7 @@ class ReplicaFetcher(threading.Thread):
         except OSError as e:
             err = self.manager.storage_error(e, f"{what} of {part.topic}-{part.partition} as a follower")
             if self.manager.offline is None:            # no halting hook: retry later
-                self._back_off(part, _KAFKA_STORAGE_ERROR, f"{what} ({e})")
+                self._back_off(part, ErrorCode.KAFKA_STORAGE_ERROR, f"{what} ({e})")
                 return
             raise _LocalStorageError(err) from e
 
@@ -171,7 +167,7 @@ class ReplicaFetcher(threading.Thread):
 
     def _back_off(self, part, code: int, what: str) -> None:
         log.info("%s: %s of %s-%d: error %d", self.name, what, part.topic, part.partition, code)
-        if code == _FENCED_LEADER_EPOCH:
+        if code == ErrorCode.FENCED_LEADER_EPOCH:
             part.fetch_state = "fenced"          # until become_follower brings a newer epoch
         else:
             part.fetch_backoff_until = time.monotonic() + self.backoff_s
@@ -248,7 +244,7 @@ class ReplicaFetcher(threading.Thread):
                     continue
                 plog = part.log
                 if res.error_code:
-                    if res.error_code == _OFFSET_OUT_OF_RANGE:
+                    if res.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                         out_of_range.append((part, epoch, offset))
                     else:
                         self._back_off(part, res.error_code, "Fetch")

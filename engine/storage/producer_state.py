@@ -67,7 +67,7 @@ from collections import deque
 from typing import NamedTuple
 
 from .. import _native
-from ..errors import InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError
+from ..errors import ErrorCode, InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError, api_error
 from . import checkpoint, files
 
 __all__ = ["BatchMetadata", "CompletedTxn", "ProducerStateManager", "SnapshotEntry", "SnapshotError",
@@ -161,9 +161,9 @@ class ProducerStateManager:
         last_seq = (base_seq + last_delta) % _SEQ_MOD
         entry = self._producers.get(producer_id)
         if not transactional and entry is not None and entry.current_txn_first_offset >= 0:
-            from ..errors import api_error
-            raise api_error(48, f"expected a transactional write from producer {producer_id}: its "
-                                f"transaction is open since offset {entry.current_txn_first_offset}")
+            raise api_error(ErrorCode.INVALID_TXN_STATE,
+                            f"expected a transactional write from producer {producer_id}: its "
+                            f"transaction is open since offset {entry.current_txn_first_offset}")
         if staged and producer_id in staged:
             cur_epoch, cur_last = staged[producer_id]
         elif entry is not None and entry.batches:
@@ -219,9 +219,9 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"marker of producer {producer_id} has epoch {epoch}, older than its current epoch {entry.epoch}")
         if coordinator_epoch < entry.coordinator_epoch:
-            from ..errors import api_error
-            raise api_error(52, f"marker of producer {producer_id} has coordinator epoch {coordinator_epoch}, "
-                                f"older than {entry.coordinator_epoch}")
+            raise api_error(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                            f"marker of producer {producer_id} has coordinator epoch {coordinator_epoch}, "
+                            f"older than {entry.coordinator_epoch}")
 
     def complete_txn(self, producer_id: int, epoch: int, coordinator_epoch: int, marker_offset: int,
                      timestamp: int, commit: bool) -> CompletedTxn | None:

@@ -58,7 +58,7 @@ ALLOWED_LITERALS = {
 _CONVERTING = {
     "cli_remote.py", "client/arrow_fetcher.py", "client/fetch_session.py", "client/group.py",
     "client/produce_pipeline.py", "client/producer.py", "client/remote_txn.py", "client/transaction.py",
-    "client/wire.py", "cluster/admin.py", "cluster/reassign.py", "replica/fetcher.py", "storage/producer_state.py",
+    "client/wire.py",
 }
 
 _NAMES = set(ErrorCode.__members__)
