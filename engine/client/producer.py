@@ -164,12 +164,11 @@ class Producer(_native.ProducerCore):
             batches = _native.build_batches(vals, ks, tss, hs, self._codec, self._batch_size)
             with self._lock:
                 self._append_window(acc, p)  # records sent earlier go first
-                log = self._engine.log(topic, p)
                 for data in batches:
                     if self._txn is None:
-                        info = log.append(data)
+                        info = self._engine.replicas.append_in_process(topic, p, data)
                     else:
-                        info = self._txn.append(log, topic, p, data)
+                        info = self._txn.append(topic, p, data)
                     out.append(AppendResult(topic, p, info.first_offset, info.last_offset))
         self._engine.notify_appended()
         return out
@@ -181,11 +180,10 @@ class Producer(_native.ProducerCore):
         if not count:
             return
         try:
-            log = self._engine.log(acc.topic, partition)
             if self._txn is None:
-                info = log.append(data)
+                info = self._engine.replicas.append_in_process(acc.topic, partition, data)
             else:
-                info = self._txn.append(log, acc.topic, partition, data)
+                info = self._txn.append(acc.topic, partition, data)
             if info.log_append_time is not None and info.log_append_time >= 0:
                 outcome.log_append_time = info.log_append_time
             outcome.base_offset = info.first_offset

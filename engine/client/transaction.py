@@ -193,7 +193,7 @@ class TransactionManager:
                 self._raise(code, f"adding {', '.join(f'{t}-{p}' for t, p in new)} to the transaction")
             self.partitions.update(new)
 
-    def append(self, log, topic: str, partition: int, data: bytearray):
+    def append(self, topic: str, partition: int, data: bytearray):
         """Append one drain window (or built batches) of `topic`-`partition` as transactional
         batches; an error leaves the transaction abortable (fatal when fenced)."""
         tp = (topic, partition)
@@ -203,7 +203,7 @@ class TransactionManager:
         seq = self.sequences.get(tp, 0)
         n = stamp_transactional(data, self.producer_id, self.epoch, seq)
         try:
-            info = log.append(data)
+            info = self.engine.replicas.append_in_process(topic, partition, data)
         except (InvalidProducerEpochError, OutOfOrderSequenceError) as e:
             with self.lock:
                 if isinstance(e, InvalidProducerEpochError):

@@ -22,8 +22,6 @@ from .runtime import LOADED, storage_code
 
 __all__ = ["TxnOffsetsMixin"]
 
-_LONG_MAX = (1 << 63) - 1
-
 
 class TxnOffsetsMixin:
     """Needs GroupCoordinator's ``_route``, ``_groups``, ``_new_group``, ``_validate_member``,
@@ -88,15 +86,12 @@ class TxnOffsetsMixin:
         if st is None or st.state != LOADED:
             raise NotCoordinatorError(f"partition {partition} of {rec.OFFSETS_TOPIC} is not loaded here")
         async with st.lock:
-            plog = self.engine.log(rec.OFFSETS_TOPIC, partition)
             if self.cluster is not None:        # cluster mode: replicated, acks=all
                 await self.cluster.append_control(rec.OFFSETS_TOPIC, partition, producer_id, producer_epoch,
                                                   commit, coordinator_epoch)
-            elif plog.config["flush.messages"] < _LONG_MAX:
-                await self.loop.run_in_executor(None, plog.append_control, producer_id, producer_epoch,
-                                                commit, coordinator_epoch)
-            else:
-                plog.append_control(producer_id, producer_epoch, commit, coordinator_epoch)
+            else:                               # one node: the replica layer as well, at once
+                await self.engine.replicas.append_control(rec.OFFSETS_TOPIC, partition, producer_id,
+                                                          producer_epoch, commit, coordinator_epoch)
             for group in self._groups.values():
                 if group.partition != partition:
                     continue

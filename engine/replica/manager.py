@@ -208,6 +208,21 @@ class ReplicaManager:
             return info, plog.log_start_offset, None
         return info, plog.log_start_offset, self._appended(part, info.last_offset, acks)
 
+    def append_in_process(self, topic: str, partition: int, buf):
+        """An in-process producer's append (the embedded API, on the caller's thread): as the
+        leader with acks=1, waiting for the log's flush policy on that thread.  Returns the
+        log's AppendInfo.  NOT_LEADER_OR_FOLLOWER where this node does not lead the partition:
+        a follower replica is written by its fetcher only."""
+        part = self.leader_partition(topic, partition)
+        plog = part.log
+        try:
+            info = plog.append(buf, None if part.local else part.leader_epoch)
+        except OSError as e:          # nothing of it is in the log (or the log went offline)
+            raise self.storage_error(e, f"append to {topic}-{partition}") from e
+        if not part.local:            # the high watermark and its waiters live on the loop
+            self._call_on_loop(self._appended, part, info.last_offset, 1)
+        return info
+
     def _appended(self, part: Partition, last_offset: int, acks: int):
         """After a leader's append: move the HW; the acks=all waiter of `last_offset` or None."""
         if part.maybe_advance_hw():
