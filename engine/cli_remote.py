@@ -152,6 +152,7 @@ def produce(args: argparse.Namespace, bootstrap: str, lines, progress) -> int:
 def consume(args: argparse.Namespace, bootstrap: str, emit) -> int:
     """Fetch loop over the partitions (or a group's assignment with --group); ``emit`` prints."""
     from .client.wire import EARLIEST, LATEST, WireClient
+    from .errors import ErrorCode
 
     client = WireClient(bootstrap, client_id="kafka-engine-cli")
     member = None
@@ -182,7 +183,7 @@ def consume(args: argparse.Namespace, bootstrap: str, emit) -> int:
             got_any = False
             for (topic, p), pos in sorted(positions.items()):
                 res = client.fetch(topic, p, pos, max_wait_ms=100 if len(positions) > 1 else 200)
-                if res.error_code == 1:          # OFFSET_OUT_OF_RANGE: reset as auto.offset.reset
+                if res.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:     # reset as auto.offset.reset
                     when = EARLIEST if args.from_beginning else LATEST
                     positions[(topic, p)] = client.list_offsets({(topic, p): when})[(topic, p)][0]
                     continue

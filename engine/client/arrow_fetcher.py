@@ -16,7 +16,7 @@ import threading
 import time
 
 from .. import _native
-from ..errors import CorruptRecordError, KafkaApiError, OffsetOutOfRangeError
+from ..errors import CorruptRecordError, ErrorCode, KafkaApiError, OffsetOutOfRangeError
 from ._types import TopicPartition
 from .wire import KafkaConnectionError, WireClient
 
@@ -192,7 +192,7 @@ class _Fetcher(threading.Thread):
             if r is None:
                 continue        # incremental fetch session: nothing new for this partition
             if r.error_code:
-                if r.error_code == 1:
+                if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     sh.out.put((gen, tp, off, OffsetOutOfRangeError(
                         f"offset {off} is out of range for {tp.topic}-{tp.partition} "
                         f"(log start {r.log_start_offset}, high watermark {r.high_watermark})"), None))

@@ -17,10 +17,8 @@ drop the session: the next Fetch is a full one asking for a new session, as Kafk
 
 from __future__ import annotations
 
-__all__ = ["FetchSession", "FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH"]
+__all__ = ["FetchSession"]
 
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
 _INITIAL_EPOCH = 0
 _INT32_MAX = 2**31 - 1
 

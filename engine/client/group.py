@@ -33,22 +33,17 @@ import threading
 import time
 from typing import Callable, NamedTuple, Protocol
 
-from ..errors import ClosedError, CommitFailedError, EngineError, KafkaApiError, api_error
+from ..errors import ClosedError, CommitFailedError, EngineError, ErrorCode, KafkaApiError, api_error
 from ..storage.manager import broker_address
 from .assignors import ASSIGNORS, decode_assignment, decode_subscription, encode_assignment, encode_subscription
 
 __all__ = ["GroupMember", "GroupTransport", "InProcessTransport", "JoinResult", "WireTransport",
            "group_transport"]
 
-NONE = 0
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
-_REJOIN = {ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS}
+_REJOIN = {ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS}
 # the coordinator is loading, unavailable or moved: ask again (as Kafka's clients do)
-_MOVED = {14, 15, 16}      # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+_MOVED = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+          ErrorCode.NOT_COORDINATOR}
 
 
 class JoinResult(NamedTuple):
@@ -177,7 +172,7 @@ class WireTransport:
         while True:
             r = client._call(None, ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0})
             code = int(r["error_code"])
-            if code == NONE:
+            if code == ErrorCode.NONE:
                 break
             if code not in _MOVED or time.monotonic() > deadline:
                 raise api_error(code, f"FindCoordinator {group_id}: {r.get('error_message')}")
@@ -382,19 +377,19 @@ class GroupMember:
     def _join_rounds(self, protocols, deadline: float) -> list[tuple[str, int]]:
         while True:
             if time.monotonic() > deadline:
-                raise api_error(REBALANCE_IN_PROGRESS, f"group {self.group_id}: no stable generation")
+                raise api_error(ErrorCode.REBALANCE_IN_PROGRESS, f"group {self.group_id}: no stable generation")
             self._rejoin.clear()
             res = self.transport.join(self.group_id, self.member_id, self.group_instance_id,
                                       self._session_ms, self._rebalance_ms, protocols)
-            if res.error_code == MEMBER_ID_REQUIRED:
+            if res.error_code == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = res.member_id
                 continue
-            if res.error_code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+            if res.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
                 self.member_id = ""
                 continue
-            if res.error_code == REBALANCE_IN_PROGRESS:
+            if res.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
                 continue
-            if res.error_code != NONE:
+            if res.error_code != ErrorCode.NONE:
                 raise api_error(res.error_code, f"JoinGroup {self.group_id}")
             with self._lock:
                 self.member_id = res.member_id
@@ -406,10 +401,10 @@ class GroupMember:
             err, data = self.transport.sync(self.group_id, res.generation_id, res.member_id,
                                             self.group_instance_id, res.protocol_name, assignments)
             if err in _REJOIN:
-                if err != REBALANCE_IN_PROGRESS:
-                    self.member_id = "" if err == UNKNOWN_MEMBER_ID else self.member_id
+                if err != ErrorCode.REBALANCE_IN_PROGRESS:
+                    self.member_id = "" if err == ErrorCode.UNKNOWN_MEMBER_ID else self.member_id
                 continue
-            if err != NONE:
+            if err != ErrorCode.NONE:
                 raise api_error(err, f"SyncGroup {self.group_id}")
             if self._rejoin.is_set():
                 continue
@@ -459,15 +454,15 @@ class GroupMember:
                 if self._joining or gen != self.generation_id:
                     continue            # an answer about a generation the consumer already left
             if err in _REJOIN:
-                if err == UNKNOWN_MEMBER_ID:
+                if err == ErrorCode.UNKNOWN_MEMBER_ID:
                     with self._lock:
                         self.member_id = ""
                 self._rejoin.set()
-            elif err == FENCED_INSTANCE_ID:
+            elif err == ErrorCode.FENCED_INSTANCE_ID:
                 self._hb_error = api_error(err, f"group {self.group_id}: instance id "
                                                     f"{self.group_instance_id} fenced by a newer member")
                 self._stop.set()
-            elif err != NONE:
+            elif err != ErrorCode.NONE:
                 self._rejoin.set()
 
     # -- offsets ---------------------------------------------------------------
@@ -481,7 +476,7 @@ class GroupMember:
         with self._lock:
             gen, mid = self.generation_id, self.member_id
         errors = self.transport.commit(self.group_id, gen, mid, self.group_instance_id, offsets)
-        bad = {tp: code for tp, code in errors.items() if code != NONE}
+        bad = {tp: code for tp, code in errors.items() if code != ErrorCode.NONE}
         if not bad:
             return
         codes = set(bad.values())

@@ -31,7 +31,7 @@ import time
 from collections import deque
 from typing import Callable
 
-from ..errors import EngineError, KafkaApiError, api_error
+from ..errors import EngineError, ErrorCode, KafkaApiError, api_error
 from ..protocol.messages import ApiKey
 from ..protocol.primitives import Writer
 from .connection import KafkaConnectionError, read_response
@@ -39,8 +39,6 @@ from .wire import WireClient
 
 __all__ = ["Entry", "ProducePipeline", "encode_produce"]
 
-DUPLICATE_SEQUENCE_NUMBER = 46
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 MAX_REQUEST_BYTES = 32 << 20      # a request takes more partitions' batches up to this size
 
 
@@ -296,13 +294,13 @@ class ProducePipeline:
             code = p["error_code"]
             if code == 0:
                 self._finish(e, p["base_offset"])
-            elif code == DUPLICATE_SEQUENCE_NUMBER:
+            elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 self._finish(e, -1)          # an earlier attempt landed: not written twice
             else:
                 msg = p.get("error_message") or ""
                 err = api_error(code, f"produce to {e.topic}-{e.partition}" + (f" ({msg})" if msg else ""))
                 tp = (e.topic, e.partition)
-                if err.retriable or (code == OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_unacked(e)):
+                if err.retriable or (code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_unacked(e)):
                     retry.append((e, err))
                 else:
                     self._fail_partition(tp, err, e)

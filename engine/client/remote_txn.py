@@ -44,7 +44,7 @@ import time
 from typing import Any
 
 from .. import _native
-from ..errors import EngineError, KafkaApiError, ProducerFencedError, api_error
+from ..errors import EngineError, ErrorCode, KafkaApiError, ProducerFencedError, api_error
 from ..protocol.messages import ApiKey
 from .arrow_producer import RemoteProducer
 from .transaction import ABORTABLE, FATAL, IN_TRANSACTION, READY, UNINITIALIZED, _group_fields, _offsets
@@ -52,13 +52,10 @@ from .wire import KafkaConnectionError, WireClient
 
 __all__ = ["TransactionalProducer", "parse_group_metadata"]
 
-REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION = 7, 3
-COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
-INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 47, 48, 49
-CONCURRENT_TRANSACTIONS, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED = 51, 55, 90
-_MOVED = frozenset({COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
-_BUSY = frozenset({COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS})
-_FENCED = frozenset({INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING})
+_MOVED = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
+_BUSY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
+_FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED,
+                    ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 _TXN_KEY, _GROUP_KEY = 1, 0          # FindCoordinator key types
 
 # RecordBatch v2 header (kafka-storage-format.md)
@@ -97,7 +94,8 @@ def parse_group_metadata(meta: Any) -> tuple[str, int, str, str | None]:
                 instance = rest[1:].split(b"\x00", 1)[0].decode()
             return group.decode(), generation, member.decode(), instance
         except (ValueError, struct.error, UnicodeDecodeError):
-            raise api_error(24, f"unreadable confluent-kafka group metadata {bytes(meta)!r}") from None
+            raise api_error(ErrorCode.INVALID_GROUP_ID,
+                            f"unreadable confluent-kafka group metadata {bytes(meta)!r}") from None
     return _group_fields(meta)
 
 
@@ -113,7 +111,7 @@ def _first_error(resp: dict) -> int:
             c = int(p.get("partition_error_code", p.get("error_code", 0)) or 0)
             if c:
                 codes.append(c)
-    return next((c for c in codes if c != OPERATION_NOT_ATTEMPTED), codes[0] if codes else 0)
+    return next((c for c in codes if c != ErrorCode.OPERATION_NOT_ATTEMPTED), codes[0] if codes else 0)
 
 
 class TransactionalProducer(RemoteProducer):
@@ -122,11 +120,12 @@ class TransactionalProducer(RemoteProducer):
     def __init__(self, client, cfg: dict[str, Any]):
         tid = cfg.get("transactional.id")
         if not tid:
-            raise api_error(40, "transactional.id must be a non-empty string")
+            raise api_error(ErrorCode.INVALID_CONFIG, "transactional.id must be a non-empty string")
         self.transactional_id = str(tid)
         self._txn_timeout_ms = int(cfg["transaction.timeout.ms"])
         if self._txn_timeout_ms <= 0:
-            raise api_error(40, f"transaction.timeout.ms must be > 0, got {self._txn_timeout_ms}")
+            raise api_error(ErrorCode.INVALID_CONFIG,
+                            f"transaction.timeout.ms must be > 0, got {self._txn_timeout_ms}")
         self._txn_state, self._txn_error = UNINITIALIZED, None
         self._txn_partitions: set[tuple[str, int]] = set()
         self._txn_groups: set[str] = set()
@@ -160,7 +159,7 @@ class TransactionalProducer(RemoteProducer):
             hint = {UNINITIALIZED: "call init_transactions() first", READY: "no transaction is open",
                     IN_TRANSACTION: "a transaction is already open",
                     ABORTABLE: f"the transaction failed ({self._txn_error}); abort it"}[self._txn_state]
-            err = api_error(INVALID_TXN_STATE, f"cannot {action} in state {self._txn_state}: {hint}")
+            err = api_error(ErrorCode.INVALID_TXN_STATE, f"cannot {action} in state {self._txn_state}: {hint}")
             err.txn_requires_abort = self._txn_state == ABORTABLE
             raise err
 
@@ -206,7 +205,7 @@ class TransactionalProducer(RemoteProducer):
             except KafkaConnectionError:
                 if time.monotonic() + backoff > deadline:
                     raise
-                code = -1
+                code = ErrorCode.UNKNOWN_SERVER_ERROR       # no answer: ask again
             if code == 0:
                 node = int(r["node_id"])
                 c._brokers[node] = (r["host"], int(r["port"]))
@@ -232,7 +231,7 @@ class TransactionalProducer(RemoteProducer):
             except KafkaConnectionError:
                 if time.monotonic() + backoff > deadline:
                     raise
-                r, code = None, NOT_COORDINATOR
+                r, code = None, ErrorCode.NOT_COORDINATOR
             if code not in _MOVED | _BUSY | retry or time.monotonic() + backoff > deadline:
                 return r, code
             if code in _MOVED:
@@ -296,7 +295,7 @@ class TransactionalProducer(RemoteProducer):
                 "v3_and_below_transactional_id": self.transactional_id,
                 "v3_and_below_producer_id": self._pid, "v3_and_below_producer_epoch": self._epoch,
                 "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
-                what, time.monotonic() + self._delivery_s, retry=frozenset({UNKNOWN_TOPIC_OR_PARTITION}))
+                what, time.monotonic() + self._delivery_s, retry=frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}))
         except KafkaConnectionError as e:
             self._abortable(e)
             raise
@@ -364,7 +363,7 @@ class TransactionalProducer(RemoteProducer):
                     "member_id": member, "group_instance_id": instance,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
                     what, deadline, key_type=_GROUP_KEY, key=group_id,
-                    retry=frozenset({UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT}))
+                    retry=frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT}))
             except KafkaConnectionError as e:
                 self._abortable(e)
                 raise
@@ -380,7 +379,7 @@ class TransactionalProducer(RemoteProducer):
             if self._txn_state == IN_TRANSACTION:
                 RemoteProducer.flush(self)       # every window delivered; failures set the state
             if self._txn_state == ABORTABLE:
-                err = api_error(INVALID_TXN_STATE, "cannot commit: the transaction failed "
+                err = api_error(ErrorCode.INVALID_TXN_STATE, "cannot commit: the transaction failed "
                                 f"({self._txn_error}); abort it")
                 err.txn_requires_abort = True
                 raise err from self._txn_error

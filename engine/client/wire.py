@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import (
+    ErrorCode,
     InvalidRequestError,
     KafkaApiError,
     UnknownTopicOrPartitionError,
@@ -357,7 +358,7 @@ class WireClient:
             node = self._leader(topic, partition)
             res = self._fetch(node, topic, partition, offset, max_bytes, max_wait_ms, min_bytes,
                               isolation_level)
-            if res.error_code and res.error_code != 1:  # OFFSET_OUT_OF_RANGE is returned
+            if res.error_code and res.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:     # that one is returned
                 raise api_error(res.error_code, f"fetch of {topic}-{partition} at offset {offset}")
             return res
         return self._retrying("fetch", once)
