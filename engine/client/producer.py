@@ -243,8 +243,8 @@ class Producer(_native.ProducerCore):
     # -- transactions (confluent-kafka's names; see the module docstring) ----------------
     def _transactional(self):
         if self._txn is None:
-            from ..errors import api_error
-            raise api_error(48, "this producer has no transactional_id")
+            from ..errors import ErrorCode, api_error
+            raise api_error(ErrorCode.INVALID_TXN_STATE, "this producer has no transactional_id")
         return self._txn
 
     def init_transactions(self, timeout: float | None = None) -> None:

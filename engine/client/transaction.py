@@ -26,6 +26,7 @@ from typing import Any
 from .. import _native
 from ..errors import (
     EngineError,
+    ErrorCode,
     InvalidProducerEpochError,
     KafkaApiError,
     OutOfOrderSequenceError,
@@ -38,12 +39,10 @@ UNINITIALIZED, READY, IN_TRANSACTION, ABORTABLE, FATAL = (
     "UNINITIALIZED", "READY", "IN_TRANSACTION", "ABORTABLE_ERROR", "FATAL_ERROR")
 
 # Kafka error codes the coordinator answers
-COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
-INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 47, 48, 49
-CONCURRENT_TRANSACTIONS, PRODUCER_FENCED = 51, 90
-_RETRY = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
-                    CONCURRENT_TRANSACTIONS})
-_FATAL = frozenset({INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING})
+_RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS})
+_FATAL = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED,
+                    ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 _COMPLETE = frozenset({"CompleteCommit", "CompleteAbort"})
 
 # RecordBatch v2 header (kafka-storage-format.md)
@@ -74,8 +73,8 @@ def stamp_transactional(buf: bytearray, producer_id: int, epoch: int, sequence: 
 
 
 def _fenced(context: str) -> KafkaApiError:
-    return api_error(PRODUCER_FENCED, f"{context}: another producer with this transactional.id "
-                                      "called init_transactions() (this one is fenced; close it)")
+    return api_error(ErrorCode.PRODUCER_FENCED, f"{context}: another producer with this transactional.id "
+                                                "called init_transactions() (this one is fenced; close it)")
 
 
 class TransactionManager:
@@ -84,10 +83,11 @@ class TransactionManager:
     def __init__(self, producer, engine, cfg: dict):
         tid = cfg["transactional_id"]
         if not isinstance(tid, str) or not tid:
-            raise api_error(42, f"transactional_id must be a non-empty string, got {tid!r}")
+            raise api_error(ErrorCode.INVALID_REQUEST,
+                            f"transactional_id must be a non-empty string, got {tid!r}")
         for key in ("transaction_timeout_ms", "max_block_ms"):
             if not isinstance(cfg[key], int) or cfg[key] <= 0:
-                raise api_error(40, f"{key} must be a positive integer, got {cfg[key]!r}")
+                raise api_error(ErrorCode.INVALID_CONFIG, f"{key} must be a positive integer, got {cfg[key]!r}")
         self.producer = producer
         self.engine = engine
         self.transactional_id = tid
@@ -146,7 +146,7 @@ class TransactionManager:
             hint = {UNINITIALIZED: "call init_transactions() first", READY: "no transaction is open",
                     IN_TRANSACTION: "a transaction is already open",
                     ABORTABLE: f"the transaction failed ({self.error}); abort it"}[self.state]
-            raise api_error(INVALID_TXN_STATE, f"cannot {action} in state {self.state}: {hint}")
+            raise api_error(ErrorCode.INVALID_TXN_STATE, f"cannot {action} in state {self.state}: {hint}")
 
     # -- the producer's calls -----------------------------------------------------------
     def init(self, timeout: float | None) -> None:
@@ -252,7 +252,7 @@ class TransactionManager:
             if self.state == IN_TRANSACTION:
                 self.producer.flush()              # appends everything: errors make it abortable
             if self.state == ABORTABLE:
-                raise api_error(INVALID_TXN_STATE, "cannot commit: the transaction failed "
+                raise api_error(ErrorCode.INVALID_TXN_STATE, "cannot commit: the transaction failed "
                                 f"({self.error}); abort it") from self.error
             self._end(True, timeout)
 
@@ -285,11 +285,12 @@ class TransactionManager:
             (desc,) = coord.call(coord.describe_transactions, [self.transactional_id], timeout=self.max_block_s)
             if desc.error_code == 0 and (desc.state in _COMPLETE or desc.producer_epoch != self.epoch):
                 if desc.producer_epoch != self.epoch:         # another instance took over meanwhile
-                    self._raise(PRODUCER_FENCED, "completing the transaction")
+                    self._raise(ErrorCode.PRODUCER_FENCED, "completing the transaction")
                 return
             if time.monotonic() > deadline:
-                raise api_error(7, f"the transaction of {self.transactional_id!r} did not complete in time "
-                                   f"(state {desc.state or desc.error_code})")     # REQUEST_TIMED_OUT
+                raise api_error(ErrorCode.REQUEST_TIMED_OUT,
+                                f"the transaction of {self.transactional_id!r} did not complete in time "
+                                f"(state {desc.state or desc.error_code})")
             time.sleep(pause)
             pause = min(pause * 2, 0.005)
 
@@ -325,7 +326,8 @@ def _group_fields(meta: Any) -> tuple[str, int, str, str | None]:
         return meta, -1, "", None
     group_id = getattr(meta, "group_id", None)
     if not isinstance(group_id, str) or not group_id:
-        raise api_error(24, f"group_metadata must be a group id or have a group_id, got {meta!r}")  # INVALID_GROUP_ID
+        raise api_error(ErrorCode.INVALID_GROUP_ID,
+                        f"group_metadata must be a group id or have a group_id, got {meta!r}")
     generation = getattr(meta, "generation_id", -1)
     member = getattr(meta, "member_id", "") or ""
     instance = getattr(meta, "group_instance_id", None)

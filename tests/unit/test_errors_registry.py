@@ -54,9 +54,6 @@ ALLOWED_LITERALS = {
     "server/txn_handlers.py",
 }
 
-# Modules this series still converts (both checks skip them until it does).
-_CONVERTING = {"client/producer.py", "client/transaction.py"}
-
 _NAMES = set(ErrorCode.__members__)
 
 
@@ -221,7 +218,7 @@ def test_no_module_redeclares_error_codes():
     offenders = {}
     for rel, tree in _sources():
         found = _module_level_codes(tree) - ALLOWED_CONSTANTS.get(rel, set())
-        if found and rel not in _CONVERTING:
+        if found:
             offenders[rel] = sorted(found)
     assert not offenders, f"declare error codes only in engine/errors.py (ErrorCode): {offenders}"
 
@@ -271,7 +268,7 @@ def _literal_codes(tree):
 def test_no_error_code_literals():
     offenders = {}
     for rel, tree in _sources():
-        if rel in ALLOWED_LITERALS or rel in _CONVERTING:
+        if rel in ALLOWED_LITERALS:
             continue
         hits = _literal_codes(tree)
         if hits:
