@@ -43,9 +43,9 @@ exception names with ``Error`` for ``Exception``.
     │   ├── InvalidRecordError (87)            a batch a client must not send
     │   ├── ProducerFencedError (90)           another producer took this transactional.id (fatal)
     │   └── ... one class per other code the engine sends or raises: the group coordinator's
-    │       (14-16, 22-28, 68, 69, 79, 81, 82, 86, 88), the transaction coordinator's (46, 48-55,
-    │       105, 120), the controller's (39, 80, 83-85), fetch sessions' (70, 71) and 12, 13,
-    │       18, 100, 115
+    │       (12, 14-16, 22-28, 68, 69, 79, 81, 82, 86, 88), the transaction coordinator's
+    │       (48-55, 105, 120), the controller's (39, 80, 83-85), fetch sessions' (70, 71) and
+    │       13, 18, 46, 100, 115
     ├── DataDirLockedError                     a second writer opened a data directory
     ├── ReadOnlyError                          a write through a read-only open
     ├── ClosedError                            use of a closed log, engine, producer or consumer
