@@ -40,6 +40,7 @@ from .errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from .node import Node
 from .metadata import LocalMetadataStore, TopicMetadata, new_topic_id, validate_topic_name, write_partition_metadata
 from .storage.manager import LogManager
 
@@ -85,17 +86,12 @@ class Engine:
         elif not os.path.isdir(self.path):
             raise FileNotFoundError(f"data directory {self.path} does not exist")
         self._admin = threading.RLock()
+        self.node = Node(self)          # the replica manager and the coordinators (engine/node.py)
         self._next_producer_id = 0
         self._producer_id_limit = 0
         self._arrived = threading.Condition(threading.Lock())
         self._append_listeners: list = []
         self._closed = False
-        self._group_coordinator = None
-        self._transaction_coordinator = None
-        self._replicas = None           # the ReplicaManager (see `replicas`), made on first use
-        self._view = None               # the cluster view it serves (None: this node alone)
-        self._coordinator_handover = threading.Event()
-        self._coordinator_handover.set()
         # The lock is taken by the LogManager before the metadata is touched.
         self.logs = LogManager(self.path, self.config, read_only=read_only,
                                config_for=self._log_config_for, auto_high_watermark=not self.replicated)
@@ -113,9 +109,8 @@ class Engine:
     # -- lifecycle -------------------------------------------------------
     def close(self) -> None:
         """Flush, write checkpoints and the clean-shutdown marker, release the lock."""
-        for coord in (self._transaction_coordinator, self._group_coordinator):
-            if coord is not None and not self._closed:
-                coord.stop()        # before the logs close: it may be finishing a write
+        if not self._closed:
+            self.node.stop_coordinators()   # before the logs close: one may be finishing a write
         with self._admin:
             if self._closed:
                 return
@@ -163,99 +158,22 @@ class Engine:
             raise InvalidConfigError(f"listen must be HOST:PORT, got {listen!r}")
         return BackgroundBroker(self, host.strip("[]") or "127.0.0.1", int(port), **broker_kwargs)
 
-    # -- the replica layer: every partition write goes through it -------------------------
+    # -- the node: replica layer and coordinators (engine/node.py) --------------------------
     @property
     def replicas(self):
-        """This node's :class:`~engine.replica.ReplicaManager`, through which every partition
-        write goes -- the broker's handlers, the coordinators, the in-process producers -- so
-        leadership, leader epochs and the ISR are checked in one place.  Made on first use for
-        the view given to :meth:`use_view` (default: the single-node view, where this node
-        leads every partition of the data directory)."""
-        rm = self._replicas
-        if rm is None:
-            from .replica import ReplicaManager
-            with self._admin:
-                if self._replicas is None:
-                    self._replicas = ReplicaManager(self, self._view)
-                rm = self._replicas
-        return rm
+        """This node's :class:`~engine.replica.ReplicaManager` (``engine.node.replicas``):
+        every partition write goes through it."""
+        return self.node.replicas
 
     def use_view(self, view) -> None:
-        """Serve `view` (a cluster broker's membership, engine/replica/view.py's interface):
-        given by the composition that makes the broker, before the replica manager is made."""
-        with self._admin:
-            if self._replicas is not None and self._replicas.view is not view:
-                raise RuntimeError("this engine's replica manager already serves another cluster view")
-            self._view = view
-
-    # -- coordinators (group, transaction): one of each per writable engine ---------------
-    def _coordinator_class(self, kind: str):
-        from .coordinator import GroupCoordinator, TransactionCoordinator
-        return GroupCoordinator if kind == "group" else TransactionCoordinator
-
-    def _new_coordinator(self, kind: str):
-        return self._coordinator_class(kind)(self, node_id=self.config["node.id"])
-
-    async def _host_coordinator(self, kind: str):
-        """Start this engine's `kind` coordinator on the running loop (the broker's) when it
-        has none yet; returns it, or None when one already runs elsewhere."""
-        self._check_writable()
-        attr = f"_{kind}_coordinator"
-        with self._admin:
-            coord = getattr(self, attr)
-            if coord is not None and coord.running:
-                return None
-            coord = self._new_coordinator(kind)
-            # claims this loop and starts loading without suspending, so no other thread can
-            # see a published-but-not-running coordinator and start a second one
-            await coord.start_on_running_loop()
-            setattr(self, attr, coord)
-        return coord
-
-    async def _release_coordinator(self, kind: str, coord) -> None:
-        """The hosting loop is ending: stop its coordinator; the next use starts a threaded one
-        that reloads the state from its internal topic (as after a failover).  Until its
-        in-flight writes are done, other threads asking for the coordinator wait, so the
-        successor's replay sees them."""
-        handover = self._coordinator_handover
-        handover.clear()
-        try:
-            await coord.stop_on_loop()
-            with self._admin:
-                if getattr(self, f"_{kind}_coordinator") is coord:
-                    setattr(self, f"_{kind}_coordinator", None)
-        finally:
-            handover.set()
-
-    def _coordinator(self, kind: str):
-        attr = f"_{kind}_coordinator"
-        coord = getattr(self, attr)
-        if coord is not None and coord.running:
-            return coord
-        if coord is not None and coord.on_current_loop:
-            return coord            # its own loop, while it is being stopped: callers see it stopped
-        self._check_writable()
-        if not self._coordinator_handover.wait(60):
-            raise TimeoutError(f"the previous {kind} coordinator did not finish stopping")
-        with self._admin:
-            self._check_writable()
-            coord = getattr(self, attr)
-            if coord is None or not coord.running:
-                coord = self._new_coordinator(kind).start()
-                setattr(self, attr, coord)
-            return coord
-
-    async def _host_group_coordinator(self):
-        return await self._host_coordinator("group")
-
-    async def _release_group_coordinator(self, coord) -> None:
-        await self._release_coordinator("group", coord)
+        """Serve a cluster broker's `view` (``engine.node.use_view``), before first use."""
+        self.node.use_view(view)
 
     @property
     def group_coordinator(self):
         """The :class:`~engine.coordinator.GroupCoordinator` of this data directory (consumer
         groups and committed offsets), started on first use; writable engines only."""
-        return self._coordinator("group")
+        return self.node.coordinator("group")
 
     @property
     def transaction_coordinator(self):
@@ -263,7 +181,7 @@ class Engine:
         (transactional ids in ``__transaction_state``), started on first use (the broker
         starts it on its loop); writable engines only.  In-process producers call its
         coroutines with ``coord.call(coord.init_producer_id, "tx", 60000)`` etc."""
-        return self._coordinator("transaction")
+        return self.node.coordinator("transaction")
 
     @property
     def recovery_report(self) -> list:

@@ -50,8 +50,8 @@ class Broker:
         # engine's own, which its coordinators and in-process producers write through too
         if replica_manager is None:
             if view is not None:
-                engine.use_view(view)
-            replica_manager = engine.replicas
+                engine.node.use_view(view)
+            replica_manager = engine.node.replicas
         self.replicas = replica_manager
         self.view = self.replicas.view
         self.node_id = self.view.node_id
@@ -124,8 +124,8 @@ class Broker:
         if not self.engine.read_only:
             # the group coordinator runs on this loop (no thread hop per group request) unless
             # the engine already has one; it starts loading __consumer_offsets now
-            self._own_coordinator = await self.engine._host_group_coordinator()
-            self._own_txn_coordinator = await self.engine._host_coordinator("transaction")
+            self._own_coordinator = await self.engine.node.host_coordinator("group")
+            self._own_txn_coordinator = await self.engine.node.host_coordinator("transaction")
             self.engine.advertise_listener(f"{self.advertised_host or self.host}:"
                                            f"{self.advertised_port or self.port}")
         log.info("broker listening on %s:%d", self.host, self.port)
@@ -136,10 +136,10 @@ class Broker:
             self.watchdog.stop()
         await self.replicas.stop()
         if self._own_txn_coordinator is not None:
-            await self.engine._release_coordinator("transaction", self._own_txn_coordinator)
+            await self.engine.node.release_coordinator("transaction", self._own_txn_coordinator)
             self._own_txn_coordinator = None
         if self._own_coordinator is not None:
-            await self.engine._release_group_coordinator(self._own_coordinator)
+            await self.engine.node.release_coordinator("group", self._own_coordinator)
             self._own_coordinator = None
         if not self.engine.read_only and not self.engine.closed:
             self.engine.advertise_listener(None)

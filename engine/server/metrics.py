@@ -288,7 +288,7 @@ class EngineCollector:
 
     def group_offsets(self) -> list[tuple[str, dict]]:
         """[(group id, {(topic, partition): committed offset})] from the group coordinator."""
-        coord = self.engine._group_coordinator
+        coord = self.engine.node.hosted("group")
         if coord is None or not getattr(coord, "running", False) or getattr(coord, "on_current_loop", False):
             return []
         try:

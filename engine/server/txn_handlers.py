@@ -49,7 +49,7 @@ def coordinator(engine, kind: str = "transaction"):
     if engine.read_only or engine.closed:
         return None
     try:
-        coord = engine._coordinator(kind)
+        coord = engine.node.coordinator(kind)
     except Exception:
         log.exception("the %s coordinator is not available", kind)
         return None
