@@ -233,7 +233,7 @@ class Engine:
         self._check_writable()
         with self._admin:
             if self._next_producer_id >= self._producer_id_limit:
-                self._next_producer_id = self._meta.reserve_producer_ids(_PRODUCER_ID_BLOCK)
+                self._next_producer_id = self.node.topics.reserve_producer_ids(_PRODUCER_ID_BLOCK)
                 self._producer_id_limit = self._next_producer_id + _PRODUCER_ID_BLOCK
             pid = self._next_producer_id
             self._next_producer_id += 1
@@ -269,16 +269,12 @@ class Engine:
             self._meta.put_topic(TopicMetadata(name, topic_id, n, dict(log_config.overrides)))
 
     def ensure_topic(self, name: str) -> TopicMetadata:
-        """The topic's metadata, creating it when `auto.create.topics.enable` allows."""
+        """The topic's metadata, creating it when `auto.create.topics.enable` allows (through
+        the node's topics: in a cluster, ZooKeeper)."""
         try:
             return self._topic(name)
         except UnknownTopicOrPartitionError:
-            if self.read_only or not self.config["auto.create.topics.enable"]:
-                raise
-        with self._admin:
-            if name not in self._meta.topics():
-                self.create_topic(name)
-            return self._topic(name)
+            return self.node.topics.missing_topic(name)
 
     def delete_topic(self, name: str) -> None:
         self._check_writable()
@@ -307,7 +303,15 @@ class Engine:
 
     def alter_topic_config(self, name: str, set: Mapping[str, Any] | None = None,
                            delete: Iterable[str] = ()) -> None:
-        """Set and/or remove config overrides of a topic (IncrementalAlterConfigs)."""
+        """Set and/or remove config overrides of a topic (IncrementalAlterConfigs), where the
+        node records them (in a cluster: ZooKeeper first, from where every broker applies them)."""
+        self._check_writable()
+        self.node.topics.alter_topic_config(name, set, delete)
+
+    def alter_local_topic_config(self, name: str, set: Mapping[str, Any] | None = None,
+                                 delete: Iterable[str] = ()) -> None:
+        """Apply config overrides to this data directory's copy of a topic: its metadata and
+        its logs here (the node's topics decide where else they are recorded)."""
         self._check_writable()
         with self._admin:
             meta = self._topic(name)

@@ -48,12 +48,10 @@ def make_member(eng, host: str):
 def start_member(member, broker, eng, port: int) -> None:
     """Register (ClusterError when the id is taken), start the controller candidate and the
     metadata watches, and let the watches drive the broker's replica manager."""
-    from .cluster.local import use_cluster_auto_create, use_cluster_producer_ids, use_cluster_topic_configs
+    from .cluster.local import ZkTopics
     member.port = port
     member.start()
-    use_cluster_producer_ids(eng, member.store, member.broker_id)
-    use_cluster_topic_configs(eng, member.store)
-    use_cluster_auto_create(eng, member)
+    eng.node.use_topics(ZkTopics(eng, member))     # producer ids, topic configs, auto-create
     broker.cluster = member
     attach_coordinators(member, broker, eng)
     member.attach(broker.replicas)

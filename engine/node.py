@@ -9,6 +9,7 @@ storage (its ``LogManager`` and topic metadata)::
     node.group_coordinator         # GroupCoordinator (__consumer_offsets), started on first use
     node.transaction_coordinator   # TransactionCoordinator (__transaction_state), likewise
     await node.host_coordinator("group")   # a broker runs it on its own loop instead
+    node.topics                    # where topic decisions are recorded: this directory, or ZooKeeper
 
 One of each per writable engine.  The replica manager serves the cluster view given by the
 composition before first use (:meth:`use_view`: a cluster broker's membership); by default the
@@ -17,6 +18,12 @@ coordinator runs either on a broker's loop (:meth:`host_coordinator`, released b
 :meth:`release_coordinator` when the broker stops) or, when nobody hosts one, on a thread of its
 own started on first use; the handover between the two waits for in-flight writes.
 
+Topic decisions that a cluster records elsewhere -- producer-id blocks, topic config changes,
+what Metadata does for an unknown topic -- go through ``node.topics``: :class:`LocalTopics`
+(this data directory) by default, or the ZooKeeper-backed one the cluster composition gives
+(engine/cluster/local.py ``ZkTopics``, via :meth:`Node.use_topics`).  One interface, so the
+Engine's methods are never replaced.
+
 Threads: every method may be called from any thread; state changes hold the engine's admin lock.
 """
 
@@ -24,12 +31,52 @@ from __future__ import annotations
 
 import threading
 
+from typing import Any, Iterable, Mapping, Protocol
+
 from .coordinator import GroupCoordinator, TransactionCoordinator
+from .errors import UnknownTopicOrPartitionError
 from .replica import ReplicaManager
 
-__all__ = ["Node"]
+__all__ = ["LocalTopics", "Node", "Topics"]
 
 _KINDS = {"group": GroupCoordinator, "transaction": TransactionCoordinator}
+
+
+class Topics(Protocol):
+    """Where a node's topic decisions are recorded (see the module docstring)."""
+
+    def reserve_producer_ids(self, count: int) -> int:
+        """Reserve `count` producer ids never handed out before; returns the first."""
+
+    def alter_topic_config(self, name: str, set: Mapping[str, Any] | None, delete: Iterable[str]) -> None:
+        """Change a topic's config overrides everywhere they are kept, then here."""
+
+    def missing_topic(self, name: str):
+        """Metadata for `name`, which this node does not know: create it (TopicMetadata) or
+        raise (UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off, LEADER_NOT_AVAILABLE
+        while a cluster makes it)."""
+
+
+class LocalTopics:
+    """:class:`Topics` of a node alone: decisions live in its data directory."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def reserve_producer_ids(self, count: int) -> int:
+        return self.engine._meta.reserve_producer_ids(count)
+
+    def alter_topic_config(self, name, set, delete) -> None:
+        self.engine.alter_local_topic_config(name, set, delete)
+
+    def missing_topic(self, name: str):
+        eng = self.engine
+        if eng.read_only or not eng.config["auto.create.topics.enable"]:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        with eng._admin:
+            if name not in eng._meta.topics():
+                eng.create_topic(name)
+            return eng.topic_metadata(name)
 
 
 class Node:
@@ -43,6 +90,12 @@ class Node:
         self._coordinators: dict[str, object | None] = {"group": None, "transaction": None}
         self._handover = threading.Event()    # set unless a hosted coordinator is stopping
         self._handover.set()
+        self.topics: Topics = LocalTopics(engine)
+
+    def use_topics(self, topics: Topics) -> None:
+        """Record topic decisions through `topics` (a cluster broker's ZooKeeper-backed ones),
+        given by the composition that joins the cluster."""
+        self.topics = topics
 
     # -- the replica layer --------------------------------------------------------------------
     @property

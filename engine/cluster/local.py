@@ -13,8 +13,8 @@ replica manager (the cluster view knows the partition).
 A local topic whose id differs from ZooKeeper's is an older incarnation (deleted and re-created
 while this broker was away): its logs are removed and the topic created afresh.
 
-Producer ids come from ZooKeeper's ``/latest_producer_id_block`` in cluster mode
-(:func:`use_cluster_producer_ids`), so two brokers never hand out the same id.
+Producer ids, topic config changes and auto-created topics are recorded in ZooKeeper in cluster
+mode (:class:`ZkTopics`, the node's topics).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from ..metadata import validate_topic_name
 from ..errors import UnknownTopicOrPartitionError
 from ..metadata import TopicMetadata, new_topic_id, write_partition_metadata
 
-__all__ = ["adopt_cluster_id", "ensure_local_topic", "ensure_local_log", "use_cluster_producer_ids",
-           "use_cluster_topic_configs", "apply_topic_config", "use_cluster_auto_create"]
+__all__ = ["ZkTopics", "adopt_cluster_id", "apply_topic_config", "ensure_local_log", "ensure_local_topic"]
 
 log = logging.getLogger("engine.cluster")
 
@@ -79,13 +78,6 @@ def _known_keys(engine, config: dict) -> dict:
     return {k: v for k, v in (config or {}).items() if v is not None}
 
 
-def use_cluster_producer_ids(engine, store, broker_id: int) -> None:
-    """Make the Engine reserve producer-id blocks in ZooKeeper instead of its local file."""
-    engine._meta.reserve_producer_ids = lambda count: store.allocate_producer_ids(broker_id, count)
-    with engine._admin:
-        engine._next_producer_id = engine._producer_id_limit    # start a new (cluster) block
-
-
 def adopt_cluster_id(engine, cluster_id: str, broker_id: int) -> None:
     """The data directory's ``meta.properties`` takes the cluster's id and this broker's id (so
     Metadata and DescribeCluster answer the same cluster id on every broker)."""
@@ -108,28 +100,9 @@ def _config_strings(overrides: dict) -> dict[str, str]:
     return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in overrides.items()}
 
 
-def use_cluster_topic_configs(engine, store) -> None:
-    """Topic config changes (IncrementalAlterConfigs, AlterConfigs, the CLI) go to
-    ``/config/topics/<t>``, from where every broker's watch applies them
-    (:func:`apply_topic_config`); this broker applies them at once too."""
-    local_alter = engine.alter_topic_config
-    engine._local_alter_topic_config = local_alter
-
-    def alter_topic_config(name, set=None, delete=()):
-        with engine._admin:
-            overrides = dict(engine.topic_metadata(name).config)
-            overrides.update(set or {})
-            for key in delete:
-                overrides.pop(key, None)
-            cfg = engine.config.log_config(overrides)            # validates before anything is written
-            store.set_topic_config(name, _config_strings(cfg.overrides))
-            local_alter(name, set, delete)
-    engine.alter_topic_config = alter_topic_config
-
-
 def apply_topic_config(engine, topic: str, config: dict[str, str]) -> None:
     """Make the local topic's overrides those of ZooKeeper (a watch saw them change)."""
-    local_alter = getattr(engine, "_local_alter_topic_config", engine.alter_topic_config)
+    local_alter = engine.alter_local_topic_config
     with engine._admin:
         meta = engine._meta.topics().get(topic)
         if meta is None:
@@ -144,26 +117,51 @@ def apply_topic_config(engine, topic: str, config: dict[str, str]) -> None:
         local_alter(topic, wanted, [k for k in meta.config if k not in wanted])
 
 
-def use_cluster_auto_create(engine, member) -> None:
-    """``auto.create.topics.enable`` in cluster mode: Metadata for an unknown topic writes it to
-    ZooKeeper (num.partitions, default.replication.factor) and answers LEADER_NOT_AVAILABLE, as
-    Kafka does; the client asks again once the controller has made leaders."""
-    from ..errors import InvalidReplicationFactorError, LeaderNotAvailableError, TopicAlreadyExistsError
-    from . import admin
+class ZkTopics:
+    """The node's topic decisions in cluster mode (engine/node.py's ``Topics``), recorded in
+    ZooKeeper, given to the node by the composition that joins the cluster
+    (``engine.node.use_topics``):
 
-    def ensure_topic(name):
-        try:
-            return engine.topic_metadata(name)
-        except UnknownTopicOrPartitionError:
-            if engine.read_only or not engine.config["auto.create.topics.enable"]:
-                raise
+    * producer-id blocks come from ``/latest_producer_id_block``, so two brokers never hand out
+      the same id;
+    * a topic config change (IncrementalAlterConfigs, AlterConfigs, the CLI) goes to
+      ``/config/topics/<t>``, from where every broker's watch applies it
+      (:func:`apply_topic_config`); this broker applies it at once too;
+    * ``auto.create.topics.enable``: Metadata for an unknown topic writes it to ZooKeeper
+      (num.partitions, default.replication.factor) and answers LEADER_NOT_AVAILABLE, as Kafka
+      does; the client asks again once the controller has made leaders."""
+
+    def __init__(self, engine, member):
+        self.engine = engine
+        self.member = member
+        self.store = member.store
+        with engine._admin:
+            engine._next_producer_id = engine._producer_id_limit    # start a new (cluster) block
+
+    def reserve_producer_ids(self, count: int) -> int:
+        return self.store.allocate_producer_ids(self.member.broker_id, count)
+
+    def alter_topic_config(self, name, set, delete) -> None:
+        engine = self.engine
+        with engine._admin:
+            overrides = dict(engine.topic_metadata(name).config)
+            overrides.update(set or {})
+            for key in delete:
+                overrides.pop(key, None)
+            cfg = engine.config.log_config(overrides)            # validates before anything is written
+            self.store.set_topic_config(name, _config_strings(cfg.overrides))
+            engine.alter_local_topic_config(name, set, delete)
+
+    def missing_topic(self, name: str):
+        from ..errors import LeaderNotAvailableError, TopicAlreadyExistsError
+        from . import admin
+        engine, member = self.engine, self.member
+        if engine.read_only or not engine.config["auto.create.topics.enable"]:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
         if member.view.assignment(name) is None:
             try:
                 admin.create_topic(member, name, None, None, {}, timeout_s=0)
                 log.info("auto-created topic %s in ZooKeeper", name)
             except TopicAlreadyExistsError:
                 pass
-            except InvalidReplicationFactorError:
-                raise
         raise LeaderNotAvailableError(f"topic {name!r} is being created")
-    engine.ensure_topic = ensure_topic
