@@ -52,7 +52,6 @@ def start_member(member, broker, eng, port: int) -> None:
     member.port = port
     member.start()
     eng.node.use_topics(ZkTopics(eng, member))     # producer ids, topic configs, auto-create
-    broker.cluster = member
     attach_coordinators(member, broker, eng)
     member.attach(broker.replicas)
 

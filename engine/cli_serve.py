@@ -143,7 +143,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             broker = Broker(eng, host, port, advertised_host=adv_host, advertised_port=adv_port,
                             max_request_bytes=cfg["socket.request.max.bytes"],
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
-                            view=member.view if member is not None else None)
+                            view=member.view if member is not None else None, cluster=member)
             await broker.start()
             http = []
             started = None

@@ -251,7 +251,7 @@ class AdminHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.ELECT_LEADERS, v, body.buf[body.pos:])
         election_type = getattr(req, "election_type", 0)     # v0: preferred
-        member = getattr(self.handlers.broker, "cluster", None)
+        member = self.handlers.broker.cluster
         if member is not None and election_type == 0:       # cluster mode: the controller elects
             return await self._cluster_preferred_election(member, req, v)
         top = 0

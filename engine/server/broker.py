@@ -44,7 +44,7 @@ class Broker:
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_inflight: int = 16,
                  max_queued_bytes: int = 64 * 1024 * 1024,
                  idle_timeout: float = 600.0, poll_interval: float = 0.1,
-                 use_sendfile: bool = True, view=None, replica_manager=None):
+                 use_sendfile: bool = True, view=None, replica_manager=None, cluster=None):
         self.engine = engine
         # the replica layer: who leads what (view), appends/reads/replication (replicas); the
         # engine's own, which its coordinators and in-process producers write through too
@@ -53,6 +53,9 @@ class Broker:
                 engine.node.use_view(view)
             replica_manager = engine.node.replicas
         self.replicas = replica_manager
+        # cluster mode: the membership (engine/cluster/member.py ClusterMember) through which
+        # topic administration goes to ZooKeeper; None for a node alone
+        self.cluster = cluster
         self.view = self.replicas.view
         self.node_id = self.view.node_id
         self.host = host

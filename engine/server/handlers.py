@@ -332,7 +332,7 @@ class Handlers:
         eng = self.engine
         results = []
         seen: set[str] = set()
-        member = getattr(self.broker, "cluster", None)      # cluster mode: engine/cluster/admin.py
+        member = self.broker.cluster      # cluster mode: engine/cluster/admin.py
         for t in req.topics:
             res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
                    "num_partitions": -1, "replication_factor": -1, "configs": []}
@@ -384,7 +384,7 @@ class Handlers:
         for name in req.topic_names:
             res = {"name": name, "error_code": 0, "error_message": None}
             try:
-                member = getattr(self.broker, "cluster", None)
+                member = self.broker.cluster
                 if member is not None:          # cluster mode: the controller deletes it everywhere
                     from ..cluster import admin as cluster_admin
                     await asyncio.get_running_loop().run_in_executor(
@@ -520,7 +520,7 @@ class Handlers:
         for t in req.topics:
             res = {"name": t.name, "error_code": 0, "error_message": None}
             try:
-                member = getattr(self.broker, "cluster", None)
+                member = self.broker.cluster
                 if member is not None:          # cluster mode: a new assignment in ZooKeeper
                     from ..cluster import admin as cluster_admin
                     plan = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None

@@ -41,7 +41,7 @@ class ReassignmentHandlers:
                 m.ApiKey.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments}
 
     def _member(self):
-        return getattr(self.handlers.broker, "cluster", None)
+        return self.handlers.broker.cluster
 
     async def _on_controller(self, member, fn, *args):
         """fn on the controller thread (a worker thread waits for it); NotControllerError when
