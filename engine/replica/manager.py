@@ -232,7 +232,7 @@ class ReplicaManager:
             if not part.is_leader:
                 raise NotLeaderOrFollowerError(f"{part.topic}-{part.partition} lost its leadership")
             waiter = asyncio.get_running_loop().create_future()
-            part.waiters.append((last_offset + 1, waiter))
+            part.delayed_produce.watch(last_offset + 1, waiter)
             return waiter
         return None
 
@@ -291,7 +291,7 @@ class ReplicaManager:
         if part.local or not part.followers:
             return start, None
         waiter = asyncio.get_running_loop().create_future()
-        part.delete_waiters.append((start, waiter))
+        part.delayed_delete.watch(start, waiter)
         part.complete_delete_waiters(self.view.brokers())
         self._wake()           # followers learn the new log start from their next fetch
         return start, waiter
@@ -340,7 +340,7 @@ class ReplicaManager:
 
     def _follower_fetched(self, part: Partition, replica_id: int, offset: int, log_start: int) -> None:
         part.update_follower(replica_id, offset, now_ms(), log_start)
-        if part.delete_waiters:
+        if len(part.delayed_delete):
             part.complete_delete_waiters(self.view.brokers())
         new_isr = part.isr_to_expand()
         if new_isr is not None:
@@ -405,7 +405,7 @@ class ReplicaManager:
         if part.maybe_advance_hw():
             part.complete_waiters()
             self._notify()
-        if len(part.isr) < part.min_isr and part.waiters:
+        if len(part.isr) < part.min_isr and len(part.delayed_produce):
             part.fail_waiters(NotEnoughReplicasAfterAppendError,
                               f"the ISR of {part.topic}-{part.partition} shrank to {part.isr}, below "
                               f"min.insync.replicas={part.min_isr}")

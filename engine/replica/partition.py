@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 
+from .purgatory import DelayedDeleteRecords, DelayedProduce
 from ..errors import FencedLeaderEpochError, NotEnoughReplicasError, NotLeaderOrFollowerError, UnknownLeaderEpochError
 
 __all__ = ["FollowerState", "Partition"]
@@ -63,8 +64,8 @@ class Partition:
         self.isr: list[int] = [node_id] if local else []
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = 0
-        self.waiters: list = []                    # [(required offset, asyncio.Future)]
-        self.delete_waiters: list = []             # DeleteRecords: [(log start, asyncio.Future)]
+        self.delayed_produce = DelayedProduce()         # acks=all produces (purgatory.py)
+        self.delayed_delete = DelayedDeleteRecords()    # DeleteRecords waiting for the replicas
         self.isr_change_inflight = False
         # follower side (engine/replica/fetcher.py): "truncate" -> "fetch"; "fenced" waits for a
         # newer epoch from the cluster
@@ -214,21 +215,10 @@ class Partition:
             return True
         return False
 
-    # -- the acks=all purgatory ------------------------------------------------
+    # -- the purgatories (engine/replica/purgatory.py) ------------------------------
     def complete_waiters(self) -> None:
-        """Answer the waiters whose batch the HW now covers."""
-        if not self.waiters:
-            return
-        hw = self.log.high_watermark
-        keep = []
-        for offset, fut in self.waiters:
-            if fut.done():
-                continue
-            if offset <= hw:
-                fut.set_result(None)
-            else:
-                keep.append((offset, fut))
-        self.waiters = keep
+        """Answer the acks=all produces whose batch the HW now covers."""
+        self.delayed_produce.complete(self.log.high_watermark)
 
     def low_watermark(self, live_brokers) -> int:
         """The smallest log start offset over this leader and its live followers (Kafka's
@@ -240,20 +230,10 @@ class Partition:
         return low
 
     def complete_delete_waiters(self, live_brokers) -> None:
-        low = self.low_watermark(live_brokers)
-        keep = []
-        for offset, fut in self.delete_waiters:
-            if fut.done():
-                continue
-            if low >= offset:
-                fut.set_result(low)
-            else:
-                keep.append((offset, fut))
-        self.delete_waiters = keep
+        self.delayed_delete.complete(self.low_watermark(live_brokers))
 
     def fail_waiters(self, exc_type, message: str) -> None:
-        waiters, self.waiters = self.waiters + self.delete_waiters, []
-        self.delete_waiters = []
-        for _offset, fut in waiters:
-            if not fut.done():
-                fut.set_exception(exc_type(message))
+        """Fail every parked produce and DeleteRecords of this partition with `exc_type`."""
+        self.delayed_produce.fail(exc_type, message)
+        self.delayed_delete.fail(exc_type, message)
+

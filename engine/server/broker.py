@@ -12,8 +12,8 @@ Partitions are served through a :class:`~engine.replica.ReplicaManager` (``broke
 and the cluster view it was given (``broker.view``; by default the single-node view: this node,
 ``node.id`` of the engine's config, leads every partition).  Connections
 are handled by :class:`~engine.server.connection.Connection`.  Long-polling
-fetches wait on the broker's append sequence: a produce through this broker
-bumps it and wakes them at once; appends by other writers of the same Engine
+fetches park in the broker's DelayedFetch (engine/replica/purgatory.py): a produce
+through this broker wakes them at once; appends by other writers of the same Engine
 (the embedded producer) wake them through the Engine's append listeners; a poll every
 ``poll_interval`` seconds remains as a backstop.
 
@@ -32,6 +32,7 @@ from .connection import Connection
 from .buffers import BufferPool
 from .handlers import Handlers
 from .watchdog import RequestWatchdog
+from ..replica.purgatory import DelayedFetch
 
 __all__ = ["Broker"]
 
@@ -66,12 +67,10 @@ class Broker:
         self.max_inflight = max_inflight
         self.max_queued_bytes = max_queued_bytes
         self.idle_timeout = idle_timeout
-        self.poll_interval = poll_interval
         self.use_sendfile = use_sendfile
         self.handlers = Handlers(self)
         self.buffers = BufferPool()      # receive buffers of large requests, reused
-        self.append_seq = 0
-        self._append_waiters: set[asyncio.Future] = set()
+        self.delayed_fetch = DelayedFetch(poll_interval)    # long-polling fetches (replica/purgatory.py)
         self._sock: socket.socket | None = None
         self._accept_task: asyncio.Task | None = None
         self._conn_tasks: set[asyncio.Task] = set()
@@ -211,24 +210,5 @@ class Broker:
 
     # -- append notifications (long-poll fetch) ------------------------------------
     def notify_appended(self) -> None:
-        self.append_seq += 1
-        for fut in self._append_waiters:
-            if not fut.done():
-                fut.set_result(None)
-        self._append_waiters.clear()
-
-    async def wait_for_append(self, seen_seq: int, deadline: float) -> None:
-        """Return after an append newer than `seen_seq`, `poll_interval`, or the deadline."""
-        if self.append_seq != seen_seq:
-            return
-        timeout = min(self.poll_interval, deadline - self._loop.time())
-        if timeout <= 0:
-            return
-        fut = self._loop.create_future()
-        self._append_waiters.add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            self._append_waiters.discard(fut)
+        """Something was appended or a watermark moved: wake the parked fetches."""
+        self.delayed_fetch.notify()

@@ -232,11 +232,11 @@ class Handlers:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, max_wait)
         while True:
-            seq = self.broker.append_seq
+            seq = self.broker.delayed_fetch.append_seq
             topics, size, errors = self._read_partitions(req, max_bytes, v)
             if size >= min_bytes or errors or loop.time() >= deadline:
                 break
-            await self.broker.wait_for_append(seq, deadline)
+            await self.broker.delayed_fetch.wait(seq, deadline)
         parts, _ = m.encode_fetch_response(v, topics)
         return parts
 

@@ -33,7 +33,7 @@ def test_full_leader_fails_pending_and_failing_produces(tmp_path, cluster):
             t.start()
             wait_until(lambda: leader.log("t").log_end_offset == 2, what="the second batch appended")
             part = leader.rm.partition("t", 0)
-            assert len(part.waiters) == 1 and leader.log("t").high_watermark == 1
+            assert len(part.delayed_produce) == 1 and leader.log("t").high_watermark == 1
             fill(mnt)
             code, _ = produce(leader.address, "t", [b"x" * 100_000], acks=-1, timeout_ms=20000)
             assert code == KAFKA_STORAGE_ERROR
