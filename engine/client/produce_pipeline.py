@@ -33,11 +33,11 @@ from typing import Callable
 
 from ..errors import EngineError, ErrorCode, KafkaApiError, api_error
 from ..protocol.messages import ApiKey
-from ..protocol.primitives import Writer
+from ..protocol.produce import encode_produce
 from .connection import KafkaConnectionError, read_response
 from .wire import WireClient
 
-__all__ = ["Entry", "ProducePipeline", "encode_produce"]
+__all__ = ["Entry", "ProducePipeline"]
 
 MAX_REQUEST_BYTES = 32 << 20      # a request takes more partitions' batches up to this size
 
@@ -60,41 +60,6 @@ class Entry:
         self.error: BaseException | None = None
         self.last_error: BaseException | None = None
         self.index = 0                       # the owner's (e.g. the batch's place in its window)
-
-
-def encode_produce(version: int, acks: int, timeout_ms: int, items: list,
-                   transactional_id: str | None = None) -> list:
-    """The body of a Produce request for [(topic, partition, [batch, ...])] as a list of
-    buffers: the framing pieces and the batches themselves (not copied).  A transactional
-    producer's requests carry its ``transactional.id`` (Kafka refuses its batches without it)."""
-    flex = version >= 9
-    by_topic: dict[str, list] = {}
-    for t, p, batches in items:
-        by_topic.setdefault(t, []).append((p, batches))
-    w = Writer()
-    w.string(transactional_id, flex)
-    w.int16(acks).int32(timeout_ms)
-    w.array_length(len(by_topic), flex)
-    parts: list = []
-    first_topic = True
-    for t, plist in by_topic.items():
-        if not first_topic and flex:
-            w.tagged_fields()               # the previous topic's
-        first_topic = False
-        w.string(t, flex)
-        w.array_length(len(plist), flex)
-        for i, (p, batches) in enumerate(plist):
-            if i and flex:
-                w.tagged_fields()           # the previous partition's
-            w.int32(p)
-            w.bytes_length(sum(len(b) for b in batches), flex)
-            parts.append(w.buf)
-            parts.extend(batches)
-            w = Writer()
-    if flex:
-        w.tagged_fields().tagged_fields().tagged_fields()
-    parts.append(w.buf)
-    return parts
 
 
 class ProducePipeline:

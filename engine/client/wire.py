@@ -21,8 +21,8 @@ the engine has no class for, e.g. NOT_LEADER_OR_FOLLOWER); retriable errors
 timeout or an unparseable response raises :class:`KafkaConnectionError`
 (the connection is dropped and reopened on the next request).
 
-Codecs: Produce requests and Fetch responses are written/read by hand here
-(records stay raw bytes); Metadata, ListOffsets, ApiVersions and the Fetch
+Codecs: Produce requests are written by ``engine.protocol.produce`` and Fetch
+responses read by hand here (records stay raw bytes); Metadata, ListOffsets, ApiVersions and the Fetch
 request are kio's schemas (Kafka's JSON message definitions), encoded with
 kio's writer and decoded by walking kio's dataclasses with our
 bounds-checked :class:`~engine.protocol.primitives.Reader` (as
@@ -46,6 +46,7 @@ from ..errors import (
 )
 from ..protocol.messages import ApiKey, _entity, encode, read_struct
 from ..protocol.primitives import Reader
+from ..protocol.produce import encode_produce
 from .connection import KafkaConnectionError, _Connection, read_response
 
 __all__ = ["EARLIEST", "LATEST", "FetchResult", "KafkaConnectionError", "PartitionMetadata",
@@ -537,7 +538,6 @@ class WireClient:
         """Send one Produce request of record batches for one partition to its leader without
         waiting for the answer; a handle for :meth:`produce_receive` (several may be in
         flight on one connection: Kafka answers them in order)."""
-        from .produce_pipeline import encode_produce
         node = self._leader(topic, partition)
         v = self._version(ApiKey.PRODUCE)
         conn = self._conn_for(node)
