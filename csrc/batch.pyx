@@ -7,9 +7,10 @@
 # without the GIL.  A batch is "complete" when 12 + batchLength bytes are
 # present; an incomplete tail is an expected outcome (WALK_PARTIAL), reported
 # as a status, never raised.
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from csrc.buffer cimport load_i16, load_u16, load_i32, load_u32, load_i64, store_i32, store_u32, store_i64, store_u16
 
 cdef class BatchHeader:
@@ -58,6 +59,11 @@ cdef class BatchHeader:
     @property
     def is_control(self):
         return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self):
+        """KIP-534: baseTimestamp holds the cleaner's delete horizon."""
+        return bool(self.attributes & ATTR_DELETE_HORIZON)
 
     def __repr__(self):
         return ("BatchHeader(position=%d, base_offset=%d, last_offset=%d, size=%d, count=%d, "
@@ -140,6 +146,67 @@ def read_header(data, Py_ssize_t position=0):
     if mv[position + OFF_MAGIC] != CURRENT_MAGIC:
         raise corrupt("magic byte is %d, expected 2" % mv[position + OFF_MAGIC], None, position)
     return header_at(&mv[position], position)
+
+
+# Single-field peeks for hot paths that must not build a BatchHeader (the
+# produce path checks every request's first batch).  They take the buffer
+# without a typed memoryview (cheaper to acquire) and never raise for short
+# or foreign bytes: they answer "no" / -1 and leave the verdict to the walk.
+
+cdef inline const uint8_t* v2_header(Py_buffer* view, Py_ssize_t position) noexcept:
+    """The complete v2 header at `position` of view, or NULL."""
+    if position < 0 or view.len - position < BATCH_HEADER_SIZE:
+        return NULL
+    cdef const uint8_t* p = <const uint8_t*>view.buf + position
+    if p[OFF_MAGIC] != CURRENT_MAGIC:
+        return NULL
+    return p
+
+
+def batch_is_transactional(data, Py_ssize_t position=0):
+    """Whether the batch at `position` has the transactional attribute; False when no
+    complete v2 header is there."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef bint r
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    p = v2_header(&view, position)
+    r = p != NULL and (load_u16(p + OFF_ATTRIBUTES) & ATTR_TRANSACTIONAL) != 0
+    PyBuffer_Release(&view)
+    return r
+
+
+def batch_producer_id(data, Py_ssize_t position=0):
+    """producerId of the batch at `position` (-1, as for a non-idempotent batch, when
+    no complete v2 header is there)."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef int64_t r = -1
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    p = v2_header(&view, position)
+    if p != NULL:
+        r = load_i64(p + OFF_PRODUCER_ID)
+    PyBuffer_Release(&view)
+    return r
+
+
+def batch_size(data, Py_ssize_t position=0, bint strict=False):
+    """Bytes of the batch at `position`: 12 + batchLength, unchecked (the walks judge
+    it); -1 when fewer than 12 bytes are there.  With strict, Kafka's check of a
+    batch's first 17 bytes (FileLogInputStream.nextBatch): -1 when fewer are there,
+    0 when they do not start a v2 batch (batchLength below an empty batch's, or a
+    magic other than 2)."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef int64_t r = -1
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    if position >= 0 and view.len - position >= (HEADER_SIZE_UP_TO_MAGIC if strict else LOG_OVERHEAD):
+        p = <const uint8_t*>view.buf + position
+        r = LOG_OVERHEAD + <int64_t>load_i32(p + OFF_BATCH_LENGTH)
+        if strict and (r < BATCH_HEADER_SIZE or p[OFF_MAGIC] != CURRENT_MAGIC):
+            r = 0
+    PyBuffer_Release(&view)
+    return r
 
 
 def verify_batch(data, Py_ssize_t position=0, path=None):
@@ -448,3 +515,38 @@ def set_leader_epoch(buf, int32_t leader_epoch):
             break
         store_i32(&mv[0] + pos + OFF_LEADER_EPOCH, leader_epoch)
         pos += size
+
+
+def stamp_producer(buf, int64_t producer_id, int producer_epoch, int32_t base_sequence,
+                   bint transactional=False):
+    """A client's stamp on its built batches: producerId, producerEpoch and
+    baseSequence written into every batch of a writable buffer of whole batches
+    (the k-th gets base_sequence + the records before it, wrapping at INT32_MAX
+    to 0; a negative base_sequence writes -1, no sequence), the transactional
+    attribute set when asked, each CRC recomputed.  Returns the records stamped.
+    Raises CorruptRecordError (nothing patched) unless buf holds whole v2 batches.
+    """
+    cdef uint8_t[::1] mv = buf
+    cdef Py_ssize_t pos = 0, n = mv.shape[0], size
+    cdef int st
+    cdef int64_t total = 0
+    cdef uint8_t* p
+    while pos < n:
+        st = check_batch(&mv[0] + pos, n - pos, False, &size)
+        if st != WALK_OK:
+            raise corrupt(walk_reason(st), None, pos)
+        pos += size
+    pos = 0
+    while pos < n:
+        p = &mv[0] + pos
+        size = load_i32(p + OFF_BATCH_LENGTH) + LOG_OVERHEAD
+        if transactional:
+            store_u16(p + OFF_ATTRIBUTES, <uint16_t>(load_u16(p + OFF_ATTRIBUTES) | ATTR_TRANSACTIONAL))
+        store_i64(p + OFF_PRODUCER_ID, producer_id)
+        store_u16(p + OFF_PRODUCER_EPOCH, <uint16_t><int16_t>producer_epoch)
+        store_i32(p + OFF_BASE_SEQUENCE,
+                  -1 if base_sequence < 0 else <int32_t>((base_sequence + total) % 2147483648))
+        store_u32(p + OFF_CRC, crc_of(p + OFF_ATTRIBUTES, size - OFF_ATTRIBUTES))
+        total += load_i32(p + OFF_RECORDS_COUNT)
+        pos += size
+    return total

@@ -32,11 +32,16 @@ cdef enum:
     OFF_PRODUCER_EPOCH = 51
     OFF_BASE_SEQUENCE = 53
     OFF_RECORDS_COUNT = 57
-    BATCH_HEADER_SIZE = 61
     LOG_OVERHEAD = 12            # baseOffset + batchLength
     HEADER_SIZE_UP_TO_MAGIC = 17 # a tail shorter than this is a partial batch
     MIN_BATCH_LENGTH = 49        # batchLength of an empty batch (61 - 12)
     CURRENT_MAGIC = 2
+
+# The one header constant Python sees (engine._native.BATCH_HEADER_SIZE), for
+# code that sizes whole batches; the field offsets above stay native: Python
+# reads fields through BatchHeader or the batch_* peeks (batch.pyx).
+cpdef enum:
+    BATCH_HEADER_SIZE = 61
 
 cdef enum:
     ATTR_CODEC_MASK = 0x07

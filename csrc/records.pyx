@@ -291,6 +291,55 @@ def decode_batches(data, Py_ssize_t start=0, Py_ssize_t end=-1, bint check_crc=T
     return out, pos
 
 
+def first_record_at_or_after(data, Py_ssize_t position, int64_t target_ts, int64_t min_offset=0,
+                             path=None, Py_ssize_t max_size=MAX_DECOMPRESSED_DEFAULT):
+    """(offset, timestamp) of the first record of the batch at `position` with
+    timestamp >= target_ts and offset >= min_offset, or None (Kafka's
+    LogSegment.findOffsetByTimestamp looks at records, not only maxTimestamp).
+
+    A LOG_APPEND_TIME batch gives every record maxTimestamp, so its first
+    record at or after min_offset answers; otherwise the records are walked in
+    place (decompressed first when the batch is compressed).  No CRC check; a
+    missing, truncated or malformed batch or record raises CorruptRecordError.
+    """
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b
+    cdef Py_ssize_t size
+    cdef int st
+    cdef int64_t base_offset, base_ts, max_ts, off
+    cdef BatchPayload pl
+    cdef const uint8_t* p
+    cdef RecordView rv
+    cdef Py_ssize_t i = 0
+    if position < 0 or position > mv.shape[0]:
+        raise ValueError("position outside the buffer")
+    if position == mv.shape[0]:
+        raise corrupt("no batch at the end of the buffer", path, position)
+    b = &mv[position]
+    st = check_batch(b, mv.shape[0] - position, False, &size)
+    if st != WALK_OK:
+        raise corrupt(walk_reason(st), path, position)
+    base_offset = load_i64(b + OFF_BASE_OFFSET)
+    base_ts = load_i64(b + OFF_BASE_TIMESTAMP)
+    max_ts = load_i64(b + OFF_MAX_TIMESTAMP)
+    if max_ts < target_ts or base_offset + load_i32(b + OFF_LAST_OFFSET_DELTA) < min_offset:
+        return None
+    if load_u16(b + OFF_ATTRIBUTES) & ATTR_TIMESTAMP_TYPE:
+        return max(base_offset, min_offset), max_ts
+    pl = batch_payload(b, size, max_size, path, position)
+    p = pl.start
+    while p < pl.end:
+        st = parse_record(p, pl.end, &rv)
+        if st != REC_OK:
+            raise corrupt(record_reason(st, i, p - pl.start), path, position)
+        off = base_offset + rv.offset_delta
+        if base_ts + rv.ts_delta >= target_ts and off >= min_offset:
+            return off, base_ts + rv.ts_delta
+        p = rv.end
+        i += 1
+    return None
+
+
 def read_control_record(data, Py_ssize_t position=0):
     """(type, coordinator_epoch) of the control batch at `position`.
 

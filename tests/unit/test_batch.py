@@ -206,3 +206,61 @@ def test_set_leader_epoch():
     _native.set_leader_epoch(buf, 12)
     hs, _ = _native.list_batches(buf, check_crc=True)
     assert [h.partition_leader_epoch for h in hs] == [12, 12, 12]
+
+
+def test_batch_peeks():
+    a, b, c, data = three()
+    txn = batch([b"x"], 6, producer_id=9, producer_epoch=1, base_sequence=0, is_transactional=True)
+    buf = memoryview(bytearray(data + txn))
+    assert [_native.batch_size(buf, p) for p in (0, len(a), len(a) + len(b))] == [len(a), len(b), len(c)]
+    assert _native.batch_size(buf[:11]) == -1 and _native.batch_size(buf, len(buf) - 5) == -1
+    assert not _native.batch_is_transactional(buf) and _native.batch_is_transactional(buf, len(data))
+    assert _native.batch_producer_id(buf) == -1 and _native.batch_producer_id(buf, len(data)) == 9
+    assert _native.BATCH_HEADER_SIZE == 61
+    # no complete v2 header there: "no" and -1, never an exception
+    short = txn[:_native.BATCH_HEADER_SIZE - 1]
+    assert not _native.batch_is_transactional(short) and _native.batch_producer_id(short) == -1
+    assert not _native.batch_is_transactional(txn, -1) and _native.batch_producer_id(txn, len(txn)) == -1
+    v1 = bytearray(txn)
+    v1[16] = 1
+    assert not _native.batch_is_transactional(v1) and _native.batch_producer_id(v1) == -1
+    assert _native.batch_size(v1) == len(txn)
+
+
+def test_batch_size_strict_checks_the_bytes_up_to_the_magic():
+    a = batch([b"a", b"b"])
+    assert _native.batch_size(a[:20], strict=True) == len(a)
+    assert _native.batch_size(a[:16], strict=True) == -1 and _native.batch_size(a[:16]) == len(a)
+    bad = bytearray(a)
+    bad[16] = 1
+    assert _native.batch_size(bad, strict=True) == 0
+    assert _native.batch_size(b"\x00" * 20, strict=True) == 0      # batchLength 0
+    assert _native.batch_size(b"\x00" * 20) == 12
+
+
+def test_has_delete_horizon():
+    data = batch([b"a"])
+    assert not _native.read_header(data).has_delete_horizon
+    marked = _native.with_delete_horizon(control_batch(), 0, 123)
+    h = _native.read_header(marked)
+    assert h.has_delete_horizon and h.is_control and h.base_timestamp == 123
+
+
+def test_stamp_producer():
+    a, b, c, data = three()
+    buf = bytearray(data)
+    assert _native.stamp_producer(buf, 42, 3, 2147483646, True) == 6
+    hs, _ = _native.list_batches(buf, check_crc=True)
+    assert [(h.producer_id, h.producer_epoch, h.is_transactional) for h in hs] == [(42, 3, True)] * 3
+    assert [h.base_sequence for h in hs] == [2147483646, 0, 1]       # wraps at INT32_MAX to 0
+    assert _native.decode_batches(buf)[0] == _native.decode_batches(data)[0]
+    one = bytearray(a)
+    assert _native.stamp_producer(one, 5, 0, -1) == 2
+    h = _native.read_header(one)
+    assert (h.producer_id, h.base_sequence, h.is_transactional) == (5, -1, False)
+    _native.verify_batch(one)
+    # not whole batches: nothing patched
+    cut = bytearray(data[:-1])
+    with pytest.raises(CorruptRecordError):
+        _native.stamp_producer(cut, 1, 1, 0)
+    assert cut == data[:-1]

@@ -147,3 +147,33 @@ def test_round_trip(recs, codec, base):
     assert [(r["offset"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
             for r in rows] == [(o, k, v, h) for o, _, k, v, h in expected]
     assert t.column("timestamp").cast("int64").to_pylist() == [ts * 1000 for _, ts, _, _, _ in expected]
+
+
+@pytest.mark.parametrize("codec", [0, 3])
+def test_first_record_at_or_after(codec):
+    b = _native.BatchBuilder()
+    for ts in (100, 90, 130, 120):
+        b.append(b"v", timestamp=ts)
+    lead = batch([b"x"], 0)
+    data = lead + b.build(codec=codec, base_offset=10)
+    pos = len(lead)
+    find = _native.first_record_at_or_after
+    assert find(data, pos, 95) == (10, 100)
+    assert find(data, pos, 101) == (12, 130)
+    assert find(data, pos, 120, min_offset=13) == (13, 120)
+    assert find(data, pos, 131) is None                       # above maxTimestamp
+    assert find(data, pos, 0, min_offset=14) is None          # past the batch's last offset
+    lat = bytearray(data)
+    _native.assign_offsets(memoryview(lat)[pos:], 10, log_append_time=500)
+    assert find(lat, pos, 200, min_offset=11) == (11, 500)     # LogAppendTime: every record maxTimestamp
+    with pytest.raises(CorruptRecordError) as ei:
+        find(data[:-1], pos, 0, path="x.log")
+    assert (ei.value.position, ei.value.path) == (pos, "x.log")
+
+
+def test_first_record_at_or_after_bad_record():
+    data = bytearray(batch([b"a", b"b"]))
+    data[61] = 0x7F            # first record's length varint: far past the batch
+    recrc(data)
+    with pytest.raises(CorruptRecordError, match="record 0"):
+        _native.first_record_at_or_after(data, 0, 0)
