@@ -38,7 +38,6 @@ the broker writes.
 from __future__ import annotations
 
 import bisect
-import struct
 import threading
 import time
 from typing import Any
@@ -53,15 +52,11 @@ from .wire import WireClient
 __all__ = ["RecordFuture", "RemoteProducer"]
 
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-# RecordBatch v2 header fields (kafka-storage-format.md)
-_OFF_CRC, _OFF_ATTRIBUTES, _OFF_PRODUCER = 17, 21, 43
 
 
 def stamp_batch(batch: bytearray, producer_id: int, epoch: int, sequence: int) -> int:
     """Write producer id/epoch/base sequence into a built batch and fix its CRC; its record count."""
-    struct.pack_into(">qhi", batch, _OFF_PRODUCER, producer_id, epoch, sequence)
-    struct.pack_into(">I", batch, _OFF_CRC, _native.crc32c(memoryview(batch)[_OFF_ATTRIBUTES:]))
-    return struct.unpack_from(">i", batch, 57)[0]
+    return _native.stamp_producer(batch, producer_id, epoch, sequence)
 
 
 class _BatchFuture:
@@ -258,7 +253,7 @@ class RemoteProducer:
                     seq = self._seq.get((topic, p), 0) if self._pid >= 0 else -1
                     for b in _native.build_batches(vals, ks, tss, hs, self._codec, self._batch_size, -1,
                                                    self._pid, self._epoch, seq, start, 1):
-                        count = struct.unpack_from(">i", b, 57)[0]
+                        count = _native.read_header(b).records_count
                         if self._pid >= 0:
                             self._seq[(topic, p)] = (seq + count) & 0x7FFFFFFF
                         mine[gi].append(self._pipe.add(Entry(topic, p, b, count, on_done)))

@@ -58,22 +58,11 @@ _FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED
                     ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 _TXN_KEY, _GROUP_KEY = 1, 0          # FindCoordinator key types
 
-# RecordBatch v2 header (kafka-storage-format.md)
-_OFF_CRC, _OFF_ATTRIBUTES, _OFF_PRODUCER = 17, 21, 43
-_TRANSACTIONAL = 0x10
-
 
 def mark_transactional(batch, producer_id: int, epoch: int) -> None:
     """Set the transactional attribute, producer id and epoch of one built batch (its base
     sequence kept) and recompute its CRC: once per batch, never per record."""
-    attrs = struct.unpack_from(">H", batch, _OFF_ATTRIBUTES)[0] | _TRANSACTIONAL
-    struct.pack_into(">H", batch, _OFF_ATTRIBUTES, attrs)
-    struct.pack_into(">qh", batch, _OFF_PRODUCER, producer_id, epoch)
-    view = memoryview(batch)
-    try:
-        struct.pack_into(">I", batch, _OFF_CRC, _native.crc32c(view[_OFF_ATTRIBUTES:]))
-    finally:
-        view.release()
+    _native.stamp_producer(batch, producer_id, epoch, _native.read_header(batch).base_sequence, True)
 
 
 def parse_group_metadata(meta: Any) -> tuple[str, int, str, str | None]:

@@ -19,7 +19,6 @@ the CRC again): once per batch, never per record.
 
 from __future__ import annotations
 
-import struct
 import time
 from typing import Any
 
@@ -45,31 +44,11 @@ _FATAL = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED,
                     ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 _COMPLETE = frozenset({"CompleteCommit", "CompleteAbort"})
 
-# RecordBatch v2 header (kafka-storage-format.md)
-_OFF_LENGTH, _OFF_CRC, _OFF_ATTRIBUTES, _OFF_PRODUCER, _OFF_COUNT = 8, 17, 21, 43, 57
-_TRANSACTIONAL = 0x10
-
 
 def stamp_transactional(buf: bytearray, producer_id: int, epoch: int, sequence: int) -> int:
     """Stamp every batch in `buf` as the producer's transactional batch, sequences from
     `sequence` on; recompute each CRC.  Returns the records stamped."""
-    pos, end, total = 0, len(buf), 0
-    view = memoryview(buf)
-    try:
-        while pos < end:
-            size = struct.unpack_from(">i", buf, pos + _OFF_LENGTH)[0] + 12
-            count = struct.unpack_from(">i", buf, pos + _OFF_COUNT)[0]
-            attrs = struct.unpack_from(">H", buf, pos + _OFF_ATTRIBUTES)[0] | _TRANSACTIONAL
-            struct.pack_into(">H", buf, pos + _OFF_ATTRIBUTES, attrs)
-            struct.pack_into(">qhi", buf, pos + _OFF_PRODUCER, producer_id, epoch,
-                             (sequence + total) % 2147483648)
-            struct.pack_into(">I", buf, pos + _OFF_CRC,
-                             _native.crc32c(view[pos + _OFF_ATTRIBUTES:pos + size]))
-            total += count
-            pos += size
-    finally:
-        view.release()
-    return total
+    return _native.stamp_producer(buf, producer_id, epoch, sequence, True)
 
 
 def _fenced(context: str) -> KafkaApiError:

@@ -51,7 +51,6 @@ COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 
 LOADING, LOADED = "loading", "loaded"
-_BATCH_HEADER = 61
 
 
 @dataclass
@@ -501,11 +500,11 @@ class CoordinatorRuntime:
             path = seg.log_path
             data = FileSlice(seg.file, 0, size).read()
             pos = 0
-            while pos + _BATCH_HEADER <= size:
+            while pos + _native.BATCH_HEADER_SIZE <= size:
                 try:
                     h = _native.read_header(data, pos)
                     total = h.size
-                    if h.batch_length < _BATCH_HEADER - 12 or pos + total > size:
+                    if total < _native.BATCH_HEADER_SIZE or pos + total > size:
                         raise CorruptRecordError(f"batch length {h.batch_length} runs past the segment",
                                                  path, pos)
                 except CorruptRecordError as e:

@@ -73,9 +73,10 @@ async def call(engine, fn_name: str, *args, kind: str = "transaction", **kwargs)
 
 
 def has_transactional_records(req) -> bool:
-    """Whether the first batch of any partition's records is transactional (attributes bit 4),
-    as Kafka's ProduceRequest.hasTransactionalRecords decides."""
-    return any(p.records is not None and len(p.records) > 61 and p.records[22] & 0x10
+    """Whether the first batch of any partition's records is transactional (the attribute
+    bit, read natively without building a header), as Kafka's
+    ProduceRequest.hasTransactionalRecords decides."""
+    return any(p.records is not None and _native.batch_is_transactional(p.records)
                for _name, parts in req.topics for p in parts)
 
 
@@ -83,14 +84,14 @@ async def verify_produce(engine, req) -> dict | None:
     """KIP-890 verification: {tp: error} for transactional batches whose partition is not
     in the producer's ongoing transaction (INVALID_TXN_STATE, Kafka's answer below Produce
     v12) or whose producer is stale (INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING).
-    Only batches with the transactional bit are looked at (attributes byte 22)."""
+    Only batches with the transactional attribute are looked at."""
     if req.transactional_id is None:
         return None     # as Kafka: no transactional id, no verification (a marker gets INVALID_RECORD)
     wanted: dict[tuple[int, int], list] = {}
     for name, parts in req.topics:
         for p in parts:
             rec = p.records
-            if rec is not None and len(rec) > 61 and rec[22] & 0x10:
+            if rec is not None and _native.batch_is_transactional(rec):
                 try:
                     h = _native.read_header(rec, 0)
                 except Exception:  # noqa: BLE001 - the append reports the bad batch

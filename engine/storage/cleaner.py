@@ -215,8 +215,7 @@ def _chunks(snap: _Snap, check_crc: bool, headers: bool = True):
         if end == 0:
             if n == snap.size - pos:
                 raise CorruptRecordError("incomplete batch in a sealed segment", path, pos)
-            blen = int.from_bytes(data[8:12], "big") + 12 if n >= 12 else 0
-            want = max(want * 2, blen)
+            want = max(want * 2, _native.batch_size(data))     # -1 below 12 bytes
             continue
         yield data, hs, pos
         pos += end
@@ -226,9 +225,9 @@ def _chunks(snap: _Snap, check_crc: bool, headers: bool = True):
 def _complete_end(data, n: int) -> int:
     """End of the last complete batch in data[:n] (header walk, no objects)."""
     pos = 0
-    while pos + 12 <= n:
-        size = int.from_bytes(data[pos + 8:pos + 12], "big") + 12
-        if size < 61 or pos + size > n:
+    while True:
+        size = _native.batch_size(data, pos)    # -1 below 12 bytes
+        if size < _native.BATCH_HEADER_SIZE or pos + size > n:
             break
         pos += size
     return pos
@@ -379,7 +378,7 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, plan: _Plan
                     group_end = snap is last_snap and h.position + h.size == snap.size
                     rel = h.position - chunk_pos
                     piece = COMPACT
-                    if h.producer_id >= 0 and (h.attributes & 0x30):
+                    if h.producer_id >= 0 and (h.is_transactional or h.is_control):
                         piece = transactional_batch(h, data, rel, txn, plan, now, retention, group_end, stats)
                     if piece is not COMPACT:
                         if piece is KEEP:
@@ -389,9 +388,9 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, plan: _Plan
                             if piece is None:
                                 continue
                         max_ts = h.max_timestamp
-                        # a marker with a delete horizon (attributes: control + delete horizon)
-                        due = int.from_bytes(piece[27:35], "big", signed=True) \
-                            if piece[22] & 0x40 and piece[22] & 0x20 else None
+                        # a marker with a delete horizon (baseTimestamp holds it)
+                        ph = _native.read_header(piece)
+                        due = ph.base_timestamp if ph.is_control and ph.has_delete_horizon else None
                     else:
                         out, kept, removed, tomb_removed, tomb_kept = _native.compact_batch(
                             data, rel, offset_map, now, retention, True, snap.seg.log_path)
@@ -403,16 +402,18 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, plan: _Plan
                         if out is None:
                             piece = mv[rel:rel + h.size]
                             max_ts = h.max_timestamp
-                            horizon = h.base_timestamp if h.attributes & 0x40 else None
+                            horizon = h.base_timestamp if h.has_delete_horizon else None
                         elif len(out) == 0:
                             continue
                         else:
-                            if len(out) == 61 and h.records_count > 0 and not group_end and (
+                            emptied = len(out) == _native.BATCH_HEADER_SIZE      # a header, no records
+                            if emptied and h.records_count > 0 and not group_end and (
                                     h.producer_id < 0 or last_offsets.get(h.producer_id) != h.last_offset):
                                 continue  # emptied, and not the last batch of an active producer
                             piece = out
-                            max_ts = int.from_bytes(out[35:43], "big", signed=True)
-                            horizon = int.from_bytes(out[27:35], "big", signed=True) if out[22] & 0x40 else None
+                            oh = _native.read_header(out)
+                            max_ts = oh.max_timestamp
+                            horizon = oh.base_timestamp if oh.has_delete_horizon else None
                         due = horizon if tomb_kept else None
                     if due is not None:
                         horizon_due = due if horizon_due is None else min(horizon_due, due)

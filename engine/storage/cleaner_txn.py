@@ -74,7 +74,7 @@ class CleanedTxnMetadata:
         if h.producer_id < 0:
             return False
         self._consume(h.last_offset)
-        if h.attributes & 0x10:
+        if h.is_transactional:
             m = self._aborted.get(h.producer_id)
             if m is not None:
                 m[1] = h.last_offset
@@ -109,7 +109,7 @@ def skip_aborted(meta: CleanedTxnMetadata, headers, data, chunk_pos: int):
     for h in headers:
         if h.producer_id < 0:
             continue
-        if h.attributes & 0x20:
+        if h.is_control:
             meta.on_control_batch_read(h, data, h.position - chunk_pos)
         elif meta.on_batch_read(h):
             if skip is None:
@@ -131,9 +131,9 @@ def transactional_batch(h, data, rel: int, txn: CleanedTxnMetadata, plan, now: i
     the cleaned segment's last batch stay (emptied when discardable).
     """
     pid = h.producer_id
-    if h.attributes & 0x20:
+    if h.is_control:
         discardable = txn.on_control_batch_read(h, data, rel)
-        has_horizon = bool(h.attributes & 0x40)
+        has_horizon = h.has_delete_horizon
         epoch, last_data = plan.producers.get(pid, (None, None))
         last_of_producer = epoch == h.producer_epoch and last_data is not None and last_data < h.base_offset
         if discardable and has_horizon and now >= h.base_timestamp:

@@ -250,12 +250,12 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                 self.producer_state.check_marker(marker[0], marker[1], marker[3])
             elif self._compacted and assign_offsets:
                 _native.check_keys(buf, f"{self.topic}-{self.partition}")
-            # producerId >= 0 (first byte of the int64 at 43 below 0x80): an idempotent producer
-            if assign_offsets and marker is None and len(buf) > 61 and buf[43] < 0x80:
+            # the first batch has a producerId >= 0: an idempotent producer
+            if assign_offsets and marker is None and _native.batch_producer_id(buf) >= 0:
                 idempotent = self._check_idempotent(buf)
                 if isinstance(idempotent, AppendInfo):
                     return idempotent  # a retried batch: its original offsets, nothing written
-            elif not assign_offsets and len(buf) > 61:
+            elif not assign_offsets and len(buf) >= _native.BATCH_HEADER_SIZE:
                 # a follower's batches: replay them into the producer state after the write
                 idempotent = _native.list_batches(buf, 0, -1, False)[0]
             first, last, maxts, off_maxts, nb, nrec = _native.assign_offsets(
@@ -293,7 +293,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                         self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
                                                    h.last_offset_delta, off, off + h.last_offset_delta,
                                                    h.max_timestamp if lat < 0 else lat,
-                                                   h.attributes & 0x10)
+                                                   h.is_transactional)
                     off += h.last_offset_delta + 1
             self.log_end_offset = last + 1
             durable = cfg["flush.messages"] <= self.log_end_offset - self.recovery_point

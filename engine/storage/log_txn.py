@@ -108,7 +108,7 @@ class ProducerStateMixin:
             if h.producer_id < 0:
                 continue
             dup = self.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence,
-                                            h.last_offset_delta, staged, bool(h.attributes & 0x10))
+                                            h.last_offset_delta, staged, h.is_transactional)
             if dup is not None:
                 if len(headers) != 1:
                     raise OutOfOrderSequenceError(

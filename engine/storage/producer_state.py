@@ -269,8 +269,7 @@ class ProducerStateManager:
         for h in headers:
             if h.producer_id < 0 or h.base_offset < from_offset:
                 continue
-            attrs = h.attributes
-            if attrs & 0x20:
+            if h.is_control:
                 if data is None:
                     continue
                 ctype, coord = _native.read_control_record(data, h.position)
@@ -283,7 +282,7 @@ class ProducerStateManager:
             else:
                 self.update(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
                             h.base_offset, h.base_offset + h.last_offset_delta, h.max_timestamp,
-                            bool(attrs & 0x10))
+                            h.is_transactional)
         return done
 
     def last_offsets(self) -> dict[int, int]:

@@ -40,7 +40,6 @@ from .txnindex import TransactionIndex
 
 __all__ = ["FileSlice", "LogSegment", "SegmentFile"]
 
-_OFF_MAX_TIMESTAMP = 35
 INT32_MAX = 2**31 - 1
 
 
@@ -280,7 +279,7 @@ class LogSegment:
         if position >= max_position:
             return None
         data = self._data()
-        first_size = 12 + int.from_bytes(data[position + 8:position + 12], "big", signed=True)
+        first_size = _native.batch_size(data, position)
         limit = max(max_size, first_size) if min_one_batch else max_size
         size = min(max_position - position, limit)
         return FileSlice(self._file, position, size, base, -1)
@@ -301,7 +300,7 @@ class LogSegment:
         elif b >= end_offset:
             stop, end_off = p, b
         else:
-            stop = p + 12 + int.from_bytes(data[p + 8:p + 12], "big", signed=True)
+            stop = p + _native.batch_size(data, p)
             end_off = last + 1
         if stop <= position:
             return None
@@ -320,10 +319,13 @@ class LogSegment:
             position, base, last = _native.seek_timestamp(data, timestamp, pos, end)
             if base < 0:
                 return None
-            hit = _first_record_at_or_after(data, position, timestamp, starting_offset)
+            # record-level like Kafka: the first record at or after both bounds (after
+            # DeleteRecords the log may start inside a batch)
+            hit = _native.first_record_at_or_after(data, position, timestamp, starting_offset,
+                                                   self.log_path)
             if hit is not None:
                 return hit
-            pos = position + 12 + int.from_bytes(data[position + 8:position + 12], "big", signed=True)
+            pos = position + _native.batch_size(data, position)
 
     # -- roll / recovery / truncation ----------------------------------------
     def should_roll(self, messages_size: int, max_timestamp_in_messages: int,
@@ -345,10 +347,13 @@ class LogSegment:
         return max_offset_in_messages - self.base_offset > INT32_MAX
 
     def _first_batch_timestamp(self):
-        if self.size < 61:
+        if self.size < _native.BATCH_HEADER_SIZE:
             return None
-        self.rolling_based_timestamp = int.from_bytes(
-            os.pread(self._file.fd, 8, _OFF_MAX_TIMESTAMP), "big", signed=True)
+        try:
+            h = _native.read_header(os.pread(self._file.fd, _native.BATCH_HEADER_SIZE, 0))
+        except CorruptRecordError:
+            return None     # not a v2 header: the roll rule falls back to the creation time
+        self.rolling_based_timestamp = h.max_timestamp
         return self.rolling_based_timestamp
 
     def _release_preallocation(self) -> None:
@@ -562,55 +567,3 @@ class _ClosedFile:
 
     def __init__(self, path: str):
         self.path = path
-
-
-def _read_varint(data, pos: int) -> tuple[int, int]:
-    raw = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def _first_record_at_or_after(data, position: int, target: int, min_offset: int = 0):
-    """(offset, timestamp) of the first record with timestamp >= target and offset >= min_offset
-    in the batch at `position` (Kafka's LogSegment.findOffsetByTimestamp filters on both: after
-    DeleteRecords the log may start inside a batch), or None.
-
-    Record-level like Kafka: uncompressed CreateTime batches are walked in
-    place; a compressed one is decompressed (only the batch the time index
-    led to — ListOffsets by timestamp is rare); LogAppendTime batches give
-    every record maxTimestamp, so their first record at or after min_offset answers.
-    """
-    h = _native.read_header(data, position)
-    if h.max_timestamp < target or h.last_offset < min_offset:
-        return None
-    if h.timestamp_type == 1:
-        return max(h.base_offset, min_offset), h.max_timestamp
-    if h.codec != 0:
-        for offset, ts, _k, _v, _h in _native.decode_batch(data, position, check_crc=False):
-            if ts >= target and offset >= min_offset:
-                return offset, ts
-        return None
-    pos = position + 61
-    end = position + h.size
-    for _ in range(h.records_count):
-        if pos >= end:
-            break
-        length, p = _read_varint(data, pos)
-        rec_end = p + length
-        p += 1  # attributes
-        ts_delta, p = _read_varint(data, p)
-        off_delta, p = _read_varint(data, p)
-        ts = h.base_timestamp + ts_delta
-        if ts >= target and h.base_offset + off_delta >= min_offset:
-            return h.base_offset + off_delta, ts
-        pos = rec_end
-    return None

@@ -7,7 +7,6 @@ A pure function over the segment file; log.py calls it (as ``_verified``).
 from __future__ import annotations
 
 import os
-import struct
 
 from .. import _native
 from .fileslice import FileSlice
@@ -40,13 +39,11 @@ def verified_slice(fs: FileSlice, bound, compacted: bool = False) -> FileSlice:
             raise CorruptRecordError("offsets not contiguous", fs.path, h.position)
         expect = h.next_offset
     if end < len(data):
-        rest = data[end:]
-        if len(rest) >= 17:
-            blen = struct.unpack_from(">i", rest, 8)[0]
-            if blen < 49 or rest[16] != 2 or start_pos + end + 12 + blen > max_pos:
-                raise CorruptRecordError("batch runs past the end of the log below the high watermark"
-                                         if blen >= 49 and rest[16] == 2 else "bad batch header",
-                                         fs.path, start_pos + end)
+        # the partial tail: -1 = shorter than the bytes up to the magic, 0 = not a v2 batch start
+        size = _native.batch_size(data, end, strict=True)
+        if size == 0 or (size > 0 and start_pos + end + size > max_pos):
+            raise CorruptRecordError("batch runs past the end of the log below the high watermark"
+                                     if size > 0 else "bad batch header", fs.path, start_pos + end)
     if headers:
         served = [h for h in headers if h.position >= fs.position]
         if served and not ((compacted or served[0].base_offset <= start_offset)
