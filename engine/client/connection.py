@@ -1,12 +1,15 @@
 """One TCP connection to a Kafka broker: framing, request headers, correlation ids.
 
-:class:`_Connection` sends requests (header v1/v2, the body as pre-encoded parts, written with one
+:class:`Connection` sends requests (header v1/v2, the body as pre-encoded parts, written with one
 ``sendmsg`` when it fits) and reads their responses into a Reader over the body; with
 ``reuse=True`` a response is read into the connection's own receive buffer (the caller copies out
 what it keeps before the next one).  Any socket error, a short frame, a response to another
 request or an unparseable body raises :class:`KafkaConnectionError` and closes the connection,
-so the caller reconnects (as Kafka's clients do).  Used by :class:`engine.client.wire.WireClient`
-and the producer pipeline (engine/client/produce_pipeline.py).
+so the caller reconnects (as Kafka's clients do).  Blocking; one thread at a time per connection.
+Used by :class:`engine.client.wire.WireClient`, the producer pipeline
+(engine/client/produce_pipeline.py) and, broker to broker, the follower's
+:class:`engine.replica.fetcher.ReplicaFetcher`; it sits below both (house layering: the connection
+module next to metadata), so it imports only the protocol codecs and errors.
 """
 
 from __future__ import annotations
@@ -18,14 +21,16 @@ from ..errors import EngineError, InvalidRequestError
 from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _entity, read_struct
 from ..protocol.primitives import Reader
 
-__all__ = ["KafkaConnectionError", "read_response"]
+__all__ = ["Connection", "KafkaConnectionError", "read_response"]
 
 
 class KafkaConnectionError(EngineError, ConnectionError):
     """The broker could not be reached, closed the connection, timed out or sent garbage."""
 
 
-class _Connection:
+class Connection:
+    """One blocking TCP connection to a broker (see the module docstring)."""
+
     def __init__(self, host: str, port: int, client_id: bytes, timeout_s: float):
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout_s)
@@ -129,9 +134,10 @@ class _Connection:
             pass
 
 
+_Connection = Connection        # the former private name
 
 
-def read_response(conn: "_Connection", api_key: int, version: int, corr: int) -> dict:
+def read_response(conn: Connection, api_key: int, version: int, corr: int) -> dict:
     """The decoded response to request `corr` on `conn`; an unparseable body closes the
     connection and raises :class:`KafkaConnectionError` (the request may have been applied)."""
     r = conn.receive(api_key, version, corr)

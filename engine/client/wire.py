@@ -22,7 +22,7 @@ timeout or an unparseable response raises :class:`KafkaConnectionError`
 (the connection is dropped and reopened on the next request).
 
 Codecs: Produce requests are written by ``engine.protocol.produce`` and Fetch
-responses read by hand here (records stay raw bytes); Metadata, ListOffsets, ApiVersions and the Fetch
+responses read by ``engine.protocol.fetch`` (records stay raw bytes); Metadata, ListOffsets, ApiVersions and the Fetch
 request are kio's schemas (Kafka's JSON message definitions), encoded with
 kio's writer and decoded by walking kio's dataclasses with our
 bounds-checked :class:`~engine.protocol.primitives.Reader` (as
@@ -44,10 +44,10 @@ from ..errors import (
     UnsupportedVersionError,
     api_error,
 )
+from ..protocol.fetch import FetchResult, parse_fetch_response
 from ..protocol.messages import ApiKey, _entity, encode, read_struct
-from ..protocol.primitives import Reader
 from ..protocol.produce import encode_produce
-from .connection import KafkaConnectionError, _Connection, read_response
+from .connection import Connection, KafkaConnectionError, read_response
 
 __all__ = ["EARLIEST", "LATEST", "FetchResult", "KafkaConnectionError", "PartitionMetadata",
            "WireClient"]
@@ -103,29 +103,6 @@ class PartitionMetadata:
     isr: tuple = ()
 
 
-@dataclass
-class FetchResult:
-    error_code: int
-    high_watermark: int
-    log_start_offset: int
-    records: memoryview           # raw record batches (possibly a partial batch at the end)
-    last_stable_offset: int = -1
-    aborted_transactions: list | None = None   # read_committed: [(producer_id, first_offset)]
-    diverging_epoch: tuple[int, int] | None = None   # v12+ (KIP-320): (epoch, end_offset) to truncate to
-
-
-def _known_error(code: int) -> int:
-    """`code` if Kafka defines it; an error code no Kafka sends means the frame is not a
-    response (raised as unparseable, so the caller drops the connection)."""
-    from kio.schema.errors import ErrorCode
-
-    try:
-        ErrorCode(code)
-    except ValueError:
-        raise InvalidRequestError(f"error code {code} is not one Kafka defines") from None
-    return code
-
-
 def _encode_request(api_key: int, version: int, data: dict) -> bytes:
     return encode(api_key, version, data, response=False)
 
@@ -139,7 +116,7 @@ class WireClient:
         self.bootstrap = [self._split(a) for a in str(bootstrap).split(",") if a.strip()]
         if not self.bootstrap:
             raise KafkaConnectionError(f"no broker address in {bootstrap!r}")
-        self._conns: dict[int, _Connection] = {}
+        self._conns: dict[int, Connection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
         self._leaders: dict[tuple[str, int], int] = {}
         self._epochs: dict[tuple[str, int], int] = {}    # leader epochs from Metadata v7+ (-1: unknown)
@@ -158,7 +135,7 @@ class WireClient:
             raise KafkaConnectionError(f"bad broker address {addr!r} (want host:port)") from None
 
     # -- connections and versions ---------------------------------------------------
-    def _connect_bootstrap(self) -> _Connection:
+    def _connect_bootstrap(self) -> Connection:
         """A connection for Metadata and other any-broker requests: a bootstrap address, else
         any broker Metadata named (so a client given one address survives that broker's loss,
         as Kafka's clients do)."""
@@ -166,14 +143,14 @@ class WireClient:
         known = [a for a in self._brokers.values() if a not in self.bootstrap]
         for host, port in random.sample(self.bootstrap, len(self.bootstrap)) + random.sample(known, len(known)):
             try:
-                conn = _Connection(host, port, self.client_id, self.timeout_s)
+                conn = Connection(host, port, self.client_id, self.timeout_s)
                 self._negotiate(conn)
                 return conn
             except KafkaConnectionError as e:
                 errors.append(str(e))
         raise KafkaConnectionError("no bootstrap broker answered: " + "; ".join(errors))
 
-    def _negotiate(self, conn: _Connection) -> None:
+    def _negotiate(self, conn: Connection) -> None:
         if self.versions:
             return
         r = conn.request(ApiKey.API_VERSIONS, 0, [])
@@ -195,14 +172,14 @@ class WireClient:
                                           f"({CLIENT_VERSIONS[key][0]}-{CLIENT_VERSIONS[key][1]})")
         return v
 
-    def _conn_for(self, node: int | None) -> _Connection:
+    def _conn_for(self, node: int | None) -> Connection:
         if node is None or node not in self._brokers:
             if self._boot is None or self._boot.sock.fileno() < 0:
                 self._boot = self._connect_bootstrap()
             return self._boot
         conn = self._conns.get(node)
         if conn is None or conn.sock.fileno() < 0:
-            conn = self._conns[node] = _Connection(*self._brokers[node], self.client_id, self.timeout_s)
+            conn = self._conns[node] = Connection(*self._brokers[node], self.client_id, self.timeout_s)
         return conn
 
     def close(self) -> None:
@@ -420,7 +397,7 @@ class WireClient:
                 fs.reset()
             raise
         try:
-            err, got_sid, found = self._parse_fetch(r, v)
+            err, got_sid, found = parse_fetch_response(r, v)
         except InvalidRequestError as e:
             conn.close()
             if fs is not None:
@@ -460,49 +437,6 @@ class WireClient:
         if not retry:
             return self._leader(topic, partition)
         return self._retrying("metadata", lambda: self._leader(topic, partition))
-
-    @staticmethod
-    def _parse_fetch(r: Reader, v: int) -> tuple[int, int, dict]:
-        """FetchResponse v4-12 by hand: (error_code, session_id, {(topic, partition):
-        FetchResult}); the records fields stay views of the frame."""
-        flex = v >= 12
-        r.int32()  # throttle_time_ms
-        err = sid = 0
-        if v >= 7:
-            err = _known_error(r.int16())
-            sid = r.int32()
-        found = {}
-        for _ in range(r.array_length(flex)):
-            name = r.string_f(flex)
-            for _ in range(r.array_length(flex)):
-                index = r.int32()
-                perr = _known_error(r.int16())
-                hw = r.int64()
-                stable = r.int64()
-                log_start = r.int64() if v >= 5 else -1
-                n_aborted = r.array_length(flex, nullable=True)
-                aborted = None if n_aborted < 0 else []
-                for _ in range(max(n_aborted, 0)):
-                    aborted.append((r.int64(), r.int64()))   # (producer_id, first_offset)
-                    if flex:
-                        r.tagged_fields()
-                if v >= 11:
-                    r.int32()  # preferred_read_replica
-                records = r.compact_nullable_bytes() if flex else r.nullable_bytes()
-                diverging = None
-                if flex:
-                    raw = r.tagged_fields().get(0)            # DivergingEpoch (KIP-320)
-                    if raw is not None:
-                        t = Reader(raw)
-                        diverging = (t.int32(), t.int64())
-                found[(name, index)] = FetchResult(perr, hw, log_start,
-                                                   records if records is not None else memoryview(b""),
-                                                   stable, aborted, diverging)
-            if flex:
-                r.tagged_fields()
-        if flex:
-            r.tagged_fields()
-        return err, sid, ({} if err else found)
 
     # -- InitProducerId -------------------------------------------------------------------
     def init_producer_id(self, transaction_timeout_ms: int = 60000) -> tuple[int, int]:

@@ -35,9 +35,9 @@ import threading
 import time
 
 from .. import _native
-from ..client.connection import KafkaConnectionError, _Connection
-from ..client.wire import WireClient
+from ..client.connection import Connection, KafkaConnectionError
 from ..errors import ErrorCode, KafkaApiError
+from ..protocol.fetch import parse_fetch_response
 from ..protocol.messages import ApiKey, _entity, encode, read_struct
 
 __all__ = ["ReplicaFetcher"]
@@ -71,7 +71,7 @@ class ReplicaFetcher(threading.Thread):
         self._lock = threading.Lock()
         self._wakeup = threading.Event()
         self._stopped = threading.Event()
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
         self.truncations_on_fetch = 0            # DivergingEpoch answers acted upon (KIP-320)
 
     # -- control (any thread) ------------------------------------------------
@@ -147,13 +147,13 @@ class ReplicaFetcher(threading.Thread):
                 self._stopped.wait(self.backoff_s)
         self._close()
 
-    def _connection(self) -> _Connection:
+    def _connection(self) -> Connection:
         if self._conn is None or self._conn.sock.fileno() < 0:
             brokers = self.manager.view.brokers()
             if self.leader_id not in brokers or brokers[self.leader_id][0] is None:
                 raise KafkaConnectionError(f"no address for broker {self.leader_id}")
             host, port, _rack = brokers[self.leader_id]
-            self._conn = _Connection(host, port, f"replica-{self.manager.node_id}".encode(), self.timeout_s)
+            self._conn = Connection(host, port, f"replica-{self.manager.node_id}".encode(), self.timeout_s)
         return self._conn
 
     def _close(self) -> None:
@@ -212,7 +212,7 @@ class ReplicaFetcher(threading.Thread):
             part.fetch_backoff_until = time.monotonic() + self.backoff_s
 
     # -- fetching ------------------------------------------------------------------------
-    def _fetch(self, conn: _Connection, parts: list) -> None:
+    def _fetch(self, conn: Connection, parts: list) -> None:
         asked = {}
         topics: dict[str, list] = {}
         for part in parts:
@@ -229,7 +229,7 @@ class ReplicaFetcher(threading.Thread):
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
         r = conn.request(ApiKey.FETCH, v, [encode(ApiKey.FETCH, v, body, response=False)])
-        err, _sid, found = WireClient._parse_fetch(r, v)
+        err, _sid, found = parse_fetch_response(r, v)
         if err:
             raise KafkaConnectionError(f"fetch from broker {self.leader_id}: error {err}")
         appended = False
@@ -268,7 +268,7 @@ class ReplicaFetcher(threading.Thread):
         for part, epoch, offset in out_of_range:
             self._out_of_range(conn, part, epoch, offset)
 
-    def _list_offset(self, conn: _Connection, part, epoch: int, timestamp: int) -> tuple[int, int]:
+    def _list_offset(self, conn: Connection, part, epoch: int, timestamp: int) -> tuple[int, int]:
         """ListOffsets of the leader as a replica: (error code, offset)."""
         v = LIST_OFFSETS_VERSION
         body = {"replica_id": self.manager.node_id, "isolation_level": 0, "topics": [{
@@ -278,7 +278,7 @@ class ReplicaFetcher(threading.Thread):
         p = read_struct(_entity(ApiKey.LIST_OFFSETS, v, True), r)["topics"][0]["partitions"][0]
         return p["error_code"], p["offset"]
 
-    def _out_of_range(self, conn: _Connection, part, epoch: int, offset: int) -> None:
+    def _out_of_range(self, conn: Connection, part, epoch: int, offset: int) -> None:
         """Our fetch offset is outside the leader's log (Kafka's fetchOffsetAndTruncate): above its
         log end (an unclean election) -- cut ours to it; below its log start (it deleted what we
         never got) -- start over empty there (truncateFullyAndStartAt); else fetch again."""

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from engine.client.wire import _Connection
+from engine.client.connection import Connection
+from engine.protocol.fetch import parse_fetch_response
 from engine.protocol.messages import ApiKey, _entity, encode, read_struct
 
 FAST = {"replica.lag.time.max.ms": 1000, "replica.fetch.wait.max.ms": 100,
@@ -107,12 +108,11 @@ def wait_until(cond, timeout: float = 10.0, what: str = "condition"):
 
 def request(address, key: int, version: int, body: dict) -> dict:
     """One raw request (kio's schemas) to a broker; the decoded response."""
-    conn = _Connection(*address, b"replica-test", 10.0)
+    conn = Connection(*address, b"replica-test", 10.0)
     try:
         r = conn.request(key, version, [encode(key, version, body, response=False)])
         if key == ApiKey.FETCH:
-            from engine.client.wire import WireClient
-            err, _sid, found = WireClient._parse_fetch(r, version)
+            err, _sid, found = parse_fetch_response(r, version)
             return {"error_code": err, "partitions": found}
         return read_struct(_entity(key, version, True), r)
     finally:

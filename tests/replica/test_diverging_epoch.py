@@ -11,7 +11,8 @@ import time
 import pytest
 
 from engine._native import BatchBuilder
-from engine.client.wire import WireClient, _Connection
+from engine.client.connection import Connection
+from engine.protocol.fetch import parse_fetch_response
 from engine.protocol.messages import ApiKey, _entity, encode, read_struct
 
 from .conftest import produce, wait_until
@@ -36,16 +37,16 @@ def _craft(plog, runs) -> None:
 
 def _fetch_v(address, version: int, offset: int, last_fetched_epoch: int, *, replica_id: int = -1,
              max_wait_ms: int = 0, current_leader_epoch: int = -1):
-    """One Fetch of partition 0 of T: its FetchResult (engine/client/wire.py's parse)."""
+    """One Fetch of partition 0 of T: its FetchResult (engine/protocol/fetch.py's parse)."""
     part = {"partition": 0, "current_leader_epoch": current_leader_epoch, "fetch_offset": offset,
             "last_fetched_epoch": last_fetched_epoch, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
     body = {"replica_id": replica_id, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": T, "partitions": [part]}], "forgotten_topics_data": [], "rack_id": ""}
-    conn = _Connection(*address, b"diverging-test", 30.0)
+    conn = Connection(*address, b"diverging-test", 30.0)
     try:
         r = conn.request(ApiKey.FETCH, version, [encode(ApiKey.FETCH, version, body, response=False)])
-        err, _sid, found = WireClient._parse_fetch(r, version)
+        err, _sid, found = parse_fetch_response(r, version)
         assert err == 0
         return found[(T, 0)]
     finally:
@@ -103,7 +104,7 @@ def test_fetch_v12_diverging_epoch_on_the_wire(single):
 def test_diverging_epoch_field_is_kafkas_encoding(single):
     """The tagged field decodes with Kafka's own schema (kio's FetchResponse v12-v13 entity)."""
     address, _eng = single
-    conn = _Connection(*address, b"diverging-test", 30.0)
+    conn = Connection(*address, b"diverging-test", 30.0)
     body = {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": T, "partitions": [{

@@ -33,7 +33,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 KNOWN_UPWARD: set[tuple[str, str]] = {
     # broker-to-broker requests through the client's WireClient (to go: the connection module)
     ("engine.coordinator.cluster_link", "engine.client.wire"),
-    ("engine.replica.fetcher", "engine.client.wire"),
 }
 # cycles not yet taken apart (each a sorted list of its modules); the list only shrinks
 KNOWN_CYCLES: list[list[str]] = [
