@@ -34,7 +34,14 @@ import threading
 from typing import Any, Iterable, Mapping, Protocol
 
 from .coordinator import GroupCoordinator, TransactionCoordinator
-from .errors import UnknownTopicOrPartitionError
+from .errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from .metadata import validate_topic_name
 from .replica import ReplicaManager
 
 __all__ = ["LocalTopics", "Node", "Topics"]
@@ -55,6 +62,19 @@ class Topics(Protocol):
         """Metadata for `name`, which this node does not know: create it (TopicMetadata) or
         raise (UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off, LEADER_NOT_AVAILABLE
         while a cluster makes it)."""
+
+    def create_topic(self, name: str, partitions: int | None, replication_factor: int, config: dict,
+                     assignments: dict[int, list[int]] | None, validate_only: bool,
+                     timeout_s: float) -> tuple[str | None, int, int]:
+        """CreateTopics (blocking): (topic id or None when only validated, partitions,
+        replication factor); raises the Kafka error of a refusal."""
+
+    def delete_topic(self, name: str, timeout_s: float) -> None:
+        """DeleteTopics (blocking)."""
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                          validate_only: bool, timeout_s: float) -> None:
+        """CreatePartitions (blocking): `count` partitions in all."""
 
 
 class LocalTopics:
@@ -77,6 +97,39 @@ class LocalTopics:
             if name not in eng._meta.topics():
                 eng.create_topic(name)
             return eng.topic_metadata(name)
+
+    def create_topic(self, name, partitions, replication_factor, config, assignments, validate_only,
+                     timeout_s):
+        eng = self.engine
+        if validate_only:
+            validate_topic_name(name)
+            if partitions is not None and partitions < 1:
+                raise InvalidPartitionsError(f"partitions must be positive, got {partitions}")
+            if replication_factor != 1:
+                raise InvalidReplicationFactorError(
+                    f"replication factor {replication_factor} is larger than the 1 available broker")
+            eng.config.log_config(config)
+            if name in eng.list_topics():
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            topic_id = None
+        else:
+            eng.create_topic(name, partitions, config, replication_factor=replication_factor)
+            topic_id = eng.topic_metadata(name).topic_id
+        return topic_id, eng.config["num.partitions"] if partitions is None else partitions, replication_factor
+
+    def delete_topic(self, name, timeout_s) -> None:
+        self.engine.delete_topic(name)
+
+    def create_partitions(self, name, count, assignments, validate_only, timeout_s) -> None:
+        eng = self.engine
+        current = eng.topic_metadata(name).partitions
+        if assignments is not None and len(assignments) != count - current:
+            raise InvalidRequestError(f"{len(assignments)} assignments for {count - current} new partitions")
+        if count <= current:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {current} partitions; the new count must be larger")
+        if not validate_only:
+            eng.create_partitions(name, count)
 
 
 class Node:

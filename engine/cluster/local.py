@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import logging
 
-from ..metadata import validate_topic_name
-from ..errors import UnknownTopicOrPartitionError
-from ..metadata import TopicMetadata, new_topic_id, write_partition_metadata
+from ..errors import LeaderNotAvailableError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from ..metadata import TopicMetadata, new_topic_id, validate_topic_name, write_partition_metadata
+from . import admin
 
 __all__ = ["ZkTopics", "adopt_cluster_id", "apply_topic_config", "ensure_local_log", "ensure_local_topic"]
 
@@ -153,8 +153,6 @@ class ZkTopics:
             engine.alter_local_topic_config(name, set, delete)
 
     def missing_topic(self, name: str):
-        from ..errors import LeaderNotAvailableError, TopicAlreadyExistsError
-        from . import admin
         engine, member = self.engine, self.member
         if engine.read_only or not engine.config["auto.create.topics.enable"]:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
@@ -165,3 +163,14 @@ class ZkTopics:
             except TopicAlreadyExistsError:
                 pass
         raise LeaderNotAvailableError(f"topic {name!r} is being created")
+
+    def create_topic(self, name, partitions, replication_factor, config, assignments, validate_only,
+                     timeout_s):
+        return admin.create_topic(self.member, name, partitions, replication_factor, config, assignments,
+                                  validate_only, timeout_s)
+
+    def delete_topic(self, name, timeout_s) -> None:
+        admin.delete_topic(self.member, name, timeout_s)
+
+    def create_partitions(self, name, count, assignments, validate_only, timeout_s) -> None:
+        admin.create_partitions(self.member, name, count, assignments, validate_only, timeout_s)

@@ -32,12 +32,9 @@ from ..coordinator.records import OFFSETS_TOPIC
 from ..coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from ..errors import (
     ErrorCode,
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaApiError,
-    TopicAlreadyExistsError,
 )
 from ..config import INTERNAL_BROKER_KEYS
 from ..metadata import validate_topic_name
@@ -332,7 +329,6 @@ class Handlers:
         eng = self.engine
         results = []
         seen: set[str] = set()
-        member = self.broker.cluster      # cluster mode: engine/cluster/admin.py
         for t in req.topics:
             res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
                    "num_partitions": -1, "replication_factor": -1, "configs": []}
@@ -346,29 +342,13 @@ class Handlers:
                     None if t.num_partitions == -1 else t.num_partitions)
                 rf = eng.config["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
                 config = {c.name: c.value for c in t.configs if c.value is not None}
-                if member is not None:
-                    from ..cluster import admin as cluster_admin
-                    plan = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
-                    tid, n, rf = await asyncio.get_running_loop().run_in_executor(
-                        None, cluster_admin.create_topic, member, t.name, n, rf, config, plan,
-                        req.validate_only, req.timeout.total_seconds())
-                    res["topic_id"] = _topic_uuid(tid)
-                elif req.validate_only:
-                    validate_topic_name(t.name)
-                    if n is not None and n < 1:
-                        raise InvalidPartitionsError(f"partitions must be positive, got {n}")
-                    if rf != 1:
-                        raise InvalidReplicationFactorError(
-                            f"replication factor {rf} is larger than the 1 available broker")
-                    eng.config.log_config(config)
-                    if t.name in eng.list_topics():
-                        raise TopicAlreadyExistsError(f"topic {t.name!r} already exists")
-                    res["topic_id"] = uuid.uuid4()      # Kafka answers a fresh id here too
-                else:
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, lambda: eng.create_topic(t.name, n, config, replication_factor=rf))
-                    res["topic_id"] = _topic_uuid(eng.topic_metadata(t.name).topic_id)
-                res["num_partitions"] = n if n is not None else eng.config["num.partitions"]
+                plan = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+                # where the node records topics: this data directory, or ZooKeeper (cluster)
+                tid, n, rf = await asyncio.get_running_loop().run_in_executor(
+                    None, eng.node.topics.create_topic, t.name, n, rf, config, plan,
+                    req.validate_only, req.timeout.total_seconds())
+                res["topic_id"] = _topic_uuid(tid) if tid else uuid.uuid4()  # validate_only: a fresh id, as Kafka
+                res["num_partitions"] = n
                 res["replication_factor"] = rf
                 res["configs"] = []
             except Exception as e:
@@ -384,14 +364,8 @@ class Handlers:
         for name in req.topic_names:
             res = {"name": name, "error_code": 0, "error_message": None}
             try:
-                member = self.broker.cluster
-                if member is not None:          # cluster mode: the controller deletes it everywhere
-                    from ..cluster import admin as cluster_admin
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, cluster_admin.delete_topic, member, name, req.timeout.total_seconds())
-                    results.append(res)
-                    continue
-                await asyncio.get_running_loop().run_in_executor(None, self.engine.delete_topic, name)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.engine.node.topics.delete_topic, name, req.timeout.total_seconds())
             except Exception as e:
                 _record_error(res, e, "delete topic %r failed", name)
             results.append(res)
@@ -520,26 +494,10 @@ class Handlers:
         for t in req.topics:
             res = {"name": t.name, "error_code": 0, "error_message": None}
             try:
-                member = self.broker.cluster
-                if member is not None:          # cluster mode: a new assignment in ZooKeeper
-                    from ..cluster import admin as cluster_admin
-                    plan = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, cluster_admin.create_partitions, member, t.name, t.count, plan,
-                        req.validate_only, req.timeout.total_seconds())
-                    results.append(res)
-                    continue
-                current = eng.topic_metadata(t.name).partitions
-                if t.assignments is not None and len(t.assignments) != t.count - current:
-                    raise InvalidRequestError(
-                        f"{len(t.assignments)} assignments for {t.count - current} new partitions")
-                if t.count <= current:
-                    from ..errors import InvalidPartitionsError
-                    raise InvalidPartitionsError(
-                        f"topic {t.name!r} has {current} partitions; the new count must be larger")
-                if not req.validate_only:
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, eng.create_partitions, t.name, t.count)
+                plan = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+                await asyncio.get_running_loop().run_in_executor(
+                    None, eng.node.topics.create_partitions, t.name, t.count, plan,
+                    req.validate_only, req.timeout.total_seconds())
             except Exception as e:
                 _record_error(res, e, "create partitions of %r failed", t.name)
             results.append(res)
