@@ -44,8 +44,9 @@ import threading
 from typing import Any, NamedTuple, Sequence
 
 from .. import _native
-from ..errors import ClosedError, EngineError, InvalidConfigError, UnknownTopicOrPartitionError
+from ..errors import ClosedError, InvalidConfigError, UnknownTopicOrPartitionError
 from .partitioning import key_partitions, split
+from .transaction import TransactionAbortedError, TransactionManager
 
 __all__ = ["AppendResult", "Producer", "SendFuture", "TransactionAbortedError"]
 
@@ -54,11 +55,6 @@ SendFuture = _native.SendFuture
 _CODECS = {"none": 0, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _SETTINGS = {"linger_ms": 5, "batch_size": 1048576, "compression_type": "none", "acks": "all",
              "transactional_id": None, "transaction_timeout_ms": 60000, "max_block_ms": 60000}
-
-
-class TransactionAbortedError(EngineError):
-    """A record's transaction was aborted before the record was appended (Kafka's
-    TransactionAbortedException): the record was dropped."""
 
 
 class AppendResult(NamedTuple):
@@ -106,7 +102,6 @@ class Producer(_native.ProducerCore):
         self._lock = threading.RLock()
         self._txn = None
         if cfg["transactional_id"] is not None:
-            from .transaction import TransactionManager
             self._txn = TransactionManager(self, engine, cfg)   # outside a transaction, send() raises
         self._wake = threading.Event()
         self._lingerer: threading.Thread | None = None

@@ -15,6 +15,11 @@ producer::
 
 Batches are stamped here (producer id, epoch, base sequence, the transactional attribute,
 the CRC again): once per batch, never per record.
+
+Layering: the producer owns its TransactionManager and passes itself in; this module does not
+import ``engine.client.producer`` (it uses the producer object it is given: its lock, ``send``,
+``flush``, ``_discard_all`` and accumulators).  :class:`TransactionAbortedError`, which fails the
+futures of records an abort drops, is defined here and re-exported by ``engine.client.producer``.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from ..errors import (
     api_error,
 )
 
-__all__ = ["TransactionManager"]
+__all__ = ["TransactionAbortedError", "TransactionManager"]
 
 UNINITIALIZED, READY, IN_TRANSACTION, ABORTABLE, FATAL = (
     "UNINITIALIZED", "READY", "IN_TRANSACTION", "ABORTABLE_ERROR", "FATAL_ERROR")
@@ -43,6 +48,11 @@ _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATO
 _FATAL = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED,
                     ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 _COMPLETE = frozenset({"CompleteCommit", "CompleteAbort"})
+
+
+class TransactionAbortedError(EngineError):
+    """A record's transaction was aborted before the record was appended (Kafka's
+    TransactionAbortedException): the record was dropped."""
 
 
 def stamp_transactional(buf: bytearray, producer_id: int, epoch: int, sequence: int) -> int:
@@ -236,7 +246,6 @@ class TransactionManager:
             self._end(True, timeout)
 
     def abort(self, timeout: float | None) -> None:
-        from .producer import TransactionAbortedError
         with self.lock:
             self._require(IN_TRANSACTION, ABORTABLE, action="abort_transaction")
             self.producer._discard_all(TransactionAbortedError(

@@ -36,7 +36,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
 }
 # cycles not yet taken apart (each a sorted list of its modules); the list only shrinks
 KNOWN_CYCLES: list[list[str]] = [
-    ["engine.client.producer", "engine.client.transaction"],
     ["spark_udfs.locality", "spark_udfs.options", "spark_udfs.reader"],
 ]
 
