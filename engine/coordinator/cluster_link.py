@@ -13,7 +13,9 @@ import asyncio
 import threading
 from typing import Callable
 
+from ..client.connection import Connection, read_response
 from ..errors import UnknownTopicOrPartitionError
+from ..protocol.messages import encode
 
 __all__ = ["ClusterLink"]
 
@@ -115,9 +117,8 @@ class ClusterLink:
         return out
 
     def _request(self, node: int, address: str, api_key: int, body: dict, version: int) -> dict:
-        """One request to another broker on a cached WireClient per broker (one at a time per
-        broker); a failed connection is dropped and the error raised."""
-        from ..client.wire import WireClient
+        """One request to another broker on a cached connection per broker (one at a time per
+        broker, bounded by ``timeout_ms``); a failed connection is dropped and the error raised."""
         with self._senders_lock:
             entry = self._senders.get(node)
             if entry is None or entry[0] != address:
@@ -126,10 +127,12 @@ class ClusterLink:
             client = self._senders[node][1]
             try:
                 if client is None:
-                    client = WireClient(address, client_id=f"broker-{self.view.node_id}-inter-broker",
-                                        request_timeout_ms=self.timeout_ms)
+                    host, _, port = address.rpartition(":")
+                    client = Connection(host.strip("[]"), int(port), f"broker-{self.view.node_id}-inter-broker".encode(),
+                                        self.timeout_ms / 1000.0)
                     self._senders[node] = (address, client, entry[2])
-                return client._call(None, api_key, body, version=version)
+                corr = client.send(api_key, version, [encode(api_key, version, body, response=False)])
+                return read_response(client, api_key, version, corr)
             except Exception:
                 if client is not None:
                     client.close()

@@ -30,10 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 # upward imports not yet taken apart: (importer, imported) -- remove an entry when it is fixed
-KNOWN_UPWARD: set[tuple[str, str]] = {
-    # broker-to-broker requests through the client's WireClient (to go: the connection module)
-    ("engine.coordinator.cluster_link", "engine.client.wire"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 # cycles not yet taken apart (each a sorted list of its modules); the list only shrinks
 KNOWN_CYCLES: list[list[str]] = [
     ["spark_udfs.locality", "spark_udfs.options", "spark_udfs.reader"],
