@@ -76,9 +76,11 @@ import uuid
 from typing import Callable, Iterable, Mapping
 
 from . import records as rec
+from .group_results import (GroupDescription, GroupListing, JoinGroupResult, LeaveGroupResult,
+                            MemberDescription, SyncGroupResult, _resolve)
 from .group_store import GroupStoreMixin
 from .group_txn import TxnOffsetsMixin
-from ..errors import KafkaApiError
+from ..errors import ErrorCode, KafkaApiError
 from .runtime import CoordinatorRuntime, storage_code, wall_ms
 from .group import (
     COMPLETING_REBALANCE,
@@ -101,10 +103,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("engine.coordinator")
-
-from .group_results import (COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, INVALID_REQUEST, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, NONE, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID)
-from .group_results import (GroupDescription, GroupListing, JoinGroupResult, LeaveGroupResult,
-                            MemberDescription, SyncGroupResult, _resolve)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000      # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 
@@ -142,7 +140,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         """Whether this node coordinates group `key` (creates ``__consumer_offsets`` on first
         use).  Key type 1 (transactions) is the TransactionCoordinator's."""
         if key_type != 0:
-            return INVALID_REQUEST, f"key type {key_type} is not a group"
+            return ErrorCode.INVALID_REQUEST, f"key type {key_type} is not a group"
         return await self._find(key)
 
     # -- JoinGroup -------------------------------------------------------------------
@@ -156,25 +154,25 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             rebalance_timeout_ms = session_timeout_ms
         protocols = [(name, bytes(meta)) for name, meta in protocols]
         if not group_id:
-            return JoinGroupResult(INVALID_GROUP_ID, member_id=member_id)
+            return JoinGroupResult(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
         err, p = await self._route(group_id)
         if err:
             return JoinGroupResult(err, member_id=member_id)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
-            return JoinGroupResult(INVALID_SESSION_TIMEOUT, member_id=member_id)
+            return JoinGroupResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
         group = self._groups.get(group_id)
         if group is None:
             if member_id:
-                return JoinGroupResult(UNKNOWN_MEMBER_ID, member_id=member_id)
+                return JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
             group = self._new_group(group_id, p)
         if group.state == DEAD:
-            return JoinGroupResult(COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+            return JoinGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         is_known = member_id in group.members or member_id in group.pending_members or (
             group_instance_id is not None and group_instance_id in group.static_members)
         if not is_known and len(group.members) + len(group.pending_members) >= self.max_group_size:
-            return JoinGroupResult(GROUP_MAX_SIZE_REACHED, member_id=member_id)
+            return JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=member_id)
         if not group.supports_protocols(protocol_type, protocols):
-            return JoinGroupResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            return JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         fut = self.loop.create_future()
         args = (group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
                 protocol_type, protocols, fut)
@@ -208,7 +206,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
                 old.cancel()
             group.pending_timers[new_id] = self.loop.call_later(
                 session_ms / 1000, self._pending_member_expired, group, new_id)
-            _resolve(fut, JoinGroupResult(MEMBER_ID_REQUIRED, member_id=new_id))
+            _resolve(fut, JoinGroupResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
         else:
             self._add_member_and_rebalance(group, new_id, None, client_id, client_host, rebalance_ms,
                                            session_ms, protocol_type, protocols, fut, reason)
@@ -243,11 +241,11 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
                 self._schedule_heartbeat(group, member)
                 _resolve(fut, self._current_join_result(group, member_id))
         else:
-            _resolve(fut, JoinGroupResult(UNKNOWN_MEMBER_ID, member_id=member_id))
+            _resolve(fut, JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
 
     def _current_join_result(self, group: GroupMetadata, member_id: str, skip: bool = False) -> JoinGroupResult:
         leader = group.is_leader(member_id)
-        return JoinGroupResult(NONE, group.generation_id, group.protocol_type, group.protocol_name,
+        return JoinGroupResult(ErrorCode.NONE, group.generation_id, group.protocol_type, group.protocol_name,
                                group.leader_id or "", member_id,
                                group.current_member_metadata() if leader else [], skip and leader)
 
@@ -256,11 +254,11 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         if instance_id is not None:
             existing = group.static_member_id(instance_id)
             if existing is None:
-                return UNKNOWN_MEMBER_ID
+                return ErrorCode.UNKNOWN_MEMBER_ID
             if existing != member_id:
-                return FENCED_INSTANCE_ID
-            return NONE
-        return NONE if member_id in group.members else UNKNOWN_MEMBER_ID
+                return ErrorCode.FENCED_INSTANCE_ID
+            return ErrorCode.NONE
+        return ErrorCode.NONE if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def _add_member_and_rebalance(self, group, member_id, instance_id, client_id, client_host, rebalance_ms,
                                   session_ms, protocol_type, protocols, fut, reason) -> None:
@@ -276,7 +274,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
     def _update_member_and_rebalance(self, group, member, protocols, rebalance_ms, session_ms, fut,
                                      reason) -> None:
         if member.join_future is not None and member.join_future is not fut:
-            _resolve(member.join_future, JoinGroupResult(REBALANCE_IN_PROGRESS, member_id=member.member_id))
+            _resolve(member.join_future, JoinGroupResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_ms
         member.session_timeout_ms = session_ms
@@ -288,8 +286,8 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
                                rebalance_ms, session_ms, protocols, fut, reason) -> None:
         old = group.members[old_id]
         # the fenced instance's pending answers
-        _resolve(old.join_future, JoinGroupResult(FENCED_INSTANCE_ID, member_id=old_id))
-        _resolve(old.sync_future, SyncGroupResult(FENCED_INSTANCE_ID))
+        _resolve(old.join_future, JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        _resolve(old.sync_future, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
         old.join_future = old.sync_future = None
         member = group.replace_static_member(instance_id, old_id, new_id)
         member.client_id, member.client_host = client_id, client_host
@@ -333,7 +331,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         if group.state == COMPLETING_REBALANCE:
             for m in group.members.values():
                 m.assignment = b""
-                _resolve(m.sync_future, SyncGroupResult(REBALANCE_IN_PROGRESS))
+                _resolve(m.sync_future, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
                 m.sync_future = None
         self._cancel(group, "sync_timer")
         group.pending_sync.clear()
@@ -446,8 +444,8 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         if member.heartbeat_timer is not None:
             member.heartbeat_timer.cancel()
             member.heartbeat_timer = None
-        _resolve(member.join_future, JoinGroupResult(UNKNOWN_MEMBER_ID, member_id=member.member_id))
-        _resolve(member.sync_future, SyncGroupResult(UNKNOWN_MEMBER_ID))
+        _resolve(member.join_future, JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
+        _resolve(member.sync_future, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
         member.join_future = member.sync_future = None
         group.remove(member.member_id)
 
@@ -472,30 +470,30 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             return SyncGroupResult(err)
         group = self._groups.get(group_id)
         if group is None:
-            return SyncGroupResult(UNKNOWN_MEMBER_ID)
+            return SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state == DEAD:
-            return SyncGroupResult(COORDINATOR_NOT_AVAILABLE)
+            return SyncGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         err = self._validate_member(group, member_id, group_instance_id)
         if err:
             return SyncGroupResult(err)
         if generation_id != group.generation_id:
-            return SyncGroupResult(ILLEGAL_GENERATION)
+            return SyncGroupResult(ErrorCode.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
                 (protocol_name is not None and protocol_name != group.protocol_name):
-            return SyncGroupResult(INCONSISTENT_GROUP_PROTOCOL)
+            return SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
             self._cancel(group, "sync_timer")
         member = group.members[member_id]
         if group.state == PREPARING_REBALANCE:
-            return SyncGroupResult(REBALANCE_IN_PROGRESS)
+            return SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS)
         if group.state == STABLE:
             self._schedule_heartbeat(group, member)
-            return SyncGroupResult(NONE, group.protocol_type, group.protocol_name, member.assignment)
+            return SyncGroupResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
         if group.state != COMPLETING_REBALANCE:
-            return SyncGroupResult(UNKNOWN_MEMBER_ID)
+            return SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
         fut = self.loop.create_future()
-        _resolve(member.sync_future, SyncGroupResult(REBALANCE_IN_PROGRESS))
+        _resolve(member.sync_future, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
         member.sync_future = fut
         self._schedule_heartbeat(group, member)
         if group.is_leader(member_id):
@@ -504,7 +502,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         return await asyncio.shield(fut)
 
     async def _complete_sync(self, group: GroupMetadata, generation: int, assignments: dict[str, bytes]) -> None:
-        error = NONE
+        error = ErrorCode.NONE
         try:
             await self._append(group.partition, [(rec.encode_group_metadata_key(group.group_id),
                                                   rec.encode_group_metadata(group, assignments))])
@@ -523,7 +521,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         for m in group.members.values():
             m.assignment = assignments.get(m.member_id, b"")
             if m.sync_future is not None:
-                _resolve(m.sync_future, SyncGroupResult(NONE, group.protocol_type, group.protocol_name,
+                _resolve(m.sync_future, SyncGroupResult(ErrorCode.NONE, group.protocol_type, group.protocol_name,
                                                         m.assignment))
                 m.sync_future = None
                 self._schedule_heartbeat(group, m)
@@ -538,21 +536,21 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             return err
         group = self._groups.get(group_id)
         if group is None:
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state == DEAD:
-            return COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         err = self._validate_member(group, member_id, group_instance_id)
         if err:
             return err
         if generation_id != group.generation_id:
-            return ILLEGAL_GENERATION
+            return ErrorCode.ILLEGAL_GENERATION
         member = group.members[member_id]
         if group.state == EMPTY:
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         self._schedule_heartbeat(group, member)
         if group.state == PREPARING_REBALANCE:
-            return REBALANCE_IN_PROGRESS
-        return NONE
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
 
     async def leave_group(self, group_id: str,
                           members: Iterable[tuple[str, str | None]]) -> LeaveGroupResult:
@@ -562,23 +560,23 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             return LeaveGroupResult(err, [(m, i, err) for m, i in members])
         group = self._groups.get(group_id)
         if group is None:
-            return LeaveGroupResult(NONE, [(m, i, UNKNOWN_MEMBER_ID) for m, i in members])
+            return LeaveGroupResult(ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in members])
         if group.state == DEAD:
-            return LeaveGroupResult(COORDINATOR_NOT_AVAILABLE,
-                                    [(m, i, COORDINATOR_NOT_AVAILABLE) for m, i in members])
+            return LeaveGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                    [(m, i, ErrorCode.COORDINATOR_NOT_AVAILABLE) for m, i in members])
         out = []
         for member_id, instance_id in members:
             member_id = member_id or ""
-            code = NONE
+            code = ErrorCode.NONE
             if instance_id is not None:
                 existing = group.static_member_id(instance_id)
                 if existing is None:
-                    code = UNKNOWN_MEMBER_ID
+                    code = ErrorCode.UNKNOWN_MEMBER_ID
                 elif member_id and existing != member_id:
-                    code = FENCED_INSTANCE_ID
+                    code = ErrorCode.FENCED_INSTANCE_ID
                 else:
                     member_id = existing
-            if code == NONE:
+            if code == ErrorCode.NONE:
                 if member_id in group.pending_members:
                     group.pending_members.discard(member_id)
                     timer = group.pending_timers.pop(member_id, None)
@@ -589,6 +587,6 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
                     log.info("group %s: member %s left", group.group_id, member_id)
                     self._remove_member_and_update_group(group, group.members[member_id], "LeaveGroup")
                 else:
-                    code = UNKNOWN_MEMBER_ID
+                    code = ErrorCode.UNKNOWN_MEMBER_ID
             out.append((member_id, instance_id, code))
-        return LeaveGroupResult(NONE, out)
+        return LeaveGroupResult(ErrorCode.NONE, out)

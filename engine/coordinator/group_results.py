@@ -4,23 +4,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import ErrorCode as _EC
-
-# Transition only: engine/coordinator/coordinator.py imports these names from here.  Error codes
-# are engine.errors.ErrorCode's; delete these aliases once coordinator.py says ErrorCode.X.
-COORDINATOR_NOT_AVAILABLE = _EC.COORDINATOR_NOT_AVAILABLE
-FENCED_INSTANCE_ID = _EC.FENCED_INSTANCE_ID
-GROUP_MAX_SIZE_REACHED = _EC.GROUP_MAX_SIZE_REACHED
-ILLEGAL_GENERATION = _EC.ILLEGAL_GENERATION
-INCONSISTENT_GROUP_PROTOCOL = _EC.INCONSISTENT_GROUP_PROTOCOL
-INVALID_GROUP_ID = _EC.INVALID_GROUP_ID
-INVALID_REQUEST = _EC.INVALID_REQUEST
-INVALID_SESSION_TIMEOUT = _EC.INVALID_SESSION_TIMEOUT
-MEMBER_ID_REQUIRED = _EC.MEMBER_ID_REQUIRED
-NONE = _EC.NONE
-REBALANCE_IN_PROGRESS = _EC.REBALANCE_IN_PROGRESS
-UNKNOWN_MEMBER_ID = _EC.UNKNOWN_MEMBER_ID
-
 
 class JoinGroupResult(NamedTuple):
     error_code: int

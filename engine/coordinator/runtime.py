@@ -37,18 +37,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import _native
-from ..errors import ClosedError, CorruptRecordError, KafkaApiError, UnknownTopicOrPartitionError
+from ..errors import (
+    ClosedError,
+    CorruptRecordError,
+    ErrorCode,
+    KafkaApiError,
+    NotCoordinatorError,
+    UnknownTopicOrPartitionError,
+)
 from ..storage.segment import FileSlice
 from .cluster_link import ClusterLink
 
-__all__ = ["CoordinatorRuntime", "LOADED", "LOADING", "NotCoordinatorError"]
+__all__ = ["CoordinatorRuntime", "LOADED", "LOADING"]
 
 log = logging.getLogger("engine.coordinator")
-
-NONE = 0
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
 
 LOADING, LOADED = "loading", "loaded"
 
@@ -57,10 +59,6 @@ LOADING, LOADED = "loading", "loaded"
 class _Partition:
     state: str
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-class NotCoordinatorError(KafkaApiError):
-    code, retriable, name = NOT_COORDINATOR, True, "NOT_COORDINATOR"
 
 
 def wall_ms() -> int:
@@ -286,7 +284,7 @@ class CoordinatorRuntime:
                 try:
                     eng.create_topic(topic, n, config)
                 except KafkaApiError as e:
-                    if e.code != 36:           # TOPIC_ALREADY_EXISTS: someone made it meanwhile
+                    if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:     # someone made it meanwhile
                         raise
                 return eng.topic_metadata(topic).partitions
 
@@ -357,21 +355,21 @@ class CoordinatorRuntime:
     async def _route(self, key: str) -> tuple[int, int]:
         """(error code, partition) for a request about `key`."""
         if self._stopped:
-            return NOT_COORDINATOR, -1
+            return ErrorCode.NOT_COORDINATOR, -1
         try:
             await self._ensure_topic()
         except Exception:
             log.exception("could not create %s", self.TOPIC)
-            return COORDINATOR_NOT_AVAILABLE, -1
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
         if self._num_partitions is None:            # cluster mode: not in the metadata cache yet
-            return COORDINATOR_NOT_AVAILABLE, -1
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
         p = self.partition_for(key)
         st = self._partitions.get(p)
         if st is None:
-            return NOT_COORDINATOR, p
+            return ErrorCode.NOT_COORDINATOR, p
         if st.state == LOADING:
-            return COORDINATOR_LOAD_IN_PROGRESS, p
-        return NONE, p
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p
+        return ErrorCode.NONE, p
 
     async def _find(self, key: str) -> tuple[int, str | None]:
         """FindCoordinator for `key`: Kafka's first lookup starts creating the topic and
@@ -382,17 +380,17 @@ class CoordinatorRuntime:
         if self._num_partitions is None and not self._stopped:
             if self._creating is None or self._creating.done():
                 self._creating = self._spawn(self._ensure_topic())
-            return COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} is being created"
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} is being created"
         if self.cluster is not None:
             if self._stopped:
-                return NOT_COORDINATOR, None
+                return ErrorCode.NOT_COORDINATOR, None
             leader = self.coordinator_node(key)
             if leader < 0:
-                return COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} has no leader for this key"
-            return NONE, None
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} has no leader for this key"
+            return ErrorCode.NONE, None
         err, _ = await self._route(key)
-        if err == COORDINATOR_LOAD_IN_PROGRESS:
-            err = NONE
+        if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            err = ErrorCode.NONE
         return err, None
 
     def is_loaded(self, partition: int) -> bool:
@@ -540,10 +538,10 @@ def control_type(records) -> int | None:
 def storage_code(e: BaseException, topic: str) -> int:
     """Kafka's mapping of a failed internal-topic append to a coordinator error code."""
     if isinstance(e, KafkaApiError):
-        if e.code in (10, 18):                  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
-            return 28                           # INVALID_COMMIT_OFFSET_SIZE
-        if e.code in (NOT_COORDINATOR, 6):      # NOT_LEADER_OR_FOLLOWER: leadership moved
-            return NOT_COORDINATOR
-        return COORDINATOR_NOT_AVAILABLE        # storage errors, unknown partition, closed log
+        if e.code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+            return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+        if e.code in (ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_LEADER_OR_FOLLOWER):   # leadership moved
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE   # storage errors, unknown partition, closed log
     log.error("%s append failed", topic, exc_info=e)
-    return COORDINATOR_NOT_AVAILABLE
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE

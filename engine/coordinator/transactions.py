@@ -47,10 +47,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, NamedTuple
 
-from ..errors import KafkaApiError, UnknownTopicOrPartitionError
+from ..errors import ErrorCode, KafkaApiError, NotCoordinatorError, UnknownTopicOrPartitionError
 from . import records as group_records
 from . import txn_records as tr
-from .runtime import CoordinatorRuntime, NotCoordinatorError, storage_code, wall_ms
+from .runtime import CoordinatorRuntime, storage_code, wall_ms
 from .txn_records import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
@@ -66,23 +66,6 @@ from .txn_records import (
 __all__ = ["TransactionCoordinator", "TxnDescription", "TxnListing"]
 
 log = logging.getLogger("engine.coordinator.transactions")
-
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NETWORK_EXCEPTION = 13
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-INVALID_REQUEST = 42
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
-INVALID_TRANSACTION_TIMEOUT = 50
-CONCURRENT_TRANSACTIONS = 51
-OPERATION_NOT_ATTEMPTED = 55
-PRODUCER_FENCED = 90
-TRANSACTIONAL_ID_NOT_FOUND = 105
-TRANSACTION_ABORTABLE = 120
 
 _MAX_EPOCH = 32767 - 1          # Short.MaxValue - 1: an epoch this high is exhausted
 
@@ -222,7 +205,7 @@ class TransactionCoordinator(CoordinatorRuntime):
             meta.pending = None
         if self._txns.get(meta.transactional_id) is meta:
             meta.apply(target)
-        return NONE
+        return ErrorCode.NONE
 
     def _coordinator_epoch(self, partition: int) -> int:
         try:
@@ -236,21 +219,21 @@ class TransactionCoordinator(CoordinatorRuntime):
         """Whether this node coordinates `transactional_id` (creates ``__transaction_state``
         on first use, answering COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka)."""
         if not transactional_id:
-            return INVALID_REQUEST, "empty transactional id"
+            return ErrorCode.INVALID_REQUEST, "empty transactional id"
         return await self._find(transactional_id)
 
     async def _lookup(self, tid: str, producer_id: int, producer_epoch: int) -> tuple[int, TxnMetadata | None]:
         if not tid:
-            return INVALID_REQUEST, None
+            return ErrorCode.INVALID_REQUEST, None
         err, _ = await self._route(tid)
         if err:
             return err, None
         meta = self._txns.get(tid)
         if meta is None or meta.producer_id != producer_id:
-            return INVALID_PRODUCER_ID_MAPPING, None
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
         if meta.producer_epoch != producer_epoch:
-            return PRODUCER_FENCED, None
-        return NONE, meta
+            return ErrorCode.PRODUCER_FENCED, None
+        return ErrorCode.NONE, meta
 
     # -- InitProducerId ------------------------------------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
@@ -259,9 +242,9 @@ class TransactionCoordinator(CoordinatorRuntime):
         with its current id and epoch, KIP-360)."""
         tid = transactional_id
         if not tid:
-            return INVALID_REQUEST, -1, -1
+            return ErrorCode.INVALID_REQUEST, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
-            return INVALID_TRANSACTION_TIMEOUT, -1, -1
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
         err, p = await self._route(tid)
         if err:
             return err, -1, -1
@@ -272,24 +255,24 @@ class TransactionCoordinator(CoordinatorRuntime):
             if meta is None:
                 meta = self._txns[tid] = TxnMetadata(tid, p, pid, timeout_ms=timeout_ms)
         if meta.pending is not None:
-            return CONCURRENT_TRANSACTIONS, -1, -1
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if producer_id >= 0 and meta.producer_epoch >= 0:
             # KIP-360 (Kafka's isValidProducerId): a new id (epoch -1) takes any pair; else the
             # pair must be the current one, or the previous one whose bump it did not hear of
             if (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch) \
                     and meta.state == EMPTY and meta.pending is None:
-                return NONE, meta.producer_id, meta.producer_epoch     # a retry that already took
+                return ErrorCode.NONE, meta.producer_id, meta.producer_epoch  # a retry that already took
             if (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
-                return PRODUCER_FENCED, -1, -1
+                return ErrorCode.PRODUCER_FENCED, -1, -1
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return CONCURRENT_TRANSACTIONS, -1, -1
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         now = self.clock()
         if meta.state == ONGOING:
             # fence the running instance: bump the epoch and abort its transaction with it
             code = await self._fence_and_abort(meta)
-            return (code or CONCURRENT_TRANSACTIONS), -1, -1
+            return (code or ErrorCode.CONCURRENT_TRANSACTIONS), -1, -1
         if meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
-            return INVALID_TXN_STATE, -1, -1
+            return ErrorCode.INVALID_TXN_STATE, -1, -1
         pid, epoch = meta.producer_id, meta.producer_epoch + 1
         if epoch > _MAX_EPOCH - 1:
             pid = await self.loop.run_in_executor(None, self.engine.allocate_producer_id)
@@ -301,7 +284,7 @@ class TransactionCoordinator(CoordinatorRuntime):
             if not meta.persisted and self._txns.get(tid) is meta:
                 del self._txns[tid]
             return code, -1, -1
-        return NONE, meta.producer_id, meta.producer_epoch
+        return ErrorCode.NONE, meta.producer_id, meta.producer_epoch
 
     async def _fence_and_abort(self, meta: TxnMetadata) -> int:
         epoch = meta.producer_epoch + 1 if meta.producer_epoch < _MAX_EPOCH else meta.producer_epoch
@@ -310,7 +293,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         if code:
             return code
         self._spawn(self._complete(meta, False))
-        return NONE
+        return ErrorCode.NONE
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -320,7 +303,8 @@ class TransactionCoordinator(CoordinatorRuntime):
         missing = [tp for tp in tps if not self._partition_exists(*tp)]
         if missing:
             # Kafka: the unknown ones UNKNOWN_TOPIC_OR_PARTITION, the rest not attempted
-            return {tp: UNKNOWN_TOPIC_OR_PARTITION if tp in missing else OPERATION_NOT_ATTEMPTED for tp in tps}
+            return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in missing
+                    else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in tps}
         code = await self._add(transactional_id, producer_id, producer_epoch, tps)
         return {tp: code for tp in tps}
 
@@ -328,7 +312,7 @@ class TransactionCoordinator(CoordinatorRuntime):
                           group_id: str) -> int:
         """Add the ``__consumer_offsets`` partition of `group_id` to the transaction."""
         if not group_id:
-            return INVALID_REQUEST
+            return ErrorCode.INVALID_REQUEST
         gc = self._group_coordinator()
         tp = (group_records.OFFSETS_TOPIC, gc.partition_for(group_id))
         return await self._add(transactional_id, producer_id, producer_epoch, [tp])
@@ -338,11 +322,11 @@ class TransactionCoordinator(CoordinatorRuntime):
         if err:
             return err
         if meta.pending is not None or meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return CONCURRENT_TRANSACTIONS
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if meta.state not in (EMPTY, ONGOING, COMPLETE_COMMIT, COMPLETE_ABORT):
-            return INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE
         if meta.state == ONGOING and set(tps) <= meta.partitions:
-            return NONE
+            return ErrorCode.NONE
         now = self.clock()
         start = meta.start_ms if meta.state == ONGOING else now
         target = meta.record(state=ONGOING, partitions=frozenset(meta.partitions | set(tps)),
@@ -359,7 +343,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         if err:
             return {tp: err for tp in tps}
         ok = meta.state == ONGOING
-        return {tp: NONE if ok and tp in meta.partitions else TRANSACTION_ABORTABLE for tp in tps}
+        return {tp: ErrorCode.NONE if ok and tp in meta.partitions else ErrorCode.TRANSACTION_ABORTABLE for tp in tps}
 
     async def verify_anywhere(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -374,19 +358,19 @@ class TransactionCoordinator(CoordinatorRuntime):
         tps = list(partitions)
         res = await self.verify_partitions(transactional_id, producer_id, producer_epoch, tps)
         link = self.cluster
-        if link is None or not any(code == NOT_COORDINATOR for code in res.values()):
+        if link is None or not any(code == ErrorCode.NOT_COORDINATOR for code in res.values()):
             return res
         node = self.coordinator_node(transactional_id)
         if node < 0:
-            return {tp: COORDINATOR_NOT_AVAILABLE for tp in tps}
+            return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in tps}
         if node == link.view.node_id:           # it is moving here: not loaded yet
-            return {tp: COORDINATOR_LOAD_IN_PROGRESS for tp in tps}
+            return {tp: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for tp in tps}
         try:
             return await self.loop.run_in_executor(
                 None, link.verify_remote, node, transactional_id, producer_id, producer_epoch, tps)
         except Exception as e:                  # noqa: BLE001 - unreachable, timed out, garbled
             log.info("KIP-890 verification of %s with broker %d failed: %s", transactional_id, node, e)
-            return {tp: NETWORK_EXCEPTION for tp in tps}
+            return {tp: ErrorCode.NETWORK_EXCEPTION for tp in tps}
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         try:
@@ -408,13 +392,13 @@ class TransactionCoordinator(CoordinatorRuntime):
         # group coordinator (cluster mode): verify where it is, never only here
         check = await self.verify_anywhere(transactional_id, producer_id, producer_epoch, [gtp])
         code = check[gtp]
-        if code == TRANSACTION_ABORTABLE:
-            code = INVALID_TXN_STATE          # the group was not added (AddOffsetsToTxn)
-        elif code in (NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
-                      CONCURRENT_TRANSACTIONS):
+        if code == ErrorCode.TRANSACTION_ABORTABLE:
+            code = ErrorCode.INVALID_TXN_STATE      # the group was not added (AddOffsetsToTxn)
+        elif code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                      ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS):
             # verification that could not complete: retriable for the client, as Kafka's group
             # coordinator answers its NOT_ENOUGH_REPLICAS (COORDINATOR_NOT_AVAILABLE)
-            code = COORDINATOR_NOT_AVAILABLE
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         if code:
             return {tp: code for tp in tps}
         return await self._on_group_loop(gc, gc.txn_commit_offsets, group_id, producer_id, producer_epoch,
@@ -434,7 +418,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         if err:
             return err
         if meta.pending is not None:
-            return CONCURRENT_TRANSACTIONS
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         state = meta.state
         if state == ONGOING:
             target = meta.record(state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=self.clock())
@@ -442,16 +426,16 @@ class TransactionCoordinator(CoordinatorRuntime):
             if code:
                 return code
             self._spawn(self._complete(meta, commit))
-            return NONE
+            return ErrorCode.NONE
         if state == PREPARE_COMMIT:
-            return CONCURRENT_TRANSACTIONS if commit else INVALID_TXN_STATE
+            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
         if state == PREPARE_ABORT:
-            return CONCURRENT_TRANSACTIONS if not commit else INVALID_TXN_STATE
+            return ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE
         if state == COMPLETE_COMMIT:
-            return NONE if commit else INVALID_TXN_STATE       # a retried EndTxn
+            return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE   # a retried EndTxn
         if state == COMPLETE_ABORT:
-            return NONE if not commit else INVALID_TXN_STATE
-        return INVALID_TXN_STATE                                # Empty: no transaction
+            return ErrorCode.NONE if not commit else ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.INVALID_TXN_STATE                      # Empty: no transaction
 
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
         """Write the markers of meta's transaction, then its Complete state (retried until done
@@ -476,7 +460,7 @@ class TransactionCoordinator(CoordinatorRuntime):
             target = meta.record(state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=frozenset(),
                                  last_update_ms=self.clock())
             code = await self._transition(meta, target)
-            if code == NONE or code == NOT_COORDINATOR:
+            if code == ErrorCode.NONE or code == ErrorCode.NOT_COORDINATOR:
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -510,7 +494,7 @@ class TransactionCoordinator(CoordinatorRuntime):
                     and meta.start_ms + meta.timeout_ms <= now and self.is_loaded(meta.partition):
                 log.info("transaction %s (producer %d) timed out after %d ms: aborting",
                          meta.transactional_id, meta.producer_id, meta.timeout_ms)
-                if await self._fence_and_abort(meta) == NONE:
+                if await self._fence_and_abort(meta) == ErrorCode.NONE:
                     n += 1
         return n
 
@@ -541,9 +525,9 @@ class TransactionCoordinator(CoordinatorRuntime):
         states = set(states or ())
         pids = set(producer_ids or ())
         now = self.clock()
-        code = NONE
+        code = ErrorCode.NONE
         if any(st.state != "loaded" for st in self._partitions.values()):
-            code = 14                       # COORDINATOR_LOAD_IN_PROGRESS
+            code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         out = []
         for tid, meta in sorted(self._txns.items()):
             if not meta.persisted:
@@ -561,16 +545,16 @@ class TransactionCoordinator(CoordinatorRuntime):
         out = []
         for tid in transactional_ids:
             if not tid:
-                out.append(TxnDescription(tid, INVALID_REQUEST))
+                out.append(TxnDescription(tid, ErrorCode.INVALID_REQUEST))
                 continue
-            err, _ = await self._route(tid) if self._num_partitions is not None else (NONE, -1)
+            err, _ = await self._route(tid) if self._num_partitions is not None else (ErrorCode.NONE, -1)
             meta = self._txns.get(tid)
             if err:
                 out.append(TxnDescription(tid, err))
             elif meta is None or not meta.persisted:
-                out.append(TxnDescription(tid, TRANSACTIONAL_ID_NOT_FOUND))
+                out.append(TxnDescription(tid, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND))
             else:
-                out.append(TxnDescription(tid, NONE, meta.state, meta.timeout_ms, meta.start_ms,
+                out.append(TxnDescription(tid, ErrorCode.NONE, meta.state, meta.timeout_ms, meta.start_ms,
                                           meta.producer_id, meta.producer_epoch,
                                           tuple(sorted(meta.partitions))))
         return out

@@ -24,24 +24,18 @@ import logging
 from .. import _native
 from ..coordinator.group import OffsetAndMetadata
 from ..coordinator.records import OFFSETS_TOPIC
-from ..errors import KafkaApiError
+from ..errors import ErrorCode, KafkaApiError
 from ..protocol import messages as m
 
 __all__ = ["TxnHandlers", "call", "fenced", "has_transactional_records", "verify_produce"]
 
 log = logging.getLogger("engine.server")
 
-COORDINATOR_NOT_AVAILABLE = 15
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-PRODUCER_FENCED = 90
-TRANSACTION_ABORTABLE = 120
-
 
 def fenced(code: int, version: int, first_version: int) -> int:
     """PRODUCER_FENCED for versions from `first_version`, INVALID_PRODUCER_EPOCH before."""
-    if code == PRODUCER_FENCED and version < first_version:
-        return INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.PRODUCER_FENCED and version < first_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     return code
 
 
@@ -105,18 +99,20 @@ async def verify_produce(engine, req) -> dict | None:
     for (pid, epoch), tps in wanted.items():
         # verify_anywhere: this broker's coordinator, or (cluster mode) the id's coordinator
         res = await call(engine, "verify_anywhere", tid, pid, epoch, tps)
-        res = {tp: 15 for tp in tps} if res is None else res     # COORDINATOR_NOT_AVAILABLE
+        res = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in tps} if res is None else res
         for tp in tps:
-            code = res.get(tp, 0)
-            if code in (120, 42):       # TRANSACTION_ABORTABLE, INVALID_REQUEST (no id)
-                code = 48               # INVALID_TXN_STATE
-            elif code == 90:            # PRODUCER_FENCED
-                code = 47               # INVALID_PRODUCER_EPOCH
-            elif code in (13, 14, 15, 16, 51):
+            code = res.get(tp, ErrorCode.NONE)
+            if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_REQUEST):    # (no id)
+                code = ErrorCode.INVALID_TXN_STATE
+            elif code == ErrorCode.PRODUCER_FENCED:
+                code = ErrorCode.INVALID_PRODUCER_EPOCH
+            elif code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                          ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                          ErrorCode.CONCURRENT_TRANSACTIONS):
                 # Kafka's rule: verification that could not complete (network, coordinator loading,
                 # moved or unknown, concurrent transactions) is NOT_ENOUGH_REPLICAS, which every
                 # producer retries without a metadata refresh
-                code = 19
+                code = ErrorCode.NOT_ENOUGH_REPLICAS
             if code:
                 refused[tp] = code
     return refused
@@ -164,7 +160,7 @@ class TxnHandlers:
         fn = "verify_partitions" if verify_only else "add_partitions"
         res = await call(self.engine, fn, tid, pid, epoch, tps)
         if res is None:
-            return {tp: COORDINATOR_NOT_AVAILABLE for tp in tps}
+            return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in tps}
         # (v4+ verify-only answers TRANSACTION_ABORTABLE as it is: Kafka's brokers map it)
         return {tp: fenced(code, v, 2) for tp, code in res.items()}
 
@@ -174,7 +170,7 @@ class TxnHandlers:
         req = self._decode(m.ApiKey.ADD_OFFSETS_TO_TXN, header, body)
         code = await call(self.engine, "add_offsets", req.transactional_id, req.producer_id,
                           req.producer_epoch, req.group_id)
-        code = COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
         return [m.encode(m.ApiKey.ADD_OFFSETS_TO_TXN, v, {"throttle_time": 0, "error_code": code})]
 
     # -- EndTxn (26) ----------------------------------------------------------------------------
@@ -183,7 +179,7 @@ class TxnHandlers:
         req = self._decode(m.ApiKey.END_TXN, header, body)
         code = await call(self.engine, "end_txn", req.transactional_id, req.producer_id,
                           req.producer_epoch, bool(req.committed))
-        code = COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
         # v5 (transaction.version 2) answers the producer's id and epoch; at level 0 they stay
         return [m.encode(m.ApiKey.END_TXN, v, {"throttle_time": 0, "error_code": code,
                                                 "producer_id": req.producer_id,
@@ -207,7 +203,7 @@ class TxnHandlers:
         for t in req.topics:
             topics.append({"name": t.name, "partitions": [
                 {"partition_index": p.partition_index,
-                 "error_code": COORDINATOR_NOT_AVAILABLE if res is None
+                 "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if res is None
                  else _txn_offset_code(res.get((t.name, p.partition_index), 0))}
                 for p in t.partitions]})
         return [m.encode(m.ApiKey.TXN_OFFSET_COMMIT, v, {"throttle_time": 0, "topics": topics})]
@@ -232,7 +228,7 @@ class TxnHandlers:
                             res = await call(self.engine, "complete_txn", mk.producer_id, mk.producer_epoch, p,
                                              bool(mk.transaction_result), mk.coordinator_epoch, kind="group")
                             if res is None:
-                                code = COORDINATOR_NOT_AVAILABLE
+                                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
                         else:                   # as the leader, acks=all (one node: at once)
                             _off, waiter = await rm.append_control(t.name, p, mk.producer_id, mk.producer_epoch,
                                                                    bool(mk.transaction_result), mk.coordinator_epoch)
@@ -243,7 +239,7 @@ class TxnHandlers:
                         code = e.code
                     except Exception:  # noqa: BLE001 - one partition's failure is its error
                         log.exception("transaction marker for %s-%d failed", t.name, p)
-                        code = -1
+                        code = ErrorCode.UNKNOWN_SERVER_ERROR
                     parts.append({"partition_index": p, "error_code": code})
                 topics.append({"name": t.name, "partitions": parts})
             out.append({"producer_id": mk.producer_id, "topics": topics})
@@ -254,7 +250,7 @@ class TxnHandlers:
 def _txn_offset_code(code: int) -> int:
     """Kafka 4.0 verifies a TxnOffsetCommit through the transaction coordinator, whose
     PRODUCER_FENCED reaches the client as INVALID_PRODUCER_EPOCH at every version."""
-    return INVALID_PRODUCER_EPOCH if code == PRODUCER_FENCED else code
+    return ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
 
 
 def _by_topic(tps, res) -> list:
