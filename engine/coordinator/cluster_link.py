@@ -14,7 +14,7 @@ import threading
 from typing import Callable
 
 from ..client.connection import Connection, read_response
-from ..errors import UnknownTopicOrPartitionError
+from ..errors import ErrorCode, NotLeaderOrFollowerError, UnknownTopicOrPartitionError, api_error
 from ..protocol.messages import encode
 
 __all__ = ["ClusterLink"]
@@ -65,7 +65,6 @@ class ClusterLink:
         """A marker for any partition of the cluster: appended here when this broker leads it,
         else sent to its leader as WriteTxnMarkers (a sync WireClient per broker, in a worker
         thread).  Raises a retriable error when there is no leader or the leader refused."""
-        from ..replica.errors import NotLeaderOrFollowerError
         leader = self.leader(topic, partition)
         if leader < 0:
             raise NotLeaderOrFollowerError(f"{topic}-{partition} has no leader")
@@ -81,7 +80,6 @@ class ClusterLink:
             None, self._send_marker, leader, f"{addr[0]}:{addr[1]}", topic, partition, producer_id,
             producer_epoch, commit, coordinator_epoch)
         if code:
-            from ..errors import api_error
             raise api_error(code, f"WriteTxnMarkers to broker {leader} for {topic}-{partition}")
 
     def _send_marker(self, node: int, address: str, topic, partition, producer_id, producer_epoch, commit,
@@ -99,7 +97,7 @@ class ClusterLink:
         as that coordinator answers (a top-level error applies to every partition)."""
         addr = self.view.brokers().get(node)
         if addr is None or addr[0] is None:
-            return {tp: 15 for tp in tps}                 # COORDINATOR_NOT_AVAILABLE
+            return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in tps}
         topics: dict[str, list[int]] = {}
         for t, p in tps:
             topics.setdefault(t, []).append(p)

@@ -20,16 +20,8 @@ from engine.errors import ErrorCode, KafkaApiError, for_code
 ENGINE = Path(engine.__file__).parent
 CSRC = ENGINE.parent / "csrc"
 
-# Temporary allow-lists: modules other engineers own right now, still to be converted to
-# ErrorCode.  Each entry names what is left, so a new re-declaration there still fails.  Remove
-# the entries as those modules are converted (and the lists are empty at the end).
-ALLOWED_CLASSES: set[str] = set()
-ALLOWED_CONSTANTS: dict[str, set[str]] = {}
-# Modules whose error-code literals (api_error(48, ...), "error_code": 15, code in (120, 42)) are
-# still to be replaced by ErrorCode names.
-ALLOWED_LITERALS = {
-    "coordinator/cluster_link.py",
-}
+# No allow-lists: every module under engine/ names its codes as ErrorCode.X and raises
+# engine.errors' classes.
 
 _NAMES = set(ErrorCode.__members__)
 
@@ -127,15 +119,13 @@ def test_every_api_error_class_under_engine_is_registered():
     assert "engine.errors.NotLeaderOrFollowerError" in classes
     stray = []
     for qual, cls in classes.items():
-        if cls is KafkaApiError or qual in ALLOWED_CLASSES:
+        if cls is KafkaApiError:
             continue
         if for_code(cls.code) is not cls and not issubclass(cls, for_code(cls.code)):
             stray.append(qual)
         elif "code" in cls.__dict__ and cls.__module__ != "engine.errors":
             stray.append(qual)          # a class with its own code must live in engine/errors.py
     assert not stray, f"KafkaApiError classes outside the registry: {stray}"
-    for qual in ALLOWED_CLASSES:        # the allow-list does not outlive its reason
-        assert qual in classes, f"{qual} is gone: remove it from ALLOWED_CLASSES"
 
 
 def test_every_code_we_send_has_a_class():
@@ -146,7 +136,6 @@ def test_every_code_we_send_has_a_class():
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id == "ErrorCode" and node.attr in _NAMES):
                 used.add(ErrorCode[node.attr])
-    used |= {ErrorCode[n] for names in ALLOWED_CONSTANTS.values() for n in names}   # not converted yet
     used -= {ErrorCode.NONE, ErrorCode.UNKNOWN_SERVER_ERROR}
     missing = sorted(c.name for c in used if for_code(c) is KafkaApiError)
     assert not missing, f"codes sent without a class in engine/errors.py: {missing}"
@@ -195,17 +184,10 @@ def _module_level_codes(tree):
 def test_no_module_redeclares_error_codes():
     offenders = {}
     for rel, tree in _sources():
-        found = _module_level_codes(tree) - ALLOWED_CONSTANTS.get(rel, set())
+        found = _module_level_codes(tree)
         if found:
             offenders[rel] = sorted(found)
     assert not offenders, f"declare error codes only in engine/errors.py (ErrorCode): {offenders}"
-
-
-def test_allowed_constants_still_exist():
-    sources = dict(_sources())
-    for rel, names in ALLOWED_CONSTANTS.items():
-        left = _module_level_codes(sources[rel])
-        assert names <= left, f"{rel} no longer declares {sorted(names - left)}: shrink ALLOWED_CONSTANTS"
 
 
 def _literal_codes(tree):
@@ -250,15 +232,8 @@ def _literal_codes(tree):
 def test_no_error_code_literals():
     offenders = {}
     for rel, tree in _sources():
-        if rel in ALLOWED_LITERALS:
-            continue
         hits = _literal_codes(tree)
         if hits:
             offenders[rel] = hits
     assert not offenders, f"name error codes as ErrorCode.X, not literals (file: lines): {offenders}"
 
-
-def test_allowed_literals_still_needed():
-    sources = dict(_sources())
-    for rel in ALLOWED_LITERALS:
-        assert _literal_codes(sources[rel]), f"{rel} has no error-code literal left: shrink ALLOWED_LITERALS"
