@@ -52,16 +52,15 @@ def start_member(member, broker, eng, port: int) -> None:
     member.port = port
     member.start()
     eng.node.use_topics(ZkTopics(eng, member))     # producer ids, topic configs, auto-create
-    attach_coordinators(member, broker, eng)
     member.attach(broker.replicas)
 
 
-def attach_coordinators(member, broker, eng) -> None:
-    """Cluster mode for the group and transaction coordinators the broker hosts: their internal
-    topics are created through ZooKeeper (replication factor ``offsets.topic.replication.factor``
-    / ``transaction.state.log.replication.factor`` capped by the live brokers, as Kafka), their
-    partitions loaded when this broker becomes leader, their writes replicated with acks=all.
-    Before ``member.attach``: the first role changes already reach them."""
+def cluster_link(member, eng):
+    """What the node's group and transaction coordinators need in cluster mode (given to the
+    node with ``eng.node.use_cluster`` before the broker hosts them): their internal topics are
+    created through ZooKeeper (replication factor ``offsets.topic.replication.factor`` /
+    ``transaction.state.log.replication.factor`` capped by the live brokers, as Kafka), their
+    partitions loaded when this broker becomes leader, their writes replicated with acks=all."""
     from .cluster import admin
     from .coordinator.cluster_link import ClusterLink
     from .errors import TopicAlreadyExistsError
@@ -84,10 +83,7 @@ def attach_coordinators(member, broker, eng) -> None:
         while member.view.assignment(topic) is None and time.monotonic() < deadline:
             time.sleep(0.02)        # another broker created it: wait for this broker's watch
 
-    link = ClusterLink(broker.replicas, member.view, create_topic, cfg["offsets.commit.timeout.ms"])
-    for coord in (broker._own_coordinator, broker._own_txn_coordinator):
-        if coord is not None and coord.running:
-            coord.call(coord.attach_cluster, link, timeout=30)
+    return ClusterLink(eng.node.replicas, member.view, create_topic, cfg["offsets.commit.timeout.ms"])
 
 
 def stop_member(member, eng) -> None:

@@ -103,7 +103,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
         with open(args.properties) as f:
             settings.update(parse_properties(f.read(), args.properties))
     settings.update(parse_kv(args.config))
-    from .cli_cluster import apply_serve_flags, make_member, start_member, stop_member
+    from .cli_cluster import apply_serve_flags, cluster_link, make_member, start_member, stop_member
     apply_serve_flags(args, settings)
     data_dir = args.data_dir or (settings.pop("log.dirs", None) or settings.get("log.dir")
                                  or "./data").split(",")[0]
@@ -140,6 +140,9 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                 log.info("effective non-default configuration: %s",
                          ", ".join(f"{k}={v}" for k, v in sorted(effective.items())))
             member = make_member(eng, adv_host or host)       # cluster mode: zookeeper.connect
+            if member is not None:      # the node serves the cluster's view, its coordinators join it
+                eng.node.use_view(member.view)
+                eng.node.use_cluster(cluster_link(member, eng))
             broker = Broker(eng, host, port, advertised_host=adv_host, advertised_port=adv_port,
                             max_request_bytes=cfg["socket.request.max.bytes"],
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,

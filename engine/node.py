@@ -144,6 +144,12 @@ class Node:
         self._handover = threading.Event()    # set unless a hosted coordinator is stopping
         self._handover.set()
         self.topics: Topics = LocalTopics(engine)
+        self.cluster = None                   # cluster mode: the coordinators' ClusterLink
+
+    def use_cluster(self, link) -> None:
+        """Cluster mode for the coordinators (engine/coordinator/cluster_link.py): each one this
+        node starts from now on is attached to `link` before it serves anything."""
+        self.cluster = link
 
     def use_topics(self, topics: Topics) -> None:
         """Record topic decisions through `topics` (a cluster broker's ZooKeeper-backed ones),
@@ -196,7 +202,10 @@ class Node:
             self.engine._check_writable()
             coord = self._coordinators[kind]
             if coord is None or not coord.running:
-                coord = self._coordinators[kind] = self._new_coordinator(kind).start()
+                coord = self._new_coordinator(kind).start()
+                if self.cluster is not None:
+                    coord.call(coord.attach_cluster, self.cluster, timeout=30)
+                self._coordinators[kind] = coord
             return coord
 
     @property
@@ -219,6 +228,8 @@ class Node:
             # claims this loop and starts loading without suspending, so no other thread can
             # see a published-but-not-running coordinator and start a second one
             await coord.start_on_running_loop()
+            if self.cluster is not None:
+                await coord.attach_cluster(self.cluster)
             self._coordinators[kind] = coord
         return coord
 
