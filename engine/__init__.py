@@ -7,7 +7,6 @@ this package is the thin Python layer over it.  Start with :func:`open`.
 
 from . import errors
 from ._engine import Engine, PartitionDescription, TopicDescription, open
-from .storage.manager import broker_address
 from .arrow import KAFKA_SCHEMA
 from .client._types import ConsumerRecord, OffsetAndTimestamp, RawBatch, RecordMetadata, TopicPartition
 from .client.consumer import Consumer
@@ -29,6 +28,7 @@ from .errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from .storage.manager import broker_address
 
 __version__ = "0.1.0"
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .config import EngineConfig, LogConfig
 from .errors import (
@@ -40,8 +41,8 @@ from .errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from .node import Node
 from .metadata import LocalMetadataStore, TopicMetadata, new_topic_id, validate_topic_name, write_partition_metadata
+from .node import Node
 from .storage.manager import LogManager
 
 __all__ = ["Engine", "PartitionDescription", "TopicDescription", "open"]
@@ -119,7 +120,7 @@ class Engine:
         with self._arrived:
             self._arrived.notify_all()
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,7 +1,8 @@
 # Type stubs for engine._native (built from csrc/_native.pyx).  The byte
 # layouts are documented in csrc/consts.pxi and at the top of each csrc file.
 # tests/test_native_stubs.py checks that every public native name is here.
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import pyarrow
 

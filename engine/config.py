@@ -18,8 +18,9 @@ group commit); the default leaves data in the page cache, as Kafka does.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ._kafka_configs import KAFKA_BROKER_KEYS
 from .errors import InvalidConfigError
@@ -260,7 +261,7 @@ class LogConfig(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._values)
 
-    def with_overrides(self, changes: Mapping[str, Any]) -> "LogConfig":
+    def with_overrides(self, changes: Mapping[str, Any]) -> LogConfig:
         merged = dict(self.overrides)
         merged.update(changes)
         defaults = {k: v for k, v in self._values.items() if k not in self.overrides}
@@ -299,9 +300,9 @@ class EngineConfig:
     ignored: dict[str, Any] = field(default_factory=dict)    # given, accepted, without effect here
 
     @classmethod
-    def from_mapping(cls, settings: Mapping[str, Any] | None = None) -> "EngineConfig":
+    def from_mapping(cls, settings: Mapping[str, Any] | None = None) -> EngineConfig:
         values: dict[str, Any] = {k: v[0] for k, v in _ENGINE_KEYS.items()}
-        for tkey, (default, _conv, bkey) in _TOPIC_KEYS.items():
+        for default, _conv, bkey in _TOPIC_KEYS.values():
             values[bkey] = default
         explicit: dict[str, Any] = {}
         ignored: dict[str, Any] = {}

@@ -137,7 +137,7 @@ class GroupAdmin:
         if self._eng is not None:
             self._eng.close()
 
-    def __enter__(self) -> "GroupAdmin":
+    def __enter__(self) -> GroupAdmin:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -8,7 +8,8 @@ with names, for code that prefers attributes.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple, Optional
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from engine import _native
 
@@ -44,17 +45,17 @@ class Record(NamedTuple):
 
     offset: int
     timestamp: int
-    key: Optional[bytes]
-    value: Optional[bytes]
+    key: bytes | None
+    value: bytes | None
     headers: list  # [(str key, bytes | None value), ...]
 
     @classmethod
-    def from_tuple(cls, t: tuple) -> "Record":
+    def from_tuple(cls, t: tuple) -> Record:
         return cls._make(t)
 
 
 def decode(data, start: int = 0, end: int = -1, check_crc: bool = True, skip_control: bool = True,
-           path: Optional[str] = None) -> list[Record]:
+           path: str | None = None) -> list[Record]:
     """Every record of the complete batches in ``data[start:end]`` as :class:`Record` objects."""
     records, _ = _native.decode_batches(data, start, end, check_crc, skip_control, path)
     return [Record._make(r) for r in records]

@@ -74,7 +74,7 @@ class WireAdmin:
     def close(self) -> None:
         self.client.close()
 
-    def __enter__(self) -> "WireAdmin":
+    def __enter__(self) -> WireAdmin:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import queue
 import time
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..errors import (
     ClosedError,
@@ -291,7 +292,7 @@ class RemoteConsumer:
                 self._group.close()
             self._client.close()
 
-    def __enter__(self) -> "RemoteConsumer":
+    def __enter__(self) -> RemoteConsumer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -348,7 +348,7 @@ class RemoteProducer:
         self._wake.set()
         self._sender.join()
 
-    def __enter__(self) -> "RemoteProducer":
+    def __enter__(self) -> RemoteProducer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import struct
 from collections import defaultdict
-from typing import Callable, Iterable, Mapping, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
 
 from ..errors import InvalidRequestError
 from ..protocol.primitives import Reader

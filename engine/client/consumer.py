@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .. import _native
 from ..errors import (
@@ -402,7 +403,7 @@ class Consumer:
         self._closed = True
         self._buffered.clear()
 
-    def __enter__(self) -> "Consumer":
+    def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 from ..errors import ClosedError, CommitFailedError, EngineError, ErrorCode, KafkaApiError, api_error
 from ..storage.manager import broker_address

@@ -29,7 +29,7 @@ from __future__ import annotations
 import select
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import EngineError, ErrorCode, KafkaApiError, api_error
 from ..protocol.messages import ApiKey
@@ -49,7 +49,7 @@ class Entry:
                  "done", "base", "error", "on_done", "last_error", "index")
 
     def __init__(self, topic: str, partition: int, batch, count: int,
-                 on_done: Callable[["Entry"], None] | None = None):
+                 on_done: Callable[[Entry], None] | None = None):
         self.topic, self.partition, self.batch, self.count = topic, partition, batch, count
         self.on_done = on_done
         self.order = 0

@@ -41,7 +41,8 @@ closed), INVALID_TXN_STATE (48) for a call out of order.
 from __future__ import annotations
 
 import threading
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from .. import _native
 from ..errors import ClosedError, InvalidConfigError, UnknownTopicOrPartitionError
@@ -279,7 +280,7 @@ class Producer(_native.ProducerCore):
         if self._lingerer is not None:
             self._lingerer.join()
 
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, *exc: object) -> None:

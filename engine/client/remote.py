@@ -20,7 +20,8 @@ given to ``connect`` apply to every producer and consumer made from it;
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import InvalidConfigError, KafkaApiError
 from .wire import EARLIEST, LATEST, KafkaConnectionError, WireClient
@@ -106,7 +107,7 @@ class RemoteEngine:
                     own.metadata([])          # the cluster's brokers (no topic)
                 except (KafkaApiError, KafkaConnectionError):
                     pass
-            boot += ["%s:%d" % a for a in own._brokers.values()]
+            boot += [f"{host}:{port}" for host, port in own._brokers.values()]
         return WireClient(",".join(boot), client_id=cfg["client.id"], request_timeout_ms=cfg["request.timeout.ms"])
 
     # -- producers and consumers -----------------------------------------------------------
@@ -231,7 +232,7 @@ class RemoteEngine:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> "RemoteEngine":
+    def __enter__(self) -> RemoteEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -131,8 +131,8 @@ class TransactionalProducer(RemoteProducer):
         # in flight on the leaders' connections, and a synchronous request there would read
         # their answers
         self._coord_client = WireClient(
-            ",".join("%s:%d" % a for a in client.bootstrap + [b for b in client._brokers.values()
-                                                             if b not in client.bootstrap]),
+            ",".join(f"{host}:{port}" for host, port in client.bootstrap + [
+                b for b in client._brokers.values() if b not in client.bootstrap]),
             client_id=cfg["client.id"], request_timeout_ms=int(cfg["request.timeout.ms"]))
 
     # -- state ---------------------------------------------------------------------------

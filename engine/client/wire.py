@@ -188,7 +188,7 @@ class WireClient:
         self._conns.clear()
         self._boot = None
 
-    def __enter__(self) -> "WireClient":
+    def __enter__(self) -> WireClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -425,8 +425,11 @@ class WireClient:
     def node_address(self, node: int | None) -> str:
         """host:port of broker `node` (the bootstrap connection's for None or an unknown node)."""
         if node is not None and node in self._brokers:
-            return "%s:%d" % self._brokers[node]
-        return self._boot.address if self._boot is not None else ",".join("%s:%d" % a for a in self.bootstrap)
+            host, port = self._brokers[node]
+            return f"{host}:{port}"
+        if self._boot is not None:
+            return self._boot.address
+        return ",".join(f"{host}:{port}" for host, port in self.bootstrap)
 
     def leader(self, topic: str, partition: int, refresh: bool = False, retry: bool = True) -> int:
         """The leader's node id of topic-partition (from cached metadata unless `refresh`);

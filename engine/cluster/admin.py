@@ -16,8 +16,14 @@ from __future__ import annotations
 
 import time
 
-from ..errors import (ErrorCode, InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequestError,
-                      TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+from ..errors import (
+    ErrorCode,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 from ..metadata import new_topic_id, validate_topic_name
 from .assign import assign_replicas
 from .zk import TOPICS, BadVersionError, NodeExistsError, TopicAssignment
@@ -116,7 +122,7 @@ def create_partitions(member, name: str, count: int, assignments: list[list[int]
             member.store.set_assignment(name, a)
         except BadVersionError:
             continue
-        _wait(lambda: all(member.view.state(name, p) is not None for p in new), timeout_s)
+        _wait(lambda added=new: all(member.view.state(name, p) is not None for p in added), timeout_s)
         return
     raise InvalidRequestError(f"the assignment of {name} kept changing; try again")
 
@@ -150,7 +156,8 @@ def elect_preferred(member, partitions: list[tuple[str, int]] | None,
             out[(t, p)] = (ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
         elif pref not in live or pref not in isr:
             out[(t, p)] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                           f"Failed to elect leader for partition {t}-{p} under strategy PreferredReplicaPartitionLeaderElectionStrategy")
+                           f"Failed to elect leader for partition {t}-{p} under strategy "
+                           "PreferredReplicaPartitionLeaderElectionStrategy")
         else:
             todo.append((t, p, pref))
     if partitions is None:

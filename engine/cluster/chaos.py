@@ -19,6 +19,7 @@ ZooKeeper session closed, exit 1); at the next fault time the filler is removed 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import shutil
@@ -101,13 +102,14 @@ class _Broker:
         self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + 60
+        host, port = self.listen.split(":")[:2]
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(tuple([self.listen.split(":")[0], int(self.listen.split(":")[1])]), 0.5).close()
+                socket.create_connection((host, int(port)), 0.5).close()
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"broker {self.n} exited at start (log in {self.dir})")
+                    raise RuntimeError(f"broker {self.n} exited at start (log in {self.dir})") from None
                 time.sleep(0.1)
 
     @property
@@ -129,7 +131,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         from confluent_kafka import Consumer, Producer, TopicPartition
         from confluent_kafka.admin import AdminClient, NewTopic
     except ImportError:
-        raise SystemExit("error: the chaos runner drives confluent-kafka: pip install confluent-kafka")
+        raise SystemExit("error: the chaos runner drives confluent-kafka: pip install confluent-kafka") from None
     from .zkserver import ZooKeeperServer, find_zookeeper
     if find_zookeeper()[0] is None:
         raise SystemExit(f"error: {find_zookeeper()[1]}")
@@ -231,7 +233,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         c.close()
         lost = set(acked) - set(seen)
         dup = [v for v, k in seen.items() if k > 1]
-        gap = max((b - a for a, b in zip(ack_times, ack_times[1:])), default=0.0)
+        gap = max((b - a for a, b in itertools.pairwise(ack_times)), default=0.0)
         print(f"acked={len(set(acked))} lost={len(lost)} dup={len(dup)} errors={len(errors)} "
               f"max_unavailability={gap:.2f}s", flush=True)
         if errors:

@@ -79,7 +79,7 @@ class Controller:
         self._calls: list = []         # [(fn, args, Future)] for the controller thread
 
     # -- lifecycle -------------------------------------------------------------------
-    def start(self) -> "Controller":
+    def start(self) -> Controller:
         self._thread = threading.Thread(target=self._run, name=f"controller-{self.broker_id}", daemon=True)
         self._thread.start()
         self._wake("elect")

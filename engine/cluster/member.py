@@ -45,8 +45,18 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
 from .controller import Controller
-from .zk import (BROKER_IDS, CONFIG_TOPICS, CONTROLLED_SHUTDOWN, CONTROLLER, TOPICS, ClusterError, PartitionState,
-                 TopicAssignment, ZkStore, state_path)
+from .zk import (
+    BROKER_IDS,
+    CONFIG_TOPICS,
+    CONTROLLED_SHUTDOWN,
+    CONTROLLER,
+    TOPICS,
+    ClusterError,
+    PartitionState,
+    TopicAssignment,
+    ZkStore,
+    state_path,
+)
 
 __all__ = ["ClusterMember", "ZkClusterView"]
 
@@ -63,7 +73,7 @@ class ZkClusterView:
 
     local = False
 
-    def __init__(self, member: "ClusterMember"):
+    def __init__(self, member: ClusterMember):
         self._m = member
         self.node_id = member.broker_id
 
@@ -191,7 +201,7 @@ class ClusterMember:
         self._strays_checked = False
 
     # -- lifecycle -------------------------------------------------------------------
-    def start(self) -> "ClusterMember":
+    def start(self) -> ClusterMember:
         self.store.start()
         try:
             self.cluster_id = self.store.cluster_id(self.engine.cluster_id or _new_id())

@@ -37,9 +37,9 @@ import time
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from ..errors import EngineError
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 __all__ = ["PartitionState", "TopicAssignment", "ZkStore", "BadVersionError", "NodeExistsError",
            "NoNodeError", "ClusterError"]
@@ -81,7 +81,7 @@ class PartitionState:
                        "version": 1, "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
 
     @classmethod
-    def from_json(cls, data: bytes, version: int) -> "PartitionState":
+    def from_json(cls, data: bytes, version: int) -> PartitionState:
         d = json.loads(data)
         return cls(int(d["leader"]), int(d["leader_epoch"]), [int(x) for x in d["isr"]],
                    int(d.get("controller_epoch", 0)), version)
@@ -108,7 +108,7 @@ class TopicAssignment:
                        "removing_replicas": {str(p): r for p, r in sorted(self.removing.items()) if r}})
 
     @classmethod
-    def from_json(cls, data: bytes, version: int) -> "TopicAssignment":
+    def from_json(cls, data: bytes, version: int) -> TopicAssignment:
         d = json.loads(data)
 
         def ids(m):
@@ -135,7 +135,7 @@ class ZkStore:
                                   command_retry={"max_tries": 3, "delay": 0.1, "max_delay": 1.0})
         self._connection_timeout_s = connection_timeout_s
 
-    def start(self) -> "ZkStore":
+    def start(self) -> ZkStore:
         hosts, slash, chroot = self.connect.partition("/")
         if slash and chroot.strip("/"):       # HOST:PORT/chroot: made when absent, as Kafka does
             boot = KazooClient(hosts=hosts, timeout=self.session_timeout_s)

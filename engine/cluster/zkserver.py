@@ -64,7 +64,7 @@ class ZooKeeperServer:
         self.log_path = os.path.join(self.dir, "zookeeper.log")
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60.0) -> "ZooKeeperServer":
+    def start(self, timeout: float = 60.0) -> ZooKeeperServer:
         classpath, why = find_zookeeper()
         if classpath is None:
             raise RuntimeError(why)

@@ -90,12 +90,16 @@ def topic(source: str, t: dict, token: str) -> str:
             f"<input type='hidden' name='token' value='{e(token)}'>"
             f"<input type='hidden' name='topic' value='{e(name)}'>"
             f"partition <select name='partition'>{opts}</select> "
-            f"key <input name='key' id='produce-key'> value <input name='value' id='produce-value' size='40'><br>"
-            f"headers (one <code>name=value</code> a line)<br><textarea name='headers' rows='2' cols='40'></textarea><br>"
+            f"key <input name='key' id='produce-key'> "
+            f"value <input name='value' id='produce-value' size='40'><br>"
+            f"headers (one <code>name=value</code> a line)<br>"
+            f"<textarea name='headers' rows='2' cols='40'></textarea><br>"
             f"<button type='submit' id='produce-submit'>Produce</button></form>")
+    heads = ['partition', 'leader', 'replicas', 'isr', 'log start', 'high watermark', 'log end', 'bytes',
+             'segments', '']
     body = (f"<p>topic id {e(t['topic_id']) or '<span class=muted>n/a</span>'}</p>"
             f"<h2>Partitions</h2>"
-            f"{_table(['partition', 'leader', 'replicas', 'isr', 'log start', 'high watermark', 'log end', 'bytes', 'segments', ''], rows)}"
+            f"{_table(heads, rows)}"
             f"<h2>Produce a test record</h2>{form}"
             f"<h2>Configuration</h2>{_table(['key', 'value'], crow)}")
     return _page(f"Topic {name}", source, body)
@@ -139,7 +143,7 @@ def render(b: bytes, fmt: str) -> str:
 
 def _ts(ms: int) -> str:
     try:
-        return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+        return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(timespec="milliseconds")
     except (OverflowError, OSError, ValueError):
         return str(ms)
 
@@ -160,18 +164,20 @@ def browse(source: str, topic_name: str, partition: int, data: dict, fmt: str, l
         rows.append([e(r.offset), e(_ts(r.timestamp)), _show(r.key, fmt), _show(r.value, fmt), hdrs])
     fmts = " ".join(
         f"<b>{f}</b>" if f == fmt else
-        f"<a href='/browse?{q(topic=topic_name, partition=partition, offset=data['offset'], format=f, limit=limit)}'>{f}</a>"
+        f"<a href='/browse?{q(topic=topic_name, partition=partition, offset=data['offset'], format=f, limit=limit)}'>"
+        f"{f}</a>"
         for f in FORMATS)
     nxt = ""
     if recs and recs[-1].offset + 1 < data["high_watermark"]:
-        nxt = (f"<a id='next' href='/browse?{q(topic=topic_name, partition=partition, offset=recs[-1].offset + 1, format=fmt, limit=limit)}'>"
-               f"next page</a>")
+        after = q(topic=topic_name, partition=partition, offset=recs[-1].offset + 1, format=fmt, limit=limit)
+        nxt = f"<a id='next' href='/browse?{after}'>next page</a>"
     form = (f"<form method='get' action='/browse'><input type='hidden' name='topic' value='{e(topic_name)}'>"
             f"<input type='hidden' name='partition' value='{e(partition)}'>"
             f"<input type='hidden' name='format' value='{e(fmt)}'>"
             f"offset <input name='offset' size='8'> or timestamp (ms) <input name='timestamp' size='14'> "
             f"<button>Go</button></form>")
-    body = (f"<p><a href='/topics/{e(urllib.parse.quote(topic_name))}'>topic {e(topic_name)}</a>, partition {e(partition)}: "
+    body = (f"<p><a href='/topics/{e(urllib.parse.quote(topic_name))}'>topic {e(topic_name)}</a>, "
+            f"partition {e(partition)}: "
             f"offsets {e(data['log_start_offset'])} to {e(data['high_watermark'])}; "
             f"showing {len(recs)} from offset {e(data['offset'])} (at most {e(limit)} a page)</p>"
             f"{form}<p>show as {fmts}</p>"

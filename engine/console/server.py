@@ -26,7 +26,6 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
 from ..server.metrics import http_server
-
 from . import pages
 from .sources import MAX_RECORDS
 
@@ -56,7 +55,7 @@ class ConsoleServer:
         self._threads = [threading.Thread(target=self.httpd.serve_forever, name="console-http", daemon=True),
                          threading.Thread(target=self._sampler, name="console-sampler", daemon=True)]
 
-    def start(self) -> "ConsoleServer":
+    def start(self) -> ConsoleServer:
         for t in self._threads:
             t.start()
         log.info("console on http://%s:%d/", self.host, self.port)

@@ -131,7 +131,7 @@ class EngineSource:
 class _WireGroups(GroupAdmin):
     """GroupAdmin's wire half, given a bootstrap address instead of a data directory."""
 
-    def __init__(self, bootstrap: str):           # noqa: super().__init__ opens a directory
+    def __init__(self, bootstrap: str):           # no super().__init__(): it opens a directory
         from ..client.group import WireTransport
         self._wire = WireTransport(bootstrap, client_id="kafka-engine-console")
         self._eng = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from ..client.connection import Connection, read_response
 from ..errors import ErrorCode, NotLeaderOrFollowerError, UnknownTopicOrPartitionError, api_error
@@ -126,8 +126,8 @@ class ClusterLink:
             try:
                 if client is None:
                     host, _, port = address.rpartition(":")
-                    client = Connection(host.strip("[]"), int(port), f"broker-{self.view.node_id}-inter-broker".encode(),
-                                        self.timeout_ms / 1000.0)
+                    client_id = f"broker-{self.view.node_id}-inter-broker".encode()
+                    client = Connection(host.strip("[]"), int(port), client_id, self.timeout_ms / 1000.0)
                     self._senders[node] = (address, client, entry[2])
                 corr = client.send(api_key, version, [encode(api_key, version, body, response=False)])
                 return read_response(client, api_key, version, corr)

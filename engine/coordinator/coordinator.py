@@ -24,7 +24,8 @@ Public API (stable; every result carries Kafka error codes, 0 = success)::
                      group_instance_id=None, protocol_type=None, protocol_name=None) -> SyncGroupResult
     async heartbeat(group_id, generation_id, member_id, group_instance_id=None) -> int
     async leave_group(group_id, members: list[tuple[member_id, group_instance_id]]) -> LeaveGroupResult
-    async commit_offsets(group_id, offsets: {(topic, partition): OffsetAndMetadata | offset | (offset, leader_epoch, metadata)},
+    async commit_offsets(group_id,
+                         offsets: {(topic, partition): OffsetAndMetadata | offset | (offset, leader_epoch, metadata)},
                          *, generation_id=-1, member_id="", group_instance_id=None,
                          retention_ms=-1) -> {(topic, partition): error_code}
     async fetch_offsets(group_id, partitions: list[(topic, partition)] | None = None)
@@ -73,15 +74,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from . import records as rec
-from .group_results import (GroupDescription, GroupListing, JoinGroupResult, LeaveGroupResult,
-                            MemberDescription, SyncGroupResult, _resolve)
-from .group_store import GroupStoreMixin
-from .group_txn import TxnOffsetsMixin
 from ..errors import ErrorCode, KafkaApiError
-from .runtime import CoordinatorRuntime, storage_code, wall_ms
+from . import records as rec
 from .group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -91,6 +87,18 @@ from .group import (
     GroupMetadata,
     MemberMetadata,
 )
+from .group_results import (
+    GroupDescription,
+    GroupListing,
+    JoinGroupResult,
+    LeaveGroupResult,
+    MemberDescription,
+    SyncGroupResult,
+    _resolve,
+)
+from .group_store import GroupStoreMixin
+from .group_txn import TxnOffsetsMixin
+from .runtime import CoordinatorRuntime, storage_code, wall_ms
 
 __all__ = [
     "GroupCoordinator",

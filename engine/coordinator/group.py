@@ -107,7 +107,7 @@ class MemberMetadata:
     def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
         """Same protocols, same order, same metadata bytes (a rejoin that changes nothing)."""
         return len(protocols) == len(self.protocols) and all(
-            a[0] == b[0] and bytes(a[1]) == bytes(b[1]) for a, b in zip(protocols, self.protocols))
+            a[0] == b[0] and bytes(a[1]) == bytes(b[1]) for a, b in zip(protocols, self.protocols, strict=True))
 
     def vote(self, candidates: set[str]) -> str:
         for name, _ in self.protocols:

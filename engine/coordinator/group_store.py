@@ -5,13 +5,13 @@ works on -- ``_groups``, the partitions, ``_append`` -- is GroupCoordinator's/Co
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..errors import CorruptRecordError, ErrorCode, KafkaApiError
 from . import records as rec
 from .group import COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, GroupMetadata, MemberMetadata, OffsetAndMetadata
-from .group_results import (GroupDescription, GroupListing, JoinGroupResult, MemberDescription,
-                            SyncGroupResult, _resolve)
+from .group_results import GroupDescription, GroupListing, JoinGroupResult, MemberDescription, SyncGroupResult, _resolve
 from .runtime import LOADED as _LOADED
 from .runtime import LOADING as _LOADING
 from .runtime import control_type, storage_code

@@ -13,7 +13,7 @@ found in the log.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ..errors import ErrorCode, KafkaApiError, NotCoordinatorError
 from . import records as rec

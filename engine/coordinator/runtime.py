@@ -33,8 +33,9 @@ import concurrent.futures
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .. import _native
 from ..errors import (
@@ -321,7 +322,7 @@ class CoordinatorRuntime:
             return -1
         return self.cluster.leader(self.TOPIC, self.partition_for(key))
 
-    async def attach_cluster(self, link: "ClusterLink") -> None:
+    async def attach_cluster(self, link: ClusterLink) -> None:
         """Switch to cluster mode (on the coordinator's loop, before the replica manager is
         driven by the cluster): drop what was loaded from the local logs; from now on a
         partition is loaded when this broker becomes its leader (``link.replicas`` role

@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, NamedTuple
+from typing import NamedTuple
 
 from ..errors import ErrorCode, KafkaApiError, NotCoordinatorError, UnknownTopicOrPartitionError
 from . import records as group_records

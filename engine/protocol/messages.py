@@ -50,9 +50,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import logging
 import types
 import typing
-import logging
 import uuid as _uuid
 from dataclasses import dataclass
 

@@ -227,33 +227,33 @@ class Writer:
     def __init__(self, buf: bytearray | None = None):
         self.buf = bytearray() if buf is None else buf
 
-    def int8(self, v: int) -> "Writer":
+    def int8(self, v: int) -> Writer:
         self.buf += _I8.pack(v)
         return self
 
-    def boolean(self, v: bool) -> "Writer":
+    def boolean(self, v: bool) -> Writer:
         self.buf.append(1 if v else 0)
         return self
 
-    def int16(self, v: int) -> "Writer":
+    def int16(self, v: int) -> Writer:
         self.buf += _I16.pack(v)
         return self
 
-    def int32(self, v: int) -> "Writer":
+    def int32(self, v: int) -> Writer:
         self.buf += _I32.pack(v)
         return self
 
-    def int64(self, v: int) -> "Writer":
+    def int64(self, v: int) -> Writer:
         self.buf += _I64.pack(v)
         return self
 
-    def uuid(self, v: bytes) -> "Writer":
+    def uuid(self, v: bytes) -> Writer:
         if len(v) != 16:
             raise ValueError("a uuid is 16 bytes")
         self.buf += v
         return self
 
-    def uvarint(self, v: int) -> "Writer":
+    def uvarint(self, v: int) -> Writer:
         if v < 0:
             raise ValueError("unsigned varint must be >= 0")
         buf = self.buf
@@ -263,7 +263,7 @@ class Writer:
         buf.append(v)
         return self
 
-    def string(self, v: str | None, flexible: bool) -> "Writer":
+    def string(self, v: str | None, flexible: bool) -> Writer:
         """STRING / NULLABLE_STRING, or their compact forms when `flexible`."""
         if v is None:
             return self.uvarint(0) if flexible else self.int16(-1)
@@ -275,7 +275,7 @@ class Writer:
         self.buf += data
         return self
 
-    def bytes_(self, v, flexible: bool) -> "Writer":
+    def bytes_(self, v, flexible: bool) -> Writer:
         """BYTES / NULLABLE_BYTES (compact when `flexible`); v may be any buffer or None."""
         if v is None:
             return self.uvarint(0) if flexible else self.int32(-1)
@@ -287,18 +287,18 @@ class Writer:
         self.buf += v
         return self
 
-    def bytes_length(self, n: int | None, flexible: bool) -> "Writer":
+    def bytes_length(self, n: int | None, flexible: bool) -> Writer:
         """Only the length prefix of a (nullable) bytes field whose body follows elsewhere."""
         if n is None:
             return self.uvarint(0) if flexible else self.int32(-1)
         return self.uvarint(n + 1) if flexible else self.int32(n)
 
-    def array_length(self, n: int | None, flexible: bool) -> "Writer":
+    def array_length(self, n: int | None, flexible: bool) -> Writer:
         if n is None:
             return self.uvarint(0) if flexible else self.int32(-1)
         return self.uvarint(n + 1) if flexible else self.int32(n)
 
-    def tagged_fields(self, fields: dict[int, bytes] | None = None) -> "Writer":
+    def tagged_fields(self, fields: dict[int, bytes] | None = None) -> Writer:
         if not fields:
             self.buf.append(0)
             return self

@@ -41,8 +41,14 @@ import functools
 import logging
 import threading
 
-from ..errors import (KafkaStorageError, NotEnoughReplicasAfterAppendError, NotLeaderOrFollowerError, OffsetOutOfRangeError,
-                      RequestTimedOutError, UnknownTopicOrPartitionError)
+from ..errors import (
+    KafkaStorageError,
+    NotEnoughReplicasAfterAppendError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
 from ..storage.logtypes import FetchInfo
 from .partition import Partition, now_ms
 from .view import LocalClusterView
@@ -301,8 +307,9 @@ class ReplicaManager:
              current_leader_epoch: int = -1, log_start_offset: int = -1, isolation_level: int = 0,
              min_one_batch: bool = True, last_fetched_epoch: int = -1):
         """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark (the last
-        stable offset with ``isolation_level`` 1, read_committed), a follower up to the log end offset (its fetch offset is its LEO: the ISR and the HW move
-        from it).  Returns the log's FetchInfo (its ``high_watermark`` after the update).
+        stable offset with ``isolation_level`` 1, read_committed), a follower up to the log end offset
+        (its fetch offset is its LEO: the ISR and the HW move from it).  Returns the log's FetchInfo
+        (its ``high_watermark`` after the update).
 
         ``last_fetched_epoch`` >= 0 (Fetch v12+, KIP-320; followers and consumers alike) is
         checked first against the leader-epoch cache, as Kafka's Partition.readRecords: when

@@ -18,8 +18,8 @@ from __future__ import annotations
 import threading
 import time
 
-from .purgatory import DelayedDeleteRecords, DelayedProduce
 from ..errors import FencedLeaderEpochError, NotEnoughReplicasError, NotLeaderOrFollowerError, UnknownLeaderEpochError
+from .purgatory import DelayedDeleteRecords, DelayedProduce
 
 __all__ = ["FollowerState", "Partition"]
 

@@ -18,7 +18,7 @@ that loop (the replica manager hops there with ``_call_on_loop``).
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["DelayedDeleteRecords", "DelayedFetch", "DelayedProduce"]
 
@@ -100,7 +100,7 @@ class DelayedFetch:
         self._waiters.add(fut)
         try:
             await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             self._waiters.discard(fut)

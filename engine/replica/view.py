@@ -97,7 +97,7 @@ class StaticClusterView(ClusterView):
         self.isr_changes: list[tuple[str, int, list[int]]] = []
         self.refuse_isr_changes = [False]     # tests: [True] refuses every ISR change
 
-    def for_node(self, node_id: int) -> "StaticClusterView":
+    def for_node(self, node_id: int) -> StaticClusterView:
         """The same cluster (shared state) seen by broker `node_id`."""
         other = object.__new__(StaticClusterView)
         other.__dict__.update(self.__dict__)

@@ -1,8 +1,8 @@
 """The Kafka wire-protocol broker: an asyncio server in front of an Engine.
 
 ``Broker(engine, host, port)`` with ``await start()`` / ``await stop()``;
-``python -m engine serve --data-dir DIR --listen HOST:PORT`` runs one; ``Engine.serve()`` serves an Engine already open in this process
-(a :class:`BackgroundBroker`).
+``python -m engine serve --data-dir DIR --listen HOST:PORT`` runs one; ``Engine.serve()`` serves an
+Engine already open in this process (a :class:`BackgroundBroker`).
 """
 
 from .background import BackgroundBroker

@@ -214,7 +214,7 @@ class AdminHandlers:
         remaining = max(1, min(req.response_partition_limit, _MAX_PARTITIONS_PER_PAGE))
         topics = []
         next_cursor = None
-        for i, name in enumerate(names):
+        for name in names:
             if remaining <= 0:
                 next_cursor = {"topic_name": name, "partition_index": 0}
                 break
@@ -350,10 +350,10 @@ class AdminHandlers:
 
 
 def _ms_time(ms: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
 
-_EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
+_EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 # Kafka's TransactionState names (ListTransactions state filters)
 _TRANSACTION_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
                                  "CompleteAbort", "Dead", "PrepareEpochFence"})

@@ -64,7 +64,7 @@ class BackgroundBroker:
         self.thread.join(30)
         self.loop.close()
 
-    def __enter__(self) -> "BackgroundBroker":
+    def __enter__(self) -> BackgroundBroker:
         return self
 
     def __exit__(self, *exc) -> None:

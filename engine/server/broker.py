@@ -28,11 +28,11 @@ import logging
 import socket
 
 from ..protocol.frames import DEFAULT_MAX_REQUEST_BYTES
-from .connection import Connection
+from ..replica.purgatory import DelayedFetch
 from .buffers import BufferPool
+from .connection import Connection
 from .handlers import Handlers
 from .watchdog import RequestWatchdog
-from ..replica.purgatory import DelayedFetch
 
 __all__ = ["Broker"]
 
@@ -162,7 +162,7 @@ class Broker:
         for conn in list(self._connections):
             conn.close()
 
-    async def __aenter__(self) -> "Broker":
+    async def __aenter__(self) -> Broker:
         await self.start()
         return self
 

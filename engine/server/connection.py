@@ -115,7 +115,7 @@ class Connection:
                 if not data:
                     break
                 drained += len(data)
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             pass
         finally:
             self.close()
@@ -139,7 +139,7 @@ class Connection:
         while True:
             try:
                 return await asyncio.wait_for(self.loop.sock_recv_into(self.sock, view), idle)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if self.busy or not self.queue.empty():
                     continue
                 log.info("connection %s idle for %.0f s: closing", self.peer, idle)

@@ -28,6 +28,7 @@ import asyncio
 import logging
 import uuid
 
+from ..config import INTERNAL_BROKER_KEYS
 from ..coordinator.records import OFFSETS_TOPIC
 from ..coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from ..errors import (
@@ -36,12 +37,11 @@ from ..errors import (
     InvalidTopicError,
     KafkaApiError,
 )
-from ..config import INTERNAL_BROKER_KEYS
 from ..metadata import validate_topic_name
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
-from . import authz, config_describe
+from . import authz, config_describe, txn_handlers
 from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by importers)
     _RESOURCE_BROKER,
     _RESOURCE_TOPIC,
@@ -54,7 +54,6 @@ from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by
     broker_entries,
     partition_entry,
 )
-from . import txn_handlers
 
 __all__ = ["Handlers"]
 
@@ -212,7 +211,7 @@ class Handlers:
             self.broker.notify_appended()
         if waiting:
             outcomes = await self.replicas.wait_for_acks([w for _, _, w in waiting], req.timeout_ms)
-            for (results, i, _), e in zip(waiting, outcomes):
+            for (results, i, _), e in zip(waiting, outcomes, strict=True):
                 if e is not None:
                     results[i] = (results[i][0], _code(e), -1, -1, -1, str(e)[:200])
         if req.acks == 0 and not error:
@@ -392,7 +391,7 @@ class Handlers:
         if waiting:
             timeout_ms = int(req.timeout.total_seconds() * 1000)
             outcomes = await self.replicas.wait_for_acks([w for _, w in waiting], timeout_ms)
-            for (res, waiter), e in zip(waiting, outcomes):
+            for (res, waiter), e in zip(waiting, outcomes, strict=True):
                 if e is not None:
                     res["low_watermark"], res["error_code"] = -1, _code(e)
                 else:
@@ -443,7 +442,8 @@ class Handlers:
                     plog = self.replicas.leader_log(t.topic, p.partition, p.current_leader_epoch)
                     res["leader_epoch"], res["end_offset"] = plog.end_offset_for_epoch(p.leader_epoch)
                 except Exception as e:
-                    _record_error(res, e, "offset for leader epoch of %s-%d failed", t.topic, p.partition, message=False)
+                    _record_error(res, e, "offset for leader epoch of %s-%d failed", t.topic, p.partition,
+                                  message=False)
                 parts.append(res)
             topics.append({"topic": t.topic, "partitions": parts})
         return [m.encode(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, v, {"throttle_time": 0, "topics": topics})]
@@ -462,8 +462,8 @@ class Handlers:
                     cfg = eng.topic_config(r.resource_name)
                     values = dict(cfg)
 
-                    def entry(name):
-                        return config_describe.topic_entry(name, values, cfg.overrides, eng.config,
+                    def entry(name, values=values, overrides=cfg.overrides):   # this resource's, bound now
+                        return config_describe.topic_entry(name, values, overrides, eng.config,
                                                            req.include_synonyms)
                 elif r.resource_type == _RESOURCE_BROKER:
                     node = self.view.node_id
@@ -514,9 +514,9 @@ class Handlers:
                    "resource_name": r.resource_name}
             try:
                 if r.resource_type == _RESOURCE_BROKER:
+                    names = [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE]
                     res["error_code"], res["error_message"] = broker_config_change(
-                        r.resource_name, [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE],
-                        self.view.node_id)
+                        r.resource_name, names, self.view.node_id)
                     responses.append(res)
                     continue
                 if r.resource_type != _RESOURCE_TOPIC:
@@ -528,7 +528,7 @@ class Handlers:
                     eng.config.log_config(merged)
                 else:
                     await asyncio.get_running_loop().run_in_executor(
-                        None, lambda: eng.alter_topic_config(r.resource_name, sets, deletes))
+                        None, eng.alter_topic_config, r.resource_name, sets, deletes)
             except Exception as e:
                 _record_error(res, e, "incremental alter configs of %r failed", r.resource_name)
             responses.append(res)

@@ -372,7 +372,7 @@ class MetricsServer:
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-http", daemon=True)
 
-    def start(self) -> "MetricsServer":
+    def start(self) -> MetricsServer:
         self._thread.start()
         log.info("metrics on http://%s:%d/metrics", self.host, self.port)
         return self

@@ -67,7 +67,7 @@ class ReassignmentHandlers:
                     "responses": []})]
         responses: list[dict] = []
         by_topic: dict[str, dict] = {}
-        for (t, p, _r), (code, msg) in zip(wanted, results):
+        for (t, p, _r), (code, msg) in zip(wanted, results, strict=True):
             entry = by_topic.get(t)
             if entry is None:
                 entry = by_topic[t] = {"name": t, "partitions": []}

@@ -66,10 +66,8 @@ from dataclasses import dataclass
 from .. import _native
 from ..errors import ClosedError, CorruptRecordError
 from . import checkpoint, files
-from .cleaner_checkpoint import checkpoint_path, read_cleaner_checkpoint, truncate_checkpoint, \
-    update_cleaner_checkpoint
-from .cleaner_txn import COMPACT, KEEP, CleanedTxnMetadata, aborted_entries, in_range, skip_aborted, \
-    transactional_batch
+from .cleaner_checkpoint import checkpoint_path, read_cleaner_checkpoint, truncate_checkpoint, update_cleaner_checkpoint
+from .cleaner_txn import COMPACT, KEEP, CleanedTxnMetadata, aborted_entries, in_range, skip_aborted, transactional_batch
 from .segment import LogSegment
 
 __all__ = ["CleanStats", "LogCleaner", "clean_log", "cleanable", "read_cleaner_checkpoint",

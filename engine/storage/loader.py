@@ -164,7 +164,7 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
                 need, reason = True, f"index failed its sanity check: {e.reason}"
                 bad_index = getattr(e, "path", None) or seg.index_path
             if not need and is_last and seg.size > 0:
-                seg.next_offset  # walks the tail after the last index entry
+                _ = seg.next_offset  # the property walks the tail after the last index entry
                 if seg.tail_valid_end != seg.size:
                     need, reason = True, "active segment ends in an incomplete or bad batch"
         if need and segments and not log.gaps_allowed and not had_clean_shutdown:

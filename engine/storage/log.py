@@ -438,7 +438,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                     if i < len(self._segments):
                         offset = self._segments[i].base_offset
         if verify:
-            slices = [_verified(s, b, self.gaps_allowed) for s, b in zip(slices, bounds)]
+            slices = [_verified(s, b, self.gaps_allowed) for s, b in zip(slices, bounds, strict=True)]
             slices = [s for s in slices if s.size > 0]
         aborted = None
         if isolation_level == 1:

@@ -47,7 +47,6 @@ import logging
 import os
 import shutil
 import socket
-import logging
 import threading
 import time
 
@@ -474,7 +473,7 @@ class LogManager:
             self._closed = True
             self._release_lock()
 
-    def __enter__(self) -> "LogManager":
+    def __enter__(self) -> LogManager:
         return self
 
     def __exit__(self, *exc) -> None:

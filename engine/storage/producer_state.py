@@ -128,7 +128,7 @@ class _Entry:
         self.coordinator_epoch = -1
         self.current_txn_first_offset = -1   # first offset of the open transaction, -1: none
 
-    def bumped(self, epoch: int) -> "_Entry":
+    def bumped(self, epoch: int) -> _Entry:
         """This producer at a newer epoch: batches forgotten, the open transaction kept (Kafka)."""
         e = _Entry(epoch)
         e.last_timestamp = self.last_timestamp
