@@ -30,8 +30,8 @@ Threads: every method may be called from any thread; state changes hold the engi
 from __future__ import annotations
 
 import threading
-
-from typing import Any, Iterable, Mapping, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from .coordinator import GroupCoordinator, TransactionCoordinator
 from .errors import (
