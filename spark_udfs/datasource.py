@@ -61,6 +61,9 @@ class KafkaEngineDataSource(DataSource):
     def schema(self) -> StructType:
         # Parsing here makes a bad option fail at load(), on the driver.
         opts = parse_options(self.options, streaming=None)
+        if opts.local_dirs:            # each one a broker's data directory, one per broker
+            from .locality import local_brokers
+            local_brokers(opts.local_dirs)
         return kafka_schema(opts.include_headers)
 
     def reader(self, schema: StructType):

@@ -18,6 +18,11 @@ Spark prints a Python data source in the query plan as ``BatchScan kafka-engine[
 with no room for what the source decided, so the decision is logged by the driver on the
 ``spark_udfs`` logger (INFO: one line per planned range, "local copy of broker 2 in /data/b2" or
 "through the leader, broker 1") and returned by :func:`explain`, which plans without reading.
+
+Layering: this module uses ``options`` and ``planning`` (what to read) and is used by ``reader``
+and ``stream`` (the batch and micro-batch plans call :func:`place`; the tasks
+:func:`local_log_covering`); it imports neither of those.  The data source checks the ``path``
+directories at load() with :func:`local_brokers`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,15 @@ import os
 import time
 
 from engine.errors import InvalidConfigError
+
+from .options import parse_options
+from .planning import (
+    OffsetRangePartition,
+    _source,
+    resolve_ranges,
+    resolve_topic_partitions,
+    split_ranges,
+)
 
 __all__ = ["LOCAL_WAIT_S", "explain", "local_brokers", "place"]
 
@@ -66,8 +80,6 @@ def _where(leader: int, isr, local: dict[int, str]) -> str | None:
 def place(src, opts, ranges) -> list:
     """OffsetRangePartitions for `ranges` [(topic, partition, start, end)]: `path` is the local
     directory to read (the only directory without a cluster), or None for the network fallback."""
-    from .reader import OffsetRangePartition
-
     if not opts.bootstrap_servers:
         return [OffsetRangePartition(t, p, s, e, opts.path) for t, p, s, e in ranges]
     if not opts.local_dirs:
@@ -92,9 +104,6 @@ def _describe(path: str | None, leader: int, local: dict[int, str]) -> str:
 def explain(options: dict) -> list[dict]:
     """Where a batch read with these options would read each range from, without reading:
     [{topic, partition, start, end, source}] ("local:<dir>" or "leader:<broker id>")."""
-    from .options import parse_options
-    from .reader import _source, resolve_ranges, resolve_topic_partitions, split_ranges
-
     opts = parse_options(options, streaming=False)
     src = _source(opts)
     try:

@@ -10,9 +10,11 @@ broker (``kafka.bootstrap.servers``): exactly one of the two.  Of the Kafka
 consumer settings (``kafka.*``) only those that mean something here are
 accepted (``kafka.check.crcs``, ``kafka.isolation.level``, and with a
 broker ``kafka.max.partition.fetch.bytes``, ``kafka.request.timeout.ms``,
-``kafka.client.id``); others are refused by name.  Nothing here touches the
-data directory or the network: offsets are resolved by
-:mod:`spark_udfs.reader`.
+``kafka.client.id``); others are refused by name.  With both, ``path`` lists
+the data directories of the brokers on this machine (``local_dirs``; the data
+source checks that each is one at load(), :mod:`spark_udfs.locality`).
+Nothing here touches the data directory or the network: offsets are resolved
+by :mod:`spark_udfs.planning`.  Imports nothing of spark_udfs: the lowest module.
 
 Offset specs (``startingOffsets`` / ``endingOffsets``) are kept as
 :class:`OffsetSpec`: ``kind`` is "earliest", "latest" or "json"; for "json",
@@ -204,9 +206,7 @@ def parse_options(options, *, streaming: bool | None = False) -> ReadOptions:
     local_dirs: tuple = ()
     if path and servers:      # a cluster: these local data directories where they hold an in-sync copy
         local_dirs = tuple(d.strip() for d in str(path).split(",") if d.strip())
-        path = None
-        from .locality import local_brokers
-        local_brokers(local_dirs)           # each one a broker's data directory, one per broker
+        path = None             # (that each is a broker's data directory: spark_udfs.locality)
 
     strategies = [n for n in ("subscribe", "subscribepattern", "assign") if n in opts]
     if len(strategies) != 1:

@@ -13,7 +13,7 @@ proportion to their backlog, as Spark does); partitions that appear later
 (split by ``minPartitions``), ``read`` is the batch task reader, and
 ``commit`` keeps nothing: the offsets live in Spark's checkpoint, the segment
 files are never changed by a reader.  With ``kafka.bootstrap.servers`` the
-same calls go to the broker (:class:`spark_udfs.reader.WireSource`).
+same calls go to the broker (:class:`spark_udfs.planning.WireSource`).
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from pyspark.sql.datasource import DataSourceStreamReader
 
 from engine.errors import OffsetOutOfRangeError
 
-from .options import LATEST, ReadOptions
 from .locality import place
-from .reader import (
+from .options import LATEST, ReadOptions
+from .planning import (
     _bound,
-    end_of,
     _source,
+    end_of,
     log,
-    read_range,
     resolve_topic_partitions,
     split_ranges,
 )
+from .reader import read_range
 
 try:  # pyspark >= 4.2: read limits passed to latestOffset
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
