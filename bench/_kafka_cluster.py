@@ -128,7 +128,7 @@ class KafkaNode:
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"Kafka node {self.n} exited at start:\n{self.tail()}")
+                    raise RuntimeError(f"Kafka node {self.n} exited at start:\n{self.tail()}") from None
                 time.sleep(0.2)
         self.signal(signal.SIGKILL)
         raise RuntimeError(f"Kafka node {self.n} did not listen in {timeout}s:\n{self.tail()}")
@@ -178,7 +178,7 @@ class KafkaCluster:
                                  capture_output=True, text=True, check=True, env=self.brokers[1]._env())
             self.cluster_id = out.stdout.strip().splitlines()[-1]
             fmts = [b.format(self.cluster_id) for b in self.brokers.values()]    # in parallel
-            for b, p in zip(self.brokers.values(), fmts):
+            for b, p in zip(self.brokers.values(), fmts, strict=True):
                 text = p.communicate(120)[0].decode("utf-8", "replace")
                 if p.returncode != 0:
                     raise RuntimeError(f"kafka-storage.sh format failed for node {b.n}:\n{text}")

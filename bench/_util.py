@@ -11,7 +11,7 @@ import gc
 import os
 import resource
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def best_of(fn: Callable[[], float | None], repeat: int) -> float:

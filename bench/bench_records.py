@@ -65,7 +65,7 @@ def main():
     vals = pa.array([os.urandom(100) for _ in range(n)], pa.binary())
     keys = pa.array([b"key-%d" % i for i in range(n)], pa.binary())
     for codec in (0, 3, 4):
-        t = best(lambda: _native.build_batches(vals, keys, codec=codec), 3)
+        t = best(lambda codec=codec: _native.build_batches(vals, keys, codec=codec), 3)
         print(f"build_batches from Arrow, 100 B values + keys, codec {codec}: {n / t / 1e6:.2f} M rec/s")
 
     m = 200_000

@@ -103,7 +103,7 @@ def produce_latencies(bootstrap: str, n: int) -> list[float]:
     p.produce(TOPIC, b"warm", partition=0)
     p.flush(10)
     out = []
-    for i in range(n):
+    for _i in range(n):
         t0 = time.perf_counter()
         p.produce(TOPIC, b"x" * 64, partition=0)
         p.flush(10)

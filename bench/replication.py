@@ -50,6 +50,7 @@ ZooKeeper share the machine's cores; the load average is printed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -188,7 +189,8 @@ def run_throughput(c: LocalCluster, args, rows: list) -> None:
         rows.append({"broker": c.key, "row": "produce", "size": size, "records": n, "value": v,
                      "reference": ref, "ratio": v / ref, "unit": "records/s",
                      "broker_cpu_us_per_record": [us3, us1]})
-        print(f"  [{c.name}] produce {size:>5} B  acks=all RF3 (min ISR 2) {v:11,.0f} rec/s {v * size / 1e6:6.1f} MB/s   "
+        print(f"  [{c.name}] produce {size:>5} B  acks=all RF3 (min ISR 2) {v:11,.0f} rec/s "
+              f"{v * size / 1e6:6.1f} MB/s   "
               f"acks=1 RF1 {ref:11,.0f} rec/s {ref * size / 1e6:6.1f} MB/s   ratio {v / ref:5.2f} "
               f"(LinkedIn 2014: {LINKEDIN_2014})   CPU of the 3 brokers µs/rec {us3:.2f} vs {us1:.2f}   [{_load()}]",
               flush=True)
@@ -224,7 +226,7 @@ class Sender:
 
     def first_ack_of_sent_after(self, part: int, t: float) -> float:
         """Ack time of the first record of `part` produced after `t` (nan if none yet)."""
-        for s, a in zip(self.sent_at[part], self.acks[part]):
+        for s, a in zip(self.sent_at[part], self.acks[part], strict=False):
             if s > t:
                 return a
         return float("nan")
@@ -234,8 +236,9 @@ class Sender:
         while not self.stop_ev.is_set():
             if self.sent - self.done < 200:
                 try:
+                    sent_at = time.monotonic()
                     p.produce(self.topic, b"x" * 100, partition=self.parts[i % len(self.parts)],
-                              on_delivery=lambda e, m, t=time.monotonic(): self._report(e, m, t))
+                              on_delivery=lambda e, m, t=sent_at: self._report(e, m, t))
                     self.sent += 1
                     i += 1
                 except BufferError:
@@ -271,7 +274,8 @@ def run_failover(c: LocalCluster, args, rows: list) -> None:
             before = max((t for t in acks if t <= t_kill), default=float("nan"))
             since_kill.append(after - t_kill)
             gaps.append(after - before)
-            print(f"  [{c.name}, {c.session_name} {c.session_ms}] failover {rep + 1}: SIGKILL leader {leader}{ctl}: first ack of a record sent after the kill "
+            print(f"  [{c.name}, {c.session_name} {c.session_ms}] failover {rep + 1}: SIGKILL leader {leader}{ctl}: "
+                  f"first ack of a record sent after the kill "
                   f"{after - t_kill:5.2f} s after it (since the last ack before: {after - before:5.2f} s)   "
                   f"[{_load()}]", flush=True)
             if s.errors:
@@ -313,12 +317,13 @@ def run_controlled(c: LocalCluster, args, rows: list) -> None:
             time.sleep(1.0)
             for p in led:
                 a = s.acks[p]
-                pre = [y - x for x, y in zip(a, a[1:]) if t_sig - 1.5 <= x and y <= t_sig]
+                pre = [y - x for x, y in itertools.pairwise(a) if t_sig - 1.5 <= x and y <= t_sig]
                 win = [t for t in a if t_sig - 0.5 <= t]
-                gap = max((y - x for x, y in zip(win, win[1:])), default=float("nan"))
+                gap = max((y - x for x, y in itertools.pairwise(win)), default=float("nan"))
                 moved_gaps.append(gap)
                 refs.append(max(pre) if pre else float("nan"))
-                print(f"  [{c.name}] controlled shutdown {rep + 1}: SIGTERM broker {victim} (exited after {stop_s[-1]:4.2f} s), "
+                print(f"  [{c.name}] controlled shutdown {rep + 1}: SIGTERM broker {victim} "
+                      f"(exited after {stop_s[-1]:4.2f} s), "
                       f"partition {p}: longest gap between acks {gap * 1000:7.1f} ms "
                       f"(longest gap in the 1.5 s before: {refs[-1] * 1000:5.1f} ms)", flush=True)
             c.brokers[victim].start()
@@ -329,11 +334,12 @@ def run_controlled(c: LocalCluster, args, rows: list) -> None:
         print(f"  producer errors: {len(s.errors)}, first: {s.errors[:3]}", flush=True)
     med, mx = statistics.median(moved_gaps), max(moved_gaps)
     ref = statistics.median(refs)
-    rows.append({"broker": c.key, "row": "controlled shutdown, longest ack gap per partition moved", "n": len(moved_gaps),
-                 "median_s": med, "max_s": mx, "reference": ref, "ratio": med / ref, "unit": "s",
+    rows.append({"broker": c.key, "row": "controlled shutdown, longest ack gap per partition moved",
+                 "n": len(moved_gaps), "median_s": med, "max_s": mx, "reference": ref, "ratio": med / ref, "unit": "s",
                  "broker_exit_s": statistics.median(stop_s), "errors": len(s.errors)})
-    print(f"  [{c.name}] controlled shutdown: per partition moved, longest gap median {med * 1000:.1f} ms  max {mx * 1000:.1f} ms "
-          f"over {len(moved_gaps)}; longest gap in the 1.5 s before, median {ref * 1000:.1f} ms (ratio {med / ref:.1f}); "
+    print(f"  [{c.name}] controlled shutdown: per partition moved, longest gap median {med * 1000:.1f} ms  "
+          f"max {mx * 1000:.1f} ms over {len(moved_gaps)}; longest gap in the 1.5 s before, "
+          f"median {ref * 1000:.1f} ms (ratio {med / ref:.1f}); "
           f"broker exit {statistics.median(stop_s):.2f} s median; producer errors {len(s.errors)}", flush=True)
 
 
@@ -377,8 +383,12 @@ def summary(rows: list, session_ms: int) -> None:
     if o is None and k is None:
         return
     ratio = f"{o['median_s'] / k['median_s']:.2f}" if o and k and k["median_s"] else "–"
-    fmt = (lambda r: "–" if r is None else f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms "
-           f"({r['n']}; before: {r['reference'] * 1000:.0f} ms; exit {r['broker_exit_s']:.2f} s)")
+
+    def fmt(r):
+        if r is None:
+            return "–"
+        return (f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms "
+                f"({r['n']}; before: {r['reference'] * 1000:.0f} ms; exit {r['broker_exit_s']:.2f} s)")
     print(f"| SIGTERM {row} | {fmt(o)} | {fmt(k)} | {ratio} |", flush=True)
 
 

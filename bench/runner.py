@@ -34,7 +34,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._util import fmt_rate, interleave, peak_rss_mb
 
@@ -44,9 +45,9 @@ MiB = 1024 * 1024
 
 def _records_batch(record_size: int, batch_bytes: int, codec: int = 0, seed: int = 0) -> bytes:
     """One batch of `record_size`-byte values filling about `batch_bytes` (hex text: lz4 ~2x)."""
-    from engine import _native
-
     import random
+
+    from engine import _native
     rnd = random.Random(seed)
     b = _native.BatchBuilder()
     n = max(1, (batch_bytes - 61) // (record_size + 16))
@@ -515,7 +516,8 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def print_table(rows: list[dict[str, Any]], out=sys.stdout) -> None:
-    head = f"| {'row':<40} | {'engine':>14} | {'reference':>14} | {'reference is':<38} | {'ratio':>6} | {'target':<15} | met |"
+    head = (f"| {'row':<40} | {'engine':>14} | {'reference':>14} | {'reference is':<38} | {'ratio':>6} "
+            f"| {'target':<15} | met |")
     print(head, file=out)
     print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|", file=out)
     for r in rows:
@@ -540,7 +542,7 @@ def run_all(quick: bool = False, only: list[str] | None = None,
         shutil.rmtree(tmp, ignore_errors=True)
     print_table(rows)
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": "python -m engine bench" + (" --quick" if quick else ""),
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",

@@ -137,7 +137,7 @@ def main(argv=None):
                 for qname, q in (("count", lambda d: d.count()),
                                  ("sum(length(value))",
                                   lambda d: d.agg(F.sum(F.length("value"))).collect())):
-                    tk, tn, tp, tc = best([lambda d=d: q(d) for d in (src, net, pq, ceil)], args.runs)
+                    tk, tn, tp, tc = best([lambda d=d, q=q: q(d) for d in (src, net, pq, ceil)], args.runs)
                     mb = n * size / 1e6
                     print(f"| {n:,} | {size} B | {codec} | {qname} | {n / tk:,.0f} | {mb / tk:,.0f} | "
                           f"{n / tn:,.0f} | {mb / tn:,.0f} | {n / tp:,.0f} | {mb / tp:,.0f} | "

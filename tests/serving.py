@@ -49,7 +49,7 @@ class ServeProcess:
         self.log_level = log_level
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60.0) -> "ServeProcess":
+    def start(self, timeout: float = 60.0) -> ServeProcess:
         os.makedirs(self.dir, exist_ok=True)
         offset = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         log = open(self.log_path, "ab")
@@ -153,7 +153,7 @@ class KafkaProcess:
         self.settings = list(settings)        # KEY=VALUE appended to run-kafka.sh's config
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 120.0) -> "KafkaProcess":
+    def start(self, timeout: float = 120.0) -> KafkaProcess:
         cport = free_port()
         while cport == self.port:
             cport = free_port()
@@ -205,7 +205,7 @@ class ZooKeeperProcess:
         self.server = ZooKeeperServer(str(directory))
         self.connect = self.server.connect
 
-    def start(self) -> "ZooKeeperProcess":
+    def start(self) -> ZooKeeperProcess:
         self.server.start()
         return self
 

@@ -130,7 +130,7 @@ def test_port_in_use_names_the_address(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
-        addr = "127.0.0.1:%d" % s.getsockname()[1]
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
         r = run("serve", "--data-dir", str(tmp_path / "d"), "--listen", addr, "--log-level", "error",
                 check=False)
     assert r.returncode != 0

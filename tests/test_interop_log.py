@@ -21,7 +21,7 @@ def produce(eng, codec, n=300):
         for i in range(n):
             key = None if i % 7 == 0 else b"key-%d" % i
             value = None if i % 11 == 0 else os.urandom(20).hex().encode() * (i % 3 + 1)
-            headers = [("h%d" % (i % 2), b"x" * (i % 4))] if i % 5 else []
+            headers = [(f"h{i % 2}", b"x" * (i % 4))] if i % 5 else []
             ts = 1_700_000_000_000 + i
             p.send("t", value, key=key, headers=headers, timestamp=ts, partition=0)
             sent.append((i, ts, key, value, headers))

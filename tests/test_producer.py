@@ -1,5 +1,6 @@
 """The embedded producer: futures, batching by batch_size / linger_ms, partitioners, threads."""
 
+import itertools
 import threading
 import time
 
@@ -36,7 +37,7 @@ def test_linger_delivers_without_flush(eng):
 def test_batch_size_closes_batches(eng):
     eng.create_topic("t", 1)
     with eng.producer(linger_ms=60_000, batch_size=16 * 1024) as p:
-        for i in range(1000):
+        for _i in range(1000):
             p.send("t", b"v" * 100)
         # ~100 KB of records in 16 KiB batches: most are appended before any flush
         assert eng.log("t", 0).log_end_offset >= 800
@@ -51,7 +52,7 @@ def test_sticky_partitioner_spreads_keyless_records(eng):
     parts = [f.result().partition for f in futs]
     assert len(set(parts)) > 1
     # sticky: consecutive records share a partition in long runs
-    switches = sum(1 for a, b in zip(parts, parts[1:]) if a != b)
+    switches = sum(1 for a, b in itertools.pairwise(parts) if a != b)
     assert switches < len(parts) / 10
 
 
@@ -71,7 +72,7 @@ def test_threads_send_concurrently_in_order(eng):
     for t in ts:
         t.join()
     seen = set()
-    for tid, metas in results.items():
+    for metas in results.values():
         offs = [m.offset for m in metas]
         assert offs == sorted(offs), "a thread's records must keep their order"
         assert len({m.partition for m in metas}) == 1
@@ -127,7 +128,7 @@ def test_send_batch_arrow_timestamps_and_headers(eng):
     n = 100
     with eng.producer() as p:
         p.send_batch("t", pa.array([b"x"] * n, pa.binary()),
-                     keys=pa.array(["k%d" % i for i in range(n)]),
+                     keys=pa.array([f"k{i}" for i in range(n)]),
                      timestamps=pa.array(range(1000, 1000 + n), pa.int64()),
                      headers=[[("i", b"%d" % i)] for i in range(n)], partition=0)
     t = eng.read_arrow("t", 0)

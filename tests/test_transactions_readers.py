@@ -10,7 +10,6 @@ import pytest
 import engine
 from engine import _native
 from engine.errors import InvalidConfigError
-
 from tests.txn_data import fill
 
 
@@ -46,7 +45,7 @@ def test_read_arrow_committed_and_uncommitted(eng):
     pid, first = aborted[1]
     mid = first + 5
     part = eng.read_arrow("tx", 0, start=mid, isolation_level="read_committed")
-    assert part["value"].to_pylist() == [v for v, o in zip(t["value"].to_pylist(), t["offset"].to_pylist())
+    assert part["value"].to_pylist() == [v for v, o in zip(t["value"].to_pylist(), t["offset"].to_pylist(), strict=True)
                                          if o >= mid]
     with pytest.raises(InvalidConfigError):
         eng.read_arrow("tx", 0, isolation_level="committed")

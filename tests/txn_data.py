@@ -22,7 +22,6 @@ def _now() -> int:
 
 def fill(log, rounds: int = 6, per_batch: int = 20, open_tail: bool = True):
     seq: dict[int, int] = {}
-    records: list[tuple[int, bytes, str]] = []    # (producer or -1, value, "plain" | "txn")
     outcome: dict[tuple[int, int], bool] = {}      # (pid, txn number) -> committed
     txn_no: dict[int, int] = {}
     tagged: list[tuple[int, int, bytes]] = []      # (pid, txn number, value)

@@ -9,7 +9,8 @@ for an API key, breaks the next response(s) to that API in one of these ways:
 * ``corrupt``  -- flip one byte near the end of the frame (inside the last record batch)
 * ``drop``     -- let the broker do the work, then close before the client sees the answer
 
-``arm(api_key, mode, times, after)`` (``after`` responses to that API pass first); ``fired`` counts the responses broken so far.
+``arm(api_key, mode, times, after)`` (``after`` responses to that API pass first); ``fired`` counts
+the responses broken so far.
 ``record(api_key)`` keeps every later request frame of that API (without its size prefix)
 in ``recorded``.  The broker
 must advertise the proxy's address (``--advertised``) so every client connection goes

@@ -12,7 +12,6 @@ import engine
 from engine.client.wire import WireClient
 from engine.errors import InvalidConfigError
 
-
 PRODUCE = 0
 
 

@@ -166,7 +166,7 @@ def test_idempotent_producer_across_controlled_shutdown_and_sigkill(ha):
             t = eng.read_arrow(topic, p)
             offs = t.column("offset").to_pylist()
             assert offs == list(range(offs[0], offs[0] + len(offs))) if offs else True, f"gap in {p}"
-            for v, o in zip(t.column("value").to_pylist(), offs):
+            for v, o in zip(t.column("value").to_pylist(), offs, strict=True):
                 seen.setdefault(int(v), []).append((p, o))
     lost = [v for v in load.acked if v not in seen]
     dup = {v: w for v, w in seen.items() if len(w) > 1}
@@ -352,7 +352,7 @@ def test_group_of_arrow_consumers_survives_its_coordinators_loss(ha):
                         f"assigned {sorted(tp.partition for tp in m.assignment())} at {time.monotonic():.1f}")
                     got = []
                     for b in m.poll_arrow(max_records=200, timeout_ms=100):
-                        got.extend(zip(b.column("partition").to_pylist(), b.column("offset").to_pylist()))
+                        got.extend(zip(b.column("partition").to_pylist(), b.column("offset").to_pylist(), strict=True))
                     with lock:
                         seen.extend(got)
                     m.commit()

@@ -28,7 +28,7 @@ def _arrow_rows(table):
     ts = table.column("timestamp").cast(pa.int64()).to_pylist()
     return [(k, v, t // 1000, [(h["key"], h["value"]) for h in hs])
             for k, v, t, hs in zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
-                                   ts, table.column("headers").to_pylist())]
+                                   ts, table.column("headers").to_pylist(), strict=True)]
 
 
 @pytest.mark.parametrize("codec", ["none", "zstd", "lz4"])

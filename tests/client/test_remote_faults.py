@@ -14,7 +14,6 @@ import engine
 from engine.client.wire import KafkaConnectionError
 from engine.errors import CorruptRecordError, EngineError
 
-
 FETCH, PRODUCE = 1, 0
 
 

@@ -64,14 +64,14 @@ def test_send_records_futures_and_table_input(cluster, topic_name):
         for i, m in enumerate(metas):
             assert m.partition == engine._native.default_partition(b"key-%d" % (i % 4), 3)
             by_part.setdefault(m.partition, []).append(m.offset)
-        for part, offs in by_part.items():
+        for _part, offs in by_part.items():
             assert offs == list(range(len(offs)))            # per-record offsets, in send order
         tables = {p_: eng.read_arrow(topic_name, p_) for p_ in range(3)}
         assert sum(t.num_rows for t in tables.values()) == 62
         last2 = tables[2].slice(tables[2].num_rows - 2)
         assert last2.column("value").to_pylist() == [b"t1", b"t2"]
         assert last2.column("key").to_pylist() == [None, b"kk"]
-        for m, f in zip(metas, fs):
+        for m, f in zip(metas, fs, strict=True):
             row = tables[m.partition].slice(m.offset, 1)
             assert row.column("timestamp").cast(pa.int64())[0].as_py() == f.timestamp * 1000
             assert row.column("headers")[0].as_py()[0]["key"] == "i"

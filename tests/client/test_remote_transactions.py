@@ -110,10 +110,10 @@ def remote_consume(bootstrap, topic, parts, expected_rows, isolation="read_commi
         deadline = time.monotonic() + T
         while sum(len(v) for v in out.values()) < expected_rows and time.monotonic() < deadline:
             for b in c.poll_arrow(timeout_ms=200):
-                for p, v in zip(b.column("partition").to_pylist(), b.column("value").to_pylist()):
+                for p, v in zip(b.column("partition").to_pylist(), b.column("value").to_pylist(), strict=True):
                     out[p].append(v)
         for b in c.poll_arrow(timeout_ms=300):        # nothing more may come
-            for p, v in zip(b.column("partition").to_pylist(), b.column("value").to_pylist()):
+            for p, v in zip(b.column("partition").to_pylist(), b.column("value").to_pylist(), strict=True):
                 out[p].append(v)
         return out
     finally:

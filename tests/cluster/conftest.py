@@ -45,7 +45,7 @@ class Cluster:
                                         "--config", "group.initial.rebalance.delay.ms=0", *extra)
                         for i in range(1, n + 1)}
 
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(len(self.brokers)) as pool:      # the brokers start together
             for f in [pool.submit(b.start) for b in self.brokers.values()]:

@@ -204,8 +204,9 @@ def test_produce_is_verified_by_a_coordinator_on_another_broker(cluster_factory)
         b = _native.BatchBuilder()
         b.append(b"txn-value", None, None, int(time.time() * 1000))
         with WireClient(c.brokers[other].bootstrap, request_timeout_ms=10000) as w:
+            records = b.build(0, 0, pid, epoch, 0, True)
             r = w._call(None, 0, {"transactional_id": tid, "acks": -1, "timeout": 10000, "topic_data": [
-                {"name": topic, "partition_data": [{"index": partition, "records": b.build(0, 0, pid, epoch, 0, True)}]}]},
+                {"name": topic, "partition_data": [{"index": partition, "records": records}]}]},
                 version=9)
         return r["responses"][0]["partition_responses"][0]["error_code"]
 

@@ -17,8 +17,8 @@ import pytest
 
 from tests.cluster.conftest import wait_for, zk_json
 from tests.cluster.test_replication import Load, _check, _consume_all, _create
-from tests.serving import find_kafka
 from tests.server.test_versions import call
+from tests.serving import find_kafka
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_CONTROLLER = 41
@@ -116,7 +116,7 @@ def test_logs_only_on_replicas_and_kafka_answers_elsewhere(zk_client, cluster_fa
     offsets = _assignment(zk_client, "__consumer_offsets")
     for i, b in c.brokers.items():        # each broker creates its replicas as it learns of them
         want = {int(p) for p, r in offsets["partitions"].items() if i in r}
-        wait_for(lambda: _dirs(b, "__consumer_offsets") == want, timeout=30,
+        wait_for(lambda b=b, want=want: _dirs(b, "__consumer_offsets") == want, timeout=30,
                  what=f"broker {i}'s __consumer_offsets replicas, and only them")
 
 
@@ -235,7 +235,8 @@ def test_shrink_to_one_replica_under_load_and_errors(zk_client, cluster_factory)
         st = _state(zk_client, topic)
         assert (st["leader"], st["isr"]) == (new, [new])
         for old in (a, b):
-            wait_for(lambda: _dirs(c.brokers[old], topic) == set(), timeout=15, what=f"the log gone from {old}")
+            wait_for(lambda old=old: _dirs(c.brokers[old], topic) == set(), timeout=15,
+                     what=f"the log gone from {old}")
         before = len(load.acked)
         wait_for(lambda: len(load.acked) >= before + 1000, timeout=60, what="acks from the new leader")
     finally:

@@ -6,6 +6,7 @@ idempotent acks=all producer, controlled shutdown without client errors, and Kaf
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -92,7 +93,7 @@ class Load:
 
     def max_gap(self) -> float:
         t = self.ack_times
-        return max((b - a for a, b in zip(t, t[1:])), default=0.0)
+        return max((b - a for a, b in itertools.pairwise(t)), default=0.0)
 
 
 def _consume_all(bootstrap, topic, partitions) -> list[int]:

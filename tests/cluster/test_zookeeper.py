@@ -16,7 +16,6 @@ from tests.cluster.conftest import SESSION_MS, wait_for, zk_json
 from tests.serving import ServeProcess
 
 
-
 def _admin(bootstrap):
     from confluent_kafka.admin import AdminClient
     return AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
@@ -108,7 +107,7 @@ def test_topic_rf3_states_and_election_from_isr(zk_client, cluster_factory):
     assert a["version"] == 3 and len(a["topic_id"]) == 22
     leaders = [replicas[0] for replicas, _st, _v in states.values()]
     assert sorted(leaders) == [1, 1, 2, 2, 3, 3]               # leaders balanced
-    for p, (replicas, st, version) in states.items():
+    for replicas, st, _version in states.values():
         assert sorted(replicas) == [1, 2, 3]
         assert st["leader"] == replicas[0] and st["leader_epoch"] == 0
         assert sorted(st["isr"]) == [1, 2, 3] and st["version"] == 1
@@ -122,7 +121,7 @@ def test_topic_rf3_states_and_election_from_isr(zk_client, cluster_factory):
         except FileNotFoundError:
             return ""
     for b in c.brokers.values():      # (made by the broker's watch, just after the states)
-        wait_for(lambda: a["topic_id"] in local_id(b), timeout=10, what=f"the topic id in {b.data}")
+        wait_for(lambda b=b: a["topic_id"] in local_id(b), timeout=10, what=f"the topic id in {b.data}")
 
     c.brokers[2].kill9()
 
@@ -202,7 +201,7 @@ def test_create_partitions_and_delete_topic(zk_client, cluster_factory):
         with open(os.path.join(b.data, "engine-topics.json")) as f:
             return json.load(f)["topics"][topic]["config"]
     for b in c.brokers.values():
-        wait_for(lambda: local_config(b).get("retention.ms") in (1234567, "1234567"), timeout=10,
+        wait_for(lambda b=b: local_config(b).get("retention.ms") in (1234567, "1234567"), timeout=10,
                  what=f"retention.ms on {b.data}")
     # auto-creation (Metadata for an unknown topic) goes through ZooKeeper with the broker defaults
     from confluent_kafka import Producer
@@ -220,5 +219,5 @@ def test_create_partitions_and_delete_topic(zk_client, cluster_factory):
     assert zk_client.exists(f"/config/topics/{topic}") is None
     assert zk_client.exists(f"/admin/delete_topics/{topic}") is None
     for b in c.brokers.values():       # every broker drops its local logs
-        wait_for(lambda: not os.path.exists(os.path.join(b.data, f"{topic}-0")), timeout=10,
+        wait_for(lambda b=b: not os.path.exists(os.path.join(b.data, f"{topic}-0")), timeout=10,
                  what=f"{topic}-0 removed from {b.data}")

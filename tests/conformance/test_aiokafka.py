@@ -22,8 +22,7 @@ import pytest
 pytest.importorskip("aiokafka")
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 from aiokafka import errors as Errors  # noqa: E402
-from aiokafka.admin import (AIOKafkaAdminClient, NewPartitions, NewTopic,  # noqa: E402
-                            RecordsToDelete)
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete  # noqa: E402
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # noqa: E402
 from aiokafka.structs import OffsetAndMetadata  # noqa: E402
 
@@ -104,7 +103,7 @@ async def _refused_promptly(coro, feature, errors=(Errors.KafkaError,), within=1
     t0 = time.monotonic()
     try:
         await asyncio.wait_for(coro, within)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pytest.fail(f"{feature}: no answer within {within}s")
     except errors as e:
         assert not isinstance(e, (Errors.KafkaTimeoutError, Errors.KafkaConnectionError,

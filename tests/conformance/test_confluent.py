@@ -23,14 +23,36 @@ import pytest
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
 from confluent_kafka import (  # noqa: E402
-    Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType, ElectionType,
-    KafkaError, KafkaException, Producer, TopicCollection, TopicPartition,
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
 )
 from confluent_kafka.admin import (  # noqa: E402
-    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-    AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewPartitions, NewTopic,
-    OffsetSpec, ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
-    UserScramCredentialDeletion, UserScramCredentialUpsertion,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
 T = 15  # seconds: every request-sending call below gets this timeout (never a hang)
@@ -243,7 +265,7 @@ def test_list_topics_and_cluster_id(bootstrap, admin, topic_name):
     _create(admin, topic_name, 3)
     ids = set()
     for client in (Producer({"bootstrap.servers": bootstrap}), _consumer(bootstrap), admin):
-        md = _until(lambda: client.list_topics(timeout=T),   # (Kafka: leaders a moment later)
+        md = _until(lambda client=client: client.list_topics(timeout=T),   # (Kafka: leaders a moment later)
                     lambda md: topic_name in md.topics and
                     all(pm.leader >= 0 for pm in md.topics[topic_name].partitions.values()))
         assert topic_name in md.topics

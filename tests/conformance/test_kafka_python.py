@@ -24,11 +24,26 @@ import pytest
 pytest.importorskip("kafka")
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka import errors as Errors  # noqa: E402
-from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType,  # noqa: E402
-                         ACLResourcePatternType, AbortTransactionSpec, ConfigResource,
-                         ConfigResourceType, MemberToRemove, NewPartitions, NewTopic, OffsetSpec,
-                         ResourcePattern, ResourcePatternFilter, ResourceType, ScramMechanism,
-                         UserScramCredentialDeletion, UserScramCredentialUpsertion)
+from kafka.admin import (  # noqa: E402
+    ACL,
+    AbortTransactionSpec,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ConfigResource,
+    ConfigResourceType,
+    MemberToRemove,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from kafka.protocol.broker_version_data import BrokerVersionData  # noqa: E402
 from kafka.structs import OffsetAndMetadata, TopicPartitionReplica  # noqa: E402
 
@@ -646,7 +661,7 @@ def test_admin_describe_producers(admin, boot, topic_name):
     partition is listed with its last sequence."""
     _topic(admin, topic_name)
     p = KafkaProducer(bootstrap_servers=boot)
-    for i in range(3):
+    for _i in range(3):
         p.send(topic_name, b"x", partition=0)
     p.flush()
     pid = p._transaction_manager.producer_id_and_epoch.producer_id

@@ -427,7 +427,7 @@ def test_describe_broker_configs(pair):
         assert res["error_code"] == 0, res
         answers[broker] = {c["name"]: c for c in res["configs"]}
     mine, kafka = answers["ours"], answers["kafka"]
-    from engine.config import OWN_BROKER_KEYS       # metrics.port, console.port, ...: ours only
+    from engine.config import OWN_BROKER_KEYS  # metrics.port, console.port, ...: ours only
     for key in OWN_BROKER_KEYS:
         mine.pop(key, None)
     assert set(mine) <= set(kafka), f"keys Kafka does not have: {sorted(set(mine) - set(kafka))}"
@@ -466,7 +466,7 @@ def scenario(pair, steps):
         steps(call)
         runs[broker] = answers
     problems = []
-    for i, ((key, a), (_, b)) in enumerate(zip(runs["ours"], runs["kafka"])):
+    for i, ((key, a), (_, b)) in enumerate(zip(runs["ours"], runs["kafka"], strict=False)):
         problems += diff(a, b, ALLOWED | {"client_host"}, f"step {i} ({key})")
     assert not problems, "\n".join(problems)
     assert len(runs["ours"]) == len(runs["kafka"])
@@ -507,7 +507,6 @@ def test_group_lifecycle_and_errors(pair, monkeypatch):
         g = "grp-" + topic
         # coordinator lookup, then retry what Kafka answered while loading
         find_coordinator(call, g)
-        pair_answers = []
         call(15, {"groups": [g], "include_authorized_operations": False})     # unknown group
         call(9, {"group_id": g, "topics": [{"name": topic, "partition_indexes": [0, 1]}],
                  "groups": [{"group_id": g, "member_id": None, "member_epoch": -1, "topics": [

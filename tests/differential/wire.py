@@ -90,7 +90,7 @@ def diff(ours, theirs, ignore: frozenset | set = frozenset(), path: str = "") ->
     if isinstance(ours, list) and isinstance(theirs, list):
         if len(ours) != len(theirs):
             return [f"{path}: {len(ours)} items != {len(theirs)} items: {ours!r} != {theirs!r}"]
-        for i, (a, b) in enumerate(zip(ours, theirs)):
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
             out += diff(a, b, ignore, f"{path}[{i}]")
         return out
     if ours != theirs:

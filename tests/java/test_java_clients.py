@@ -129,7 +129,7 @@ class StreamsApp:
         self.env = {"STREAMS_REPLICATION_FACTOR": str(target.replication_factor)}
         self.proc = None
 
-    def start(self) -> "StreamsApp":
+    def start(self) -> StreamsApp:
         self.proc = self.jvm.start("WordCountEos", self.target.bootstrap, *self.args,
                                    log_path=self.log_path, env=self.env)
         return self

@@ -261,7 +261,8 @@ def test_standalone_console_over_the_wire(browser, broker, tmp_path):
         with urllib.request.urlopen(f"{base}/api/topics/{TOPIC}", timeout=10) as r:
             t = json.load(r)
         assert t["partitions"][0]["log_start_offset"] == 0 and t["partitions"][0]["high_watermark"] >= 3
-        assert (t["partitions"][0]["leader"], t["partitions"][0]["replicas"], t["partitions"][0]["isr"]) == (0, [0], [0])
+        p0 = t["partitions"][0]
+        assert (p0["leader"], p0["replicas"], p0["isr"]) == (0, [0], [0])
         assert t["config"]["cleanup.policy"] == "delete"
     finally:
         proc.terminate()

@@ -61,7 +61,6 @@ def test_counters_and_gauges_after_produce_and_consume(broker):
         msg = c.poll(0.5)
         if msg is not None and not msg.error():
             got += 1
-            last = msg
     assert got == 20
     c.commit(asynchronous=False)
     after = scrape(broker.metrics_port)

@@ -69,7 +69,8 @@ class Cluster:
         self.view.set_brokers({i: (*nd.address, None) for i, nd in self.nodes.items() if nd.running})
 
     def bootstrap(self, node_id: int) -> str:
-        return "%s:%d" % self.nodes[node_id].address
+        host, port = self.nodes[node_id].address
+        return f"{host}:{port}"
 
     def create(self, topic: str, replicas: list[int], leader: int | None = None, epoch: int = 1,
                config: dict | None = None) -> None:

@@ -11,10 +11,9 @@ import os
 import time
 
 import engine
+from engine.protocol.messages import ApiKey
 from engine.storage import files
 from engine.storage.manager import LogManager
-
-from engine.protocol.messages import ApiKey
 
 from .conftest import fetch, produce, request, wait_until
 from .test_replication import values_of

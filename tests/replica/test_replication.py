@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 from engine._native import decode_batches
+from engine.protocol.messages import ApiKey
 
 from .conftest import fetch, produce, request, wait_until
-from engine.protocol.messages import ApiKey
 
 
 def values_of(node, topic):
@@ -169,7 +169,8 @@ def test_fenced_and_unknown_epochs_and_not_leader(cluster):
         "topics": [{"name": "t", "topic_id": None}], "allow_auto_topic_creation": False,
         "include_topic_authorized_operations": False})
     part = md["topics"][0]["partitions"][0]
-    assert (part["leader_id"], part["leader_epoch"], list(part["replica_nodes"]), list(part["isr_nodes"])) == (0, 5, [0, 1], [0, 1])
+    assert (part["leader_id"], part["leader_epoch"], list(part["replica_nodes"]),
+            list(part["isr_nodes"])) == (0, 5, [0, 1], [0, 1])
     assert sorted(b["node_id"] for b in md["brokers"]) == [0, 1]
 
 
@@ -273,7 +274,7 @@ def test_three_brokers_commit_with_min_isr_two(cluster):
     wait_until(lambda: sorted(c.isr("t")) == [0, 1, 2], what="ISR [0, 1, 2]")
     assert produce(leader.address, "t", [b"e"], acks=-1) == (0, 3)
     for i in (1, 2):
-        wait_until(lambda: values_of(c.nodes[i], "t") == [b"a", b"b", b"c", b"e"], what=f"node {i} data")
+        wait_until(lambda i=i: values_of(c.nodes[i], "t") == [b"a", b"b", b"c", b"e"], what=f"node {i} data")
 
 
 def test_delete_records_answers_once_every_live_replica_moved(cluster):

@@ -93,7 +93,7 @@ def is_closed(s: socket.socket, timeout: float = 5.0) -> bool:
         data = s.recv(1)
     except ConnectionResetError:
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
     return data == b""
 

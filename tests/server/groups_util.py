@@ -104,7 +104,7 @@ class Member(threading.Thread):
             while not self._stop_evt.is_set():
                 batches = c.poll(timeout_ms=100)
                 n = 0
-                for tp, msgs in batches.items():
+                for _tp, msgs in batches.items():
                     for m in msgs:
                         self.consumed.append((m.partition, m.offset))
                         n += 1
@@ -133,7 +133,7 @@ class Member(threading.Thread):
             while not self._stop_evt.is_set():
                 batches = await c.getmany(timeout_ms=100)
                 n = 0
-                for tp, msgs in batches.items():
+                for _tp, msgs in batches.items():
                     for m in msgs:
                         self.consumed.append((m.partition, m.offset))
                         n += 1

@@ -5,6 +5,7 @@ AdminClient and kafka-python's KafkaAdminClient) and OffsetForLeaderEpoch."""
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -82,7 +83,7 @@ def test_describe_and_incrementally_alter_topic_configs_confluent(broker):
 def test_describe_configs_unknown_topic_confluent(broker):
     a = admin(broker)
     res = ConfigResource(ResourceType.TOPIC, "nope")
-    with pytest.raises(Exception):
+    with pytest.raises(KafkaException):     # the broker's error answer, not a timeout
         wait(a.describe_configs([res]))
 
 
@@ -106,7 +107,8 @@ def test_describe_cluster_confluent(broker):
 
 def test_kafka_python_admin_configs_partitions_cluster(broker):
     from kafka.admin import ConfigResource as KpConfigResource
-    from kafka.admin import ConfigResourceType, KafkaAdminClient, NewPartitions as KpNewPartitions
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+    from kafka.admin import NewPartitions as KpNewPartitions
 
     broker.call(lambda: broker.engine.create_topic("t", 1, {"retention.ms": 3600000}))
     produce(broker, "t", 10)

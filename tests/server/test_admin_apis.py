@@ -13,10 +13,9 @@ import subprocess
 
 import pytest
 
-from tests.serving import kafka_home
-
 from engine.protocol import messages as m
 from engine.records import build_batch
+from tests.serving import kafka_home
 
 from .conftest import connect, request_frame
 from .test_bad_input import api_versions_ok, is_closed
@@ -166,7 +165,8 @@ def test_describe_topic_partitions_pages_as_kafka(abroker):
     resp = call(port, 75, 0, {"topics": [{"name": "t"}], "response_partition_limit": 10, "cursor": None})
     (t,) = resp.topics
     assert t.topic_authorized_operations == 3576 and not t.is_internal
-    assert [(p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes) for p in t.partitions] == [(0, 0, (0,), (0,))] * 2
+    assert [(p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes)
+            for p in t.partitions] == [(0, 0, (0,), (0,))] * 2
     from engine.server.handlers import _topic_uuid
     assert t.topic_id == _topic_uuid(abroker.call(lambda: abroker.engine.topic_metadata("t").topic_id))
 
@@ -287,7 +287,8 @@ def test_kafka_features_tool(abroker, kafka_tool):
     assert rc == 0, err
     assert out.split("\n")[:2] == [
         "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 0\tFinalizedVersionLevel: 0\tEpoch: -",
-        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 0\tFinalizedVersionLevel: 0\tEpoch: -"]
+        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 0\tFinalizedVersionLevel: 0"
+        "\tEpoch: -"]
 
 
 def test_kafka_admin_tools(abroker, kafka_tool, tmp_path):
@@ -368,7 +369,7 @@ def test_mutated_admin_requests(abroker, caplog):
                 s.shutdown(socket.SHUT_WR)
                 try:
                     data = s.recv(4)
-                except (socket.timeout, ConnectionResetError):
+                except (TimeoutError, ConnectionResetError):
                     data = b""
                 answered += bool(data)
                 closed += not data

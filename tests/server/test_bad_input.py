@@ -182,7 +182,8 @@ def test_batch_larger_than_max_message_bytes(broker):
 def test_invalid_required_acks(broker):
     broker.call(lambda: broker.engine.create_topic("b13", 1))
     with connect(broker.port) as s:
-        error, _ = parse_produce_v3(_roundtrip(s, request_frame(0, 3, 1, produce_v3("b13", 0, bytes(_batch()), acks=5))))
+        frame = request_frame(0, 3, 1, produce_v3("b13", 0, bytes(_batch()), acks=5))
+        error, _ = parse_produce_v3(_roundtrip(s, frame))
         assert error == 21
     assert broker.call(lambda: broker.engine.log("b13", 0).log_end_offset) == 0
 

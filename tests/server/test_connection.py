@@ -68,10 +68,12 @@ def test_fetch_respects_max_bytes_and_partition_max_bytes(broker):
             broker.call(lambda p=p: broker.engine.log("mb", p).append(bytearray(batch)))
     with connect(broker.port) as s:
         # partition_max_bytes 2.5 batches: two whole batches and a partial third per partition
-        sizes = _partition_sizes(recv_frame_after(s, request_frame(1, 4, 1, _fetch_many([0, 1, 2], 1 << 20, int(size * 2.5)))))
+        frame = request_frame(1, 4, 1, _fetch_many([0, 1, 2], 1 << 20, int(size * 2.5)))
+        sizes = _partition_sizes(recv_frame_after(s, frame))
         assert [x[2] for x in sizes] == [int(size * 2.5)] * 3
         # max_bytes 1.5 batches in total: the first partition gets them, the others nothing
-        sizes = _partition_sizes(recv_frame_after(s, request_frame(1, 4, 2, _fetch_many([0, 1, 2], int(size * 1.5), 1 << 20))))
+        frame = request_frame(1, 4, 2, _fetch_many([0, 1, 2], int(size * 1.5), 1 << 20))
+        sizes = _partition_sizes(recv_frame_after(s, frame))
         assert [x[2] for x in sizes] == [int(size * 1.5), 0, 0]
         # limits below one batch still return the first batch whole (KIP-74)
         sizes = _partition_sizes(recv_frame_after(s, request_frame(1, 4, 3, _fetch_many([1, 2], 10, 10))))

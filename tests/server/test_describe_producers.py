@@ -11,7 +11,6 @@ import time
 import pytest
 
 from engine.protocol.primitives import Reader, Writer
-
 from tests.serving import ServeProcess, kafka_home
 
 from .conftest import connect, recv_frame, request_frame

@@ -66,7 +66,7 @@ def test_mutated_requests(broker, caplog):
     frames = _valid_frames()
     answered = closed = 0
     with caplog.at_level(logging.WARNING, logger="engine.server"):
-        for i in range(int(os.environ.get("FUZZ_N", "400"))):
+        for _i in range(int(os.environ.get("FUZZ_N", "400"))):
             msg = bytearray(rnd.choice(frames))
             for _ in range(rnd.randint(1, 4)):
                 pos = rnd.randrange(8, len(msg))      # keep key/version: reach the decoders
@@ -78,7 +78,7 @@ def test_mutated_requests(broker, caplog):
                 s.shutdown(socket.SHUT_WR)
                 try:
                     data = s.recv(4)
-                except (socket.timeout, ConnectionResetError):
+                except (TimeoutError, ConnectionResetError):
                     data = b""
                 if data:
                     answered += 1

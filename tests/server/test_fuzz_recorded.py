@@ -32,7 +32,7 @@ import time
 
 import pytest
 
-from tests.serving import ServeProcess, free_port
+from tests.serving import ServeProcess
 
 from .conftest import recv_frame
 
@@ -174,7 +174,7 @@ def _exchange(port: int, payload: bytes, shut: bool = False, deadline: float = _
         s.settimeout(deadline)
         try:
             head = s.recv(4, socket.MSG_PEEK)
-        except socket.timeout:
+        except TimeoutError:
             return "open", None
         except ConnectionResetError:
             return "closed", None

@@ -84,7 +84,7 @@ def _handover(broker, clients, conf=None, group="g", check=None):
         second = {(p, o) for p in range(PARTS) for o in range(PER, 2 * PER)}
         wait_until(lambda: (_check_errors(survivors), second <= set(_consumed(survivors)))[1],
                    what="the second round consumed")
-        after = [x for m, n in zip(members, mark) for x in m.consumed[n:]]
+        after = [x for m, n in zip(members, mark, strict=True) for x in m.consumed[n:]]
         # resumed exactly at the committed offsets: nothing below them again, nothing twice
         assert sorted(after) == sorted(second), sorted(set(after) - second)[:10]
         wait_until(lambda: committed_offsets(broker.bootstrap, group, "t", PARTS) ==
@@ -170,7 +170,7 @@ def test_killed_member_is_removed_after_session_timeout(gbroker):
         produce(gbroker.bootstrap, "t", PARTS, PER, tag=b"second-")
         second = {(p, o) for p in range(PARTS) for o in range(PER, 2 * PER)}
         wait_until(lambda: second <= set(_consumed(survivors)), what="the second round consumed")
-        after = [x for m, n in zip(survivors, mark) for x in m.consumed[n:]]
+        after = [x for m, n in zip(survivors, mark, strict=True) for x in m.consumed[n:]]
         assert sorted(after) == sorted(second)
     finally:
         if proc.poll() is None:

@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 from engine.errors import InvalidRequestError
 from engine.protocol import Reader, Writer, parse_request_header, response_header
-from engine.protocol.frames import check_frame_size
 from engine.protocol import messages as m
-from engine.protocol.frames import peek_header
+from engine.protocol.frames import check_frame_size, peek_header
 
 # librdkafka 2.16 ApiVersions v3 request, captured (docs: kafka-wire-protocol.md §2)
 RDKAFKA_API_VERSIONS = bytes.fromhex("00000040" "00120003" "00000001" "0007") + b"rdkafka" + b"\x00" \

@@ -19,12 +19,11 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.serving import ServeProcess, find_kafka  # noqa: E402
-
 from engine import _native  # noqa: E402
 from engine.client.wire import WireClient  # noqa: E402
 from engine.coordinator.records import partition_for  # noqa: E402
 from engine.protocol.messages import ApiKey  # noqa: E402
+from tests.serving import ServeProcess, find_kafka  # noqa: E402
 
 QUIET = {"log_level": 0, "logger": __import__("logging").getLogger("rdkafka-quiet")}
 

@@ -47,6 +47,7 @@ def test_a_request_past_its_bound_names_itself(broker, caplog):
 
 def test_join_group_gets_the_rebalance_timeout_on_top():
     import asyncio
+
     from engine.protocol import messages as m
     wd = RequestWatchdog(asyncio.new_event_loop(), lambda: [], default_bound_s=30.0)
     assert wd.bound_s(m.ApiKey.FETCH) == 30.0

@@ -5,6 +5,8 @@ small batches, several segments, dense index), ``clicks`` (2 partitions,
 explicit timestamps 1000 ms apart) and one single-partition topic per codec.
 """
 
+import itertools
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -187,7 +189,7 @@ def test_min_partitions_splits_at_index_entries(spark, data):
             log = ro.log("orders", p)
             mine = sorted((r.start, r.end) for r in plan if r.partition == p)
             assert mine[0][0] == log.log_start_offset and mine[-1][1] == log.high_watermark
-            assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(mine))
             cuts = set(_cut_points(log, 0, log.high_watermark))
             assert all(s in cuts for s, _ in mine[1:])
 
@@ -224,8 +226,8 @@ def test_udfs_header_value_and_kafka_partition(spark, data):
 
 
 def test_header_value_array_last_wins_and_slices():
-    from spark_udfs.udfs import header_value_array, kafka_partition_array
     from engine._native import murmur2
+    from spark_udfs.udfs import header_value_array, kafka_partition_array
     h = pa.array([[{"key": "a", "value": b"1"}, {"key": "a", "value": b"2"}], None, [],
                   [{"key": "b", "value": None}, {"key": "a", "value": b"3"}]],
                  type=engine.arrow.HEADERS_TYPE)

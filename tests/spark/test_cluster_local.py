@@ -90,7 +90,8 @@ def test_local_ranges_are_read_from_disk_without_the_network(cluster):
     leader = cluster["leaders"][("copies", 0)]
     opts = parse_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "copies",
                           "path": cluster["dirs"][leader], "kafka.request.timeout.ms": "2000"})
-    rows = sum(b.num_rows for b in read_range(OffsetRangePartition("copies", 0, 0, 3000, cluster["dirs"][leader]), opts))
+    part = OffsetRangePartition("copies", 0, 0, 3000, cluster["dirs"][leader])
+    rows = sum(b.num_rows for b in read_range(part, opts))
     assert rows == 3000
     with pytest.raises(KafkaConnectionError):
         list(read_range(OffsetRangePartition("copies", 0, 0, 3000, None), opts))
@@ -103,7 +104,7 @@ def test_spark_rows_equal_reading_through_the_leaders(spark, cluster):
             r = r.option(k, v)
         t = r.load().toArrow()
         return sorted(zip(t["topic"].to_pylist(), t["partition"].to_pylist(), t["offset"].to_pylist(),
-                          t["value"].to_pylist()))
+                          t["value"].to_pylist(), strict=True))
 
     through_leaders = rows(_opts(cluster, []))
     assert len(through_leaders) == 6000
@@ -115,4 +116,4 @@ def test_spark_rows_equal_reading_through_the_leaders(spark, cluster):
     q.awaitTermination(120)
     got = spark.sql("select topic, partition, offset, value from cluster_local").toArrow()
     assert sorted(zip(got["topic"].to_pylist(), got["partition"].to_pylist(), got["offset"].to_pylist(),
-                      got["value"].to_pylist())) == through_leaders
+                      got["value"].to_pylist(), strict=True)) == through_leaders

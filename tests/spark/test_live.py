@@ -51,7 +51,7 @@ def test_read_while_a_producer_appends(spark, spark_tmp):
                 n = len(offs)
                 assert offs == list(range(n)), f"gap or duplicate in live-{p}"
                 assert n % BATCH == 0 and 0 < n <= hws[p]
-                vals = dict(zip(sub["offset"].to_pylist(), sub["value"].to_pylist()))
+                vals = dict(zip(sub["offset"].to_pylist(), sub["value"].to_pylist(), strict=True))
                 assert all(vals[o] == b"%d" % o for o in offs)
                 seen.append(n)
         stop.set()

@@ -57,7 +57,8 @@ def test_round_trip_keys_values_headers_partitions(spark, spark_tmp):
     assert t.num_rows == N
     got = collections.Counter(
         (k, v, _norm_headers(h), p) for k, v, h, p in zip(
-            t["key"].to_pylist(), t["value"].to_pylist(), t["headers"].to_pylist(), t["partition"].to_pylist()))
+            t["key"].to_pylist(), t["value"].to_pylist(), t["headers"].to_pylist(), t["partition"].to_pylist(),
+            strict=True))
     for k, v, h, p in rows:
         want_p = p if p is not None else (murmur2(k) & 0x7FFFFFFF) % 3 if k is not None else None
         if want_p is None:  # sticky: any partition
@@ -70,7 +71,7 @@ def test_round_trip_keys_values_headers_partitions(spark, spark_tmp):
     assert not +got
     # Offsets are dense per partition, and the source reads the same rows back.
     for p in range(3):
-        offs = sorted(o for o, q in zip(t["offset"].to_pylist(), t["partition"].to_pylist()) if q == p)
+        offs = sorted(o for o, q in zip(t["offset"].to_pylist(), t["partition"].to_pylist(), strict=True) if q == p)
         assert offs == list(range(len(offs)))
     back = (spark.read.format("kafka-engine").option("path", path).option("subscribe", "rt")
             .option("includeHeaders", "true").load().toArrow())

@@ -36,7 +36,8 @@ def test_write_with_path_goes_through_the_owning_broker(spark, owned):
     t = _read(owned, "rt")
     assert t.num_rows == N
     got = collections.Counter((k, v, _norm_headers(h), p) for k, v, h, p in zip(
-        t["key"].to_pylist(), t["value"].to_pylist(), t["headers"].to_pylist(), t["partition"].to_pylist()))
+        t["key"].to_pylist(), t["value"].to_pylist(), t["headers"].to_pylist(), t["partition"].to_pylist(),
+        strict=True))
     for k, v, h, p in rows:
         want_p = p if p is not None else (murmur2(k) & 0x7FFFFFFF) % 3 if k is not None else None
         if want_p is None:
@@ -83,4 +84,5 @@ def test_streaming_write_through_the_broker(spark, owned, tmp_path):
         q.stop()
     t = _read(owned, "rt")
     assert sorted(t["value"].to_pylist()) == sorted(b"s%d" % i for i in range(300))
-    assert all(p == (murmur2(k) & 0x7FFFFFFF) % 3 for k, p in zip(t["key"].to_pylist(), t["partition"].to_pylist()))
+    assert all(p == (murmur2(k) & 0x7FFFFFFF) % 3
+               for k, p in zip(t["key"].to_pylist(), t["partition"].to_pylist(), strict=True))

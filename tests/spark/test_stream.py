@@ -13,7 +13,7 @@ def _sink_rows(out):
     if not files:
         return []
     t = pq.ParquetDataset(files).read()
-    return list(zip(t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist()))
+    return list(zip(t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist(), strict=True))
 
 
 def _append(path, counts, n):

@@ -64,7 +64,7 @@ def test_streaming_offsets_are_the_lso_under_read_committed(txbroker):
     from spark_udfs.stream import KafkaEngineStreamReader
     lsos, hws = txbroker.call(lambda: ([txbroker.engine.log("tx", p).last_stable_offset for p in range(2)],
                                        [txbroker.engine.log("tx", p).high_watermark for p in range(2)]))
-    assert all(lso < hw for lso, hw in zip(lsos, hws))
+    assert all(lso < hw for lso, hw in zip(lsos, hws, strict=True))
     for level, want in (("read_committed", lsos), ("read_uncommitted", hws)):
         r = KafkaEngineStreamReader(parse_options(
             {"path": txbroker.engine.path, "subscribe": "tx", "kafka.isolation.level": level}, streaming=True))

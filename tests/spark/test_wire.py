@@ -2,19 +2,21 @@
 through a broker (Metadata, ListOffsets, Fetch by engine.client.wire) and gives the
 same rows as reading the files in place; the wire client on its own."""
 
+import itertools
+
 import pyarrow as pa
 import pytest
 from server.conftest import BrokerThread  # tests/server/conftest.py
 
 import engine
 from engine.client.wire import EARLIEST, LATEST, KafkaConnectionError, WireClient
-from engine.errors import api_error
 from engine.errors import (
     KafkaApiError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
+    api_error,
 )
 from engine.records import build_batches
 
@@ -79,7 +81,7 @@ def test_wire_plan_splits_and_errors(spark, broker):
         for p in range(3):
             mine = sorted((r.start, r.end) for r in plan if r.partition == p)
             assert mine[0][0] == 0 and mine[-1][1] == ro.log("w", p).high_watermark
-            assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(mine))
     with pytest.raises(Exception, match="do not exist"):
         _load(spark, broker, True, subscribe="nope").collect()
     with pytest.raises(Exception, match="outside the available range"):

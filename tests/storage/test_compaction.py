@@ -251,7 +251,7 @@ def test_consumer_read_arrow_and_fetch_across_gaps(data_dir):
         # read_arrow: same rows
         table = eng.read_arrow("c", 0)
         rows = list(zip(table.column("offset").to_pylist(), table.column("key").to_pylist(),
-                        table.column("value").to_pylist()))
+                        table.column("value").to_pylist(), strict=True))
         assert rows == want
         # a fetch from an offset inside a removed range
         info = log.read(gap, 1 << 20, verify=True)

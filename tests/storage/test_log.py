@@ -41,7 +41,7 @@ def test_append_read_roundtrip_and_out_of_range(tmp_path):
     everything = b"".join(x[2] for x in stored)
     f = log.read(0, 10**9)
     assert f.read() == everything
-    for first, last, b in stored[::7]:
+    for _first, last, b in stored[::7]:
         f = log.read(last, 1, min_one_batch=True)
         assert f.slices[0].read() == b
     f = log.read(stored[5][0], 300, min_one_batch=False)
@@ -251,9 +251,9 @@ def test_manager_lock_second_writer(tmp_path):
     with pytest.raises(DataDirLockedError) as ei:
         LogManager(d)
     assert f"pid={os.getpid()}" in ei.value.holder
-    code = ("import sys; sys.path.insert(0, %r)\n"
+    code = (f"import sys; sys.path.insert(0, {ROOT!r})\n"
             "from engine.storage.manager import LogManager\nfrom engine.errors import DataDirLockedError\n"
-            "try:\n    LogManager(%r)\nexcept DataDirLockedError as e:\n    print(e.holder)\n") % (ROOT, d)
+            f"try:\n    LogManager({d!r})\nexcept DataDirLockedError as e:\n    print(e.holder)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert f"pid={os.getpid()}" in out.stdout, out.stderr
     m.close()

@@ -11,12 +11,12 @@ import textwrap
 
 import pytest
 
-from tests.serving import kafka_home
-
 from engine.config import EngineConfig
 from engine.records import build_batch
-from engine.storage import loader, producer_state as ps
+from engine.storage import loader
+from engine.storage import producer_state as ps
 from engine.storage.manager import LogManager
+from tests.serving import kafka_home
 
 from .conftest import ROOT, small_config
 

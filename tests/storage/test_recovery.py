@@ -129,7 +129,7 @@ def test_d4_bit_flip_in_sealed_segment_detected_on_read(tmp_path):
     sealed = sorted(glob.glob(os.path.join(d, f"{T}-0", "*.log")))[1]
     base = files.offset_from_filename(os.path.basename(sealed))
     rng = random.Random(4)
-    for trial in range(8):
+    for _trial in range(8):
         raw = bytearray(open(sealed, "rb").read())
         bit = rng.randrange(len(raw) * 8)
         raw[bit // 8] ^= 1 << (bit % 8)

@@ -1,6 +1,5 @@
 import os
 
-
 from engine import _native
 from engine.storage import files
 from engine.storage.segment import LogSegment
@@ -32,7 +31,7 @@ def test_sparse_index_rule(tmp_path):
     size = len(batches[0][3])
     # Kafka's rule by hand: entry when the counter > interval before this append.
     expect, counter = [], 0
-    for first, last, pos, b in batches:
+    for _first, last, pos, b in batches:
         if counter > 500:
             expect.append((last, pos))
             counter = 0
@@ -52,7 +51,7 @@ def test_sparse_index_rule(tmp_path):
 def test_translate_read_and_min_one_batch(tmp_path):
     seg = LogSegment(str(tmp_path), 0, small_config(), create=True)
     batches = _fill(seg, 30)
-    for first, last, pos, b in batches:
+    for first, last, pos, _b in batches:
         for o in (first, last):
             assert seg.translate_offset(o)[:2] == (pos, first)
     assert seg.translate_offset(10**6) is None

@@ -12,14 +12,14 @@ import time
 
 import pytest
 
-from tests.serving import kafka_home
-
 from engine import _native
 from engine.errors import InvalidProducerEpochError, InvalidRecordError
 from engine.records import build_batch
-from engine.storage import files, producer_state as ps, txnindex
+from engine.storage import files, txnindex
+from engine.storage import producer_state as ps
 from engine.storage.log import PartitionLog
 from engine.storage.manager import LogManager
+from tests.serving import kafka_home
 
 from .conftest import small_config
 
@@ -447,7 +447,7 @@ def log_values(log):
     out = {}
     for seg in log.segments:
         if seg.size:
-            for off, _ts, k, v, _h in _native.decode_batches(seg._data(), 0, seg.size)[0]:
+            for _off, _ts, k, v, _h in _native.decode_batches(seg._data(), 0, seg.size)[0]:
                 out[k] = v
     return out
 

@@ -153,7 +153,7 @@ def test_commit_interrupted_by_broker_kill_is_all_or_nothing(own_broker, tmp_pat
             n = sum(1 for _o, v in committed[0] if v.startswith(b"r%d-" % earlier))
             assert n == (PER_PARTITION if earlier in visible_rounds else 0)
         outcomes.append("commit" if is_committed else "abort")
-    print("outcomes per delay:", dict(zip(DELAYS, outcomes)))
+    print("outcomes per delay:", dict(zip(DELAYS, outcomes, strict=True)))
 
 
 def test_open_transaction_survives_a_broker_kill(own_broker):

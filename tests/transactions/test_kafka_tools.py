@@ -33,7 +33,7 @@ def _tool(bootstrap, *args):
     rows = []
     for ln in lines[1:]:
         cells = [c.strip() for c in ln.split("\t")]
-        rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)))))
+        rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)), strict=False)))
     return rows
 
 

@@ -133,7 +133,7 @@ def test_build_batches_arrow_matches_lists(typ):
     assert len(from_lists) > 1
     assert all(len(b) <= 2000 for b in from_lists)
     recs = [r for b in from_lists for r in _native.decode_batch(b)]
-    assert [(r[2], r[3], r[1]) for r in recs] == list(zip(keys, vals, ts))
+    assert [(r[2], r[3], r[1]) for r in recs] == list(zip(keys, vals, ts, strict=True))
 
 
 def test_build_batches_sliced_chunked_string_and_timestamp_units():

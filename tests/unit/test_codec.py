@@ -181,7 +181,7 @@ def test_scan_path_lz4_decoder_bounds_and_fuzz():
     rnd = random.Random(21)
     base = [_native.compress(3, payload(n)) for n in (100, 5000, 70_000)]
     base.append(_native.compress(3, os.urandom(3000)))
-    for i in range(1500):
+    for _i in range(1500):
         c = bytearray(rnd.choice(base))
         for _ in range(rnd.randint(1, 4)):
             c[rnd.randrange(len(c))] = rnd.randrange(256)

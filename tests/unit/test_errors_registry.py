@@ -170,7 +170,7 @@ def _module_level_codes(tree):
             if isinstance(target, ast.Name):
                 pairs = [(target, value)]
             elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
-                pairs = list(zip(target.elts, value.elts))
+                pairs = list(zip(target.elts, value.elts, strict=False))
             for t, v in pairs:
                 if not isinstance(t, ast.Name) or t.id.lstrip("_") not in _NAMES:
                     continue
@@ -215,7 +215,7 @@ def _literal_codes(tree):
                 "api_error", "for_code") and node.args and nonzero(node.args[0]):
             hits.append(node.lineno)
         elif isinstance(node, ast.Dict):
-            for k, v in zip(node.keys, node.values):
+            for k, v in zip(node.keys, node.values, strict=True):
                 if isinstance(k, ast.Constant) and k.value == "error_code" and nonzero(v):
                     hits.append(node.lineno)
         elif (isinstance(node, ast.DictComp) and isinstance(node.value, ast.Constant)

@@ -19,7 +19,7 @@ def log_of(codecs=(0, 3, 4, 1, 2), per=4):
         b = _native.BatchBuilder()
         for j in range(per):
             key = None if j % 3 == 0 else b"k%d" % off
-            hs = [("h%d" % j, None if j == 1 else b"v")] * (j % 3)
+            hs = [(f"h{j}", None if j == 1 else b"v")] * (j % 3)
             b.append(b"value-%d" % off if j != 2 else None, key=key, headers=hs, timestamp=1000 + off)
             off += 1
         out.append(b.build(codec=codec, base_offset=off - per))
