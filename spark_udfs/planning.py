@@ -21,6 +21,7 @@ Layering: ``options`` <- this module <- ``locality`` <- ``reader`` / ``stream``;
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import re
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ def _open(path: str):
 class _WireLog:
     """What planning needs of one partition, asked of the broker (ListOffsets)."""
 
-    def __init__(self, src: "WireSource", topic: str, partition: int):
+    def __init__(self, src: WireSource, topic: str, partition: int):
         self.src, self.topic, self.partition = src, topic, partition
         self.log_start_offset = self.high_watermark = self.last_stable_offset = 0
 
@@ -289,11 +290,11 @@ def split_ranges(eng, ranges, min_partitions: int | None) -> list[tuple[str, int
             continue
         if getattr(eng, "is_wire", False):  # no index over the wire: even offsets
             bounds = sorted({s + (e - s) * k // pieces for k in range(pieces + 1)})
-            out.extend((t, p, a, b) for a, b in zip(bounds, bounds[1:]) if b > a)
+            out.extend((t, p, a, b) for a, b in itertools.pairwise(bounds) if b > a)
             continue
         segs = eng.log(t, p).segments
         bases = [sg.base_offset for sg in segs]
         cuts = [_cut_at_or_below(segs, bases, s + (e - s) * k // pieces) for k in range(1, pieces)]
         bounds = [s] + sorted(set(c for c in cuts if s < c < e)) + [e]
-        out.extend((t, p, a, b) for a, b in zip(bounds, bounds[1:]))
+        out.extend((t, p, a, b) for a, b in itertools.pairwise(bounds))
     return out
