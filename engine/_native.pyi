@@ -147,7 +147,9 @@ class RecordAccumulator:
 def build_batches(values: Sequence[Any] | pyarrow.Array, keys: Sequence[Any] | pyarrow.Array | None = None,
                   timestamps: Sequence[int] | pyarrow.Array | None = None,
                   headers: Sequence[_Headers] | None = None, codec: int = 0,
-                  max_batch_bytes: int = 1048576, level: int = -1) -> list[bytearray]: ...
+                  max_batch_bytes: int = 1048576, level: int = -1, producer_id: int = -1,
+                  producer_epoch: int = -1, base_sequence: int = -1, start: int = 0,
+                  max_batches: int = 0) -> list[bytearray]: ...
 def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                         timestamp: int | None = None, partition_leader_epoch: int = -1) -> bytearray: ...
 def read_control_record(data: _Buffer, position: int = 0) -> tuple[int, int]: ...
@@ -202,6 +204,9 @@ class TopicAccumulator:
     def expired(self, linger_s: float) -> list[int]: ...
 
 class ProducerCore:
+    _accs: dict[str, Any]         # topic -> TopicAccumulator
+    _closed: bool
+    _eager: bool
     def send(self, topic: str, value: Any, key: Any = None, headers: _Headers = None,
              timestamp: int | None = None, partition: int | None = None) -> SendFuture: ...
 

@@ -57,9 +57,9 @@ def _dump_txn_index(path: str) -> int:
     except CorruptIndexError as e:
         print(f"error: {e.reason}")
         return 1
-    for e in entries:
-        print(f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} "
-              f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}")
+    for entry in entries:
+        print(f"version: 0 producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+              f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}")
     print(f"{len(entries)} entries", file=sys.stderr)
     return 0
 

@@ -187,7 +187,8 @@ class ProducePipeline:
                 reqs = self.requests.setdefault(node, deque())
                 if len(reqs) >= self.max_in_flight and self.acks != 0:
                     continue
-                entries, size = [], 0
+                entries: list[Entry] = []
+                size = 0
                 for q in queues:
                     e = q[0]
                     if entries and size + len(e.batch) > MAX_REQUEST_BYTES:
@@ -249,7 +250,7 @@ class ProducePipeline:
         for t in resp["responses"]:
             for p in t["partition_responses"]:
                 results[(t["name"], p["index"])] = p
-        retry = []
+        retry: list[tuple[Entry, Exception]] = []
         for e in entries:
             p = results.get((e.topic, e.partition))
             if p is None:
@@ -263,14 +264,15 @@ class ProducePipeline:
                 self._finish(e, -1)          # an earlier attempt landed: not written twice
             else:
                 msg = p.get("error_message") or ""
-                err = api_error(code, f"produce to {e.topic}-{e.partition}" + (f" ({msg})" if msg else ""))
+                refused = api_error(code, f"produce to {e.topic}-{e.partition}" + (f" ({msg})" if msg else ""))
                 tp = (e.topic, e.partition)
-                if err.retriable or (code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_unacked(e)):
-                    retry.append((e, err))
+                if refused.retriable or (code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                                         and self._earlier_unacked(e)):
+                    retry.append((e, refused))
                 else:
-                    self._fail_partition(tp, err, e)
-        for e, err in retry:
-            self._retry([e], err)
+                    self._fail_partition(tp, refused, e)
+        for e, reason in retry:
+            self._retry([e], reason)
 
     def _earlier_unacked(self, e: Entry) -> bool:
         """OUT_OF_ORDER_SEQUENCE_NUMBER is retriable while an earlier batch of the partition is

@@ -510,7 +510,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         return await asyncio.shield(fut)
 
     async def _complete_sync(self, group: GroupMetadata, generation: int, assignments: dict[str, bytes]) -> None:
-        error = ErrorCode.NONE
+        error: int = ErrorCode.NONE
         try:
             await self._append(group.partition, [(rec.encode_group_metadata_key(group.group_id),
                                                   rec.encode_group_metadata(group, assignments))])

@@ -338,7 +338,7 @@ class GroupStoreMixin:
         for pid, txn in pending.items():
             for gid, tps in txn.items():
                 self._groups[gid].pending_txn_offsets.setdefault(pid, {}).update(tps)
-        n = sum(1 for g in self._groups.values() if g.partition == partition)
+        n = sum(g.partition == partition for g in self._groups.values())
         if n:
             log.info("loaded %d groups from %s-%d", n, rec.OFFSETS_TOPIC, partition)
 

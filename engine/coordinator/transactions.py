@@ -46,7 +46,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import ErrorCode, KafkaApiError, NotCoordinatorError, UnknownTopicOrPartitionError
 from . import records as group_records
@@ -126,7 +126,7 @@ class TransactionCoordinator(CoordinatorRuntime):
     NAME = "transaction-coordinator"
 
     def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
-                 group_coordinator: Callable[[], object] | None = None):
+                 group_coordinator: Callable[[], Any] | None = None):
         super().__init__(engine, node_id=node_id, clock=clock)
         cfg = engine.config
         self.configured_partitions = cfg["transaction.state.log.num.partitions"]

@@ -263,7 +263,7 @@ class GroupHandlers:
             wanted = [(t.name, p) for t in req_topics for p in t.partition_indexes]
         res = await self._call("fetch_offsets", group_id, wanted)
         code, offsets = (ErrorCode.COORDINATOR_NOT_AVAILABLE, {}) if res is None else res
-        unstable = set()
+        unstable: set[tuple[str, int]] = set()
         if require_stable and not code:
             unstable = await self._call("unstable_partitions", group_id, wanted) or set()
         if code and wanted is not None:

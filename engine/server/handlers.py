@@ -25,6 +25,7 @@ connection.  PartitionLog and Engine are thread-safe.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 
@@ -211,9 +212,9 @@ class Handlers:
             self.broker.notify_appended()
         if waiting:
             outcomes = await self.replicas.wait_for_acks([w for _, _, w in waiting], req.timeout_ms)
-            for (results, i, _), e in zip(waiting, outcomes, strict=True):
-                if e is not None:
-                    results[i] = (results[i][0], _code(e), -1, -1, -1, str(e)[:200])
+            for (results, i, _), failure in zip(waiting, outcomes, strict=True):
+                if failure is not None:
+                    results[i] = (results[i][0], _code(failure), -1, -1, -1, str(failure)[:200])
         if req.acks == 0 and not error:
             return None
         return [m.encode_produce_response(v, out)]
@@ -391,9 +392,9 @@ class Handlers:
         if waiting:
             timeout_ms = int(req.timeout.total_seconds() * 1000)
             outcomes = await self.replicas.wait_for_acks([w for _, w in waiting], timeout_ms)
-            for (res, waiter), e in zip(waiting, outcomes, strict=True):
-                if e is not None:
-                    res["low_watermark"], res["error_code"] = -1, _code(e)
+            for (res, waiter), failure in zip(waiting, outcomes, strict=True):
+                if failure is not None:
+                    res["low_watermark"], res["error_code"] = -1, _code(failure)
                 else:
                     res["low_watermark"] = waiter.result()
         return [m.encode(m.ApiKey.DELETE_RECORDS, v, {"throttle_time": 0, "topics": topics})]
@@ -462,17 +463,17 @@ class Handlers:
                     cfg = eng.topic_config(r.resource_name)
                     values = dict(cfg)
 
-                    def entry(name, values=values, overrides=cfg.overrides):   # this resource's, bound now
-                        return config_describe.topic_entry(name, values, overrides, eng.config,
-                                                           req.include_synonyms)
+                    # this resource's values, bound now
+                    entry = functools.partial(config_describe.topic_entry, values=values, overrides=cfg.overrides,
+                                              broker=eng.config, synonyms=req.include_synonyms)
                 elif r.resource_type == _RESOURCE_BROKER:
                     node = self.view.node_id
                     if r.resource_name not in ("", str(node)):
                         raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({node})")
                     values = {k: v for k, v in eng.config.values.items() if k not in INTERNAL_BROKER_KEYS}
 
-                    def entry(name):
-                        return config_describe.broker_entry(name, eng.config, req.include_synonyms)
+                    entry = functools.partial(config_describe.broker_entry, broker=eng.config,
+                                              synonyms=req.include_synonyms)
                 else:
                     raise InvalidRequestError(f"resource type {r.resource_type} is not supported")
                 # null or empty both mean every key (Kafka's ConfigHelper; kafka-python sends [])

@@ -67,7 +67,7 @@ class ProducerStateMixin:
         lastStableOffset reaches `upper_offset`.  What a read_committed Fetch
         answers with, and what the scanner drops.
         """
-        out = []
+        out: list[tuple[int, int]] = []
         with self._lock:   # the writer appends entries under it; the entries are in memory once read
             for seg in self._segments[self._floor_index(start_offset):]:
                 if self.read_only:
