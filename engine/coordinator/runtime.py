@@ -46,7 +46,7 @@ from ..errors import (
     NotCoordinatorError,
     UnknownTopicOrPartitionError,
 )
-from ..storage.segment import FileSlice
+from ..storage.replay import decoded_batches
 from .cluster_link import ClusterLink
 
 __all__ = ["CoordinatorRuntime", "LOADED", "LOADING"]
@@ -490,41 +490,15 @@ class CoordinatorRuntime:
         errors: list[CorruptRecordError] = []
         # a new leader's high watermark may lag what the ISR had committed: read to the log end
         # offset, as Kafka's coordinators load
-        lso = plog.log_start_offset
-        hw = plog.log_end_offset if self.cluster is not None else plog.high_watermark
-        for seg in plog.segments:
-            size = seg.size
-            if size == 0 or seg.base_offset >= hw:
+        end = plog.log_end_offset if self.cluster is not None else plog.high_watermark
+        for b in decoded_batches(plog, end):
+            if b.error is not None:
+                errors.append(b.error)
                 continue
-            path = seg.log_path
-            data = FileSlice(seg.file, 0, size).read()
-            pos = 0
-            while pos + _native.BATCH_HEADER_SIZE <= size:
-                try:
-                    h = _native.read_header(data, pos)
-                    total = h.size
-                    if total < _native.BATCH_HEADER_SIZE or pos + total > size:
-                        raise CorruptRecordError(f"batch length {h.batch_length} runs past the segment",
-                                                 path, pos)
-                except CorruptRecordError as e:
-                    errors.append(CorruptRecordError(e.reason, path, pos))
-                    break           # no trustworthy length: the rest of this segment is unreadable
-                if h.next_offset <= lso:
-                    pos += total
-                    continue
-                if h.base_offset >= hw:
-                    break
-                try:
-                    records = _native.decode_batch(data, pos, True, path)
-                except CorruptRecordError as e:
-                    errors.append(CorruptRecordError(e.reason, path, pos))
-                    pos += total
-                    continue
-                try:
-                    self._replay_batch(h, records, state)
-                except CorruptRecordError as e:
-                    errors.append(CorruptRecordError(e.reason, path, pos))
-                pos += total
+            try:
+                self._replay_batch(b.header, b.records, state)
+            except CorruptRecordError as e:
+                errors.append(CorruptRecordError(e.reason, b.path, b.position))
         return state, errors
 
 
