@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InvalidRequestError
+from ..errors import ErrorCode, InvalidRequestError
 from .primitives import Reader
 
 __all__ = ["FetchResult", "parse_fetch_response"]
@@ -38,8 +38,6 @@ class FetchResult:
 def _known_error(code: int) -> int:
     """`code` if Kafka defines it; an error code no Kafka sends means the frame is not a
     response (raised as unparseable, so the caller drops the connection)."""
-    from kio.schema.errors import ErrorCode
-
     try:
         ErrorCode(code)
     except ValueError:
