@@ -78,7 +78,7 @@ def create_topic(member, name: str, partitions: int | None, replication_factor: 
         plan = assign_replicas(brokers, n, rf)
     existing = member.store.assignment(name)
     if existing is not None:
-        marked = member.store.client.exists(f"/admin/delete_topics/{name}") is not None
+        marked = member.store.exists(f"/admin/delete_topics/{name}") is not None
         raise TopicAlreadyExistsError(f"Topic '{name}' already exists"
                                       + (" and is marked for deletion." if marked else "."))
     topic_id = new_topic_id()
@@ -128,10 +128,10 @@ def create_partitions(member, name: str, count: int, assignments: list[list[int]
 
 
 def delete_topic(member, name: str, timeout_s: float = 30.0) -> None:
-    if member.store.client.exists(f"{TOPICS}/{name}") is None:
+    if member.store.exists(f"{TOPICS}/{name}") is None:
         raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
     member.store.mark_for_deletion(name)
-    _wait(lambda: member.store.client.exists(f"/admin/delete_topics/{name}") is None, timeout_s)
+    _wait(lambda: member.store.exists(f"/admin/delete_topics/{name}") is None, timeout_s)
 
 
 def elect_preferred(member, partitions: list[tuple[str, int]] | None,
@@ -165,7 +165,7 @@ def elect_preferred(member, partitions: list[tuple[str, int]] | None,
         out = {k: v for k, v in out.items() if v[0] not in untried}     # Kafka lists only tried ones
     if todo:
         while not member.store.request_preferred_election([(t, p) for t, p, _ in todo]):
-            if not _wait(lambda: member.store.client.exists("/admin/preferred_replica_election") is None, 5.0):
+            if not _wait(lambda: member.store.exists("/admin/preferred_replica_election") is None, 5.0):
                 break
         done = _wait(lambda: all(view.partition_state(t, p)[0] == pref for t, p, pref in todo), timeout_s)
         for t, p, pref in todo:

@@ -24,6 +24,7 @@ import logging
 from ..errors import LeaderNotAvailableError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from ..metadata import TopicMetadata, new_topic_id, validate_topic_name, write_partition_metadata
 from . import admin
+from .zk import answered_as_timeout
 
 __all__ = ["ZkTopics", "adopt_cluster_id", "apply_topic_config", "ensure_local_log", "ensure_local_topic"]
 
@@ -129,7 +130,10 @@ class ZkTopics:
       (:func:`apply_topic_config`); this broker applies it at once too;
     * ``auto.create.topics.enable``: Metadata for an unknown topic writes it to ZooKeeper
       (num.partitions, default.replication.factor) and answers LEADER_NOT_AVAILABLE, as Kafka
-      does; the client asks again once the controller has made leaders."""
+      does; the client asks again once the controller has made leaders.
+
+    Every ZooKeeper call here is bounded (engine/cluster/zk.py): one that gets no answer in time,
+    or finds no connection, raises Kafka's retriable REQUEST_TIMED_OUT (``answered_as_timeout``)."""
 
     def __init__(self, engine, member):
         self.engine = engine
@@ -139,7 +143,8 @@ class ZkTopics:
             engine._next_producer_id = engine._producer_id_limit    # start a new (cluster) block
 
     def reserve_producer_ids(self, count: int) -> int:
-        return self.store.allocate_producer_ids(self.member.broker_id, count)
+        with answered_as_timeout("a producer id block"):
+            return self.store.allocate_producer_ids(self.member.broker_id, count)
 
     def alter_topic_config(self, name, set, delete) -> None:
         engine = self.engine
@@ -149,7 +154,8 @@ class ZkTopics:
             for key in delete:
                 overrides.pop(key, None)
             cfg = engine.config.log_config(overrides)            # validates before anything is written
-            self.store.set_topic_config(name, _config_strings(cfg.overrides))
+            with answered_as_timeout(f"the config of {name}"):
+                self.store.set_topic_config(name, _config_strings(cfg.overrides))
             engine.alter_local_topic_config(name, set, delete)
 
     def missing_topic(self, name: str):
@@ -158,7 +164,8 @@ class ZkTopics:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
         if member.view.assignment(name) is None:
             try:
-                admin.create_topic(member, name, None, None, {}, timeout_s=0)
+                with answered_as_timeout(f"auto-creating {name}"):
+                    admin.create_topic(member, name, None, None, {}, timeout_s=0)
                 log.info("auto-created topic %s in ZooKeeper", name)
             except TopicAlreadyExistsError:
                 pass
@@ -166,11 +173,14 @@ class ZkTopics:
 
     def create_topic(self, name, partitions, replication_factor, config, assignments, validate_only,
                      timeout_s):
-        return admin.create_topic(self.member, name, partitions, replication_factor, config, assignments,
-                                  validate_only, timeout_s)
+        with answered_as_timeout(f"creating {name}"):
+            return admin.create_topic(self.member, name, partitions, replication_factor, config, assignments,
+                                      validate_only, timeout_s)
 
     def delete_topic(self, name, timeout_s) -> None:
-        admin.delete_topic(self.member, name, timeout_s)
+        with answered_as_timeout(f"deleting {name}"):
+            admin.delete_topic(self.member, name, timeout_s)
 
     def create_partitions(self, name, count, assignments, validate_only, timeout_s) -> None:
-        admin.create_partitions(self.member, name, count, assignments, validate_only, timeout_s)
+        with answered_as_timeout(f"adding partitions to {name}"):
+            admin.create_partitions(self.member, name, count, assignments, validate_only, timeout_s)

@@ -142,8 +142,8 @@ class ZkClusterView:
         for b in set(new_isr) - set(st.isr):
             # as KIP-841: the ISR grows only with brokers that are registered and not in a
             # controlled shutdown (a stopping follower's last fetch must not bring it back)
-            if m.store.client.exists(f"{BROKER_IDS}/{b}") is None or \
-                    m.store.client.exists(f"{CONTROLLED_SHUTDOWN}/{b}") is not None:
+            if m.store.exists(f"{BROKER_IDS}/{b}") is None or \
+                    m.store.exists(f"{CONTROLLED_SHUTDOWN}/{b}") is not None:
                 log.info("broker %d: ISR of %s-%d may not take broker %d (offline or shutting down)",
                          self.node_id, topic, partition, b)
                 return False

@@ -27,22 +27,39 @@ conditional write on it (``set(path, data, version)``), so two writers never ove
 other's change unseen.  The controller's writes also check ``/controller_epoch`` in the same
 transaction, so a controller that lost its seat (a newer epoch exists) cannot write at all.
 
+Bounds: kazoo queues a request made while it has no connection until one comes back -- with
+ZooKeeper gone, for ever.  Every call of :class:`ZkStore` is bounded by the session timeout
+(``zookeeper.session.timeout.ms``: past it ZooKeeper has expired the session that the request
+needs anyway) and raises :class:`ZooKeeperTimeoutError` then; ``store.client`` itself (watches,
+listeners) is kazoo's, unbounded.
+
 Thread-safety: kazoo's client is thread-safe; this module keeps no state besides the client.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
 
-from ..errors import EngineError
+from ..errors import EngineError, RequestTimedOutError
 
 __all__ = ["PartitionState", "TopicAssignment", "ZkStore", "BadVersionError", "NodeExistsError",
-           "NoNodeError", "ClusterError"]
+           "NoNodeError", "ClusterError", "ZooKeeperTimeoutError", "answered_as_timeout"]
 
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
@@ -58,6 +75,26 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 class ClusterError(EngineError):
     """A cluster-level misconfiguration (e.g. a broker id already registered)."""
+
+
+class ZooKeeperTimeoutError(KazooTimeoutError, KazooException):
+    """ZooKeeper gave no answer within the bound (:meth:`ZkStore.bounded`).  A KazooException,
+    so code that defers on ZooKeeper trouble (the member's worker, the ISR change) defers on this
+    too; the request paths answer it as REQUEST_TIMED_OUT (engine/cluster/local.py).  The
+    request itself stays queued in kazoo and may still be carried out once ZooKeeper is back,
+    as a timed-out request to Kafka may."""
+
+
+@contextlib.contextmanager
+def answered_as_timeout(what: str) -> Iterator[None]:
+    """For a request path: ZooKeeper that does not answer in time (:class:`ZooKeeperTimeoutError`)
+    or cannot be reached (connection lost or closed, session expired) becomes Kafka's retriable
+    REQUEST_TIMED_OUT naming `what`; the client asks again."""
+    try:
+        yield
+    except (ZooKeeperTimeoutError, ConnectionLoss, SessionExpiredError) as e:
+        raise RequestTimedOutError(f"{what}: ZooKeeper did not answer ({type(e).__name__}"
+                                   f"{': ' + str(e) if str(e) else ''})") from None
 
 
 def _now_ms() -> str:
@@ -160,14 +197,26 @@ class ZkStore:
     def bounded(self, op: str, *args, timeout_s: float | None = None, **kw):
         """``client.<op>(*args, **kw)`` that gives up after `timeout_s` (default: the session
         timeout, past which ZooKeeper has expired our session and its ephemeral nodes anyway),
-        raising kazoo's timeout error.  kazoo queues a request made while it has no connection
-        until one comes back: for a broker stopping while ZooKeeper is gone, never."""
+        raising :class:`ZooKeeperTimeoutError`.  kazoo queues a request made while it has no
+        connection until one comes back: with ZooKeeper gone, never."""
         wait = self.session_timeout_s if timeout_s is None else max(0.0, timeout_s)
+        return self._get(getattr(self.client, op + "_async")(*args, **kw), wait,
+                         f"{op} {args[0] if args else ''}")
+
+    def commit(self, tx, timeout_s: float | None = None) -> list:
+        """A kazoo transaction's ``commit()``, bounded as :meth:`bounded`."""
+        wait = self.session_timeout_s if timeout_s is None else max(0.0, timeout_s)
+        return self._get(tx.commit_async(), wait, "transaction")
+
+    def exists(self, path: str, watch=None):
+        """``client.exists``, bounded."""
+        return self.bounded("exists", path, watch=watch)
+
+    def _get(self, result, wait: float, what: str):
         try:
-            return getattr(self.client, op + "_async")(*args, **kw).get(timeout=wait)
+            return result.get(timeout=wait)
         except self.client.handler.timeout_exception:
-            raise self.client.handler.timeout_exception(
-                f"ZooKeeper gave no answer to {op} {args[0] if args else ''} in {wait:.1f} s") from None
+            raise ZooKeeperTimeoutError(f"ZooKeeper gave no answer to {what} in {wait:.1f} s") from None
 
     def close(self) -> None:
         try:
@@ -179,10 +228,10 @@ class ZkStore:
     def cluster_id(self, proposal: str) -> str:
         """The cluster's id (the first broker's `proposal` when none is stored yet)."""
         try:
-            self.client.create(CLUSTER_ID, _dumps({"version": "1", "id": proposal}), makepath=True)
+            self.bounded("create", CLUSTER_ID, _dumps({"version": "1", "id": proposal}), makepath=True)
             return proposal
         except NodeExistsError:
-            data, _ = self.client.get(CLUSTER_ID)
+            data, _ = self.bounded("get", CLUSTER_ID)
             return json.loads(data)["id"]
 
     # -- brokers -------------------------------------------------------------------
@@ -196,12 +245,12 @@ class ZkStore:
         deadline = time.monotonic() + self.session_timeout_s + 5.0
         while True:
             try:
-                self.client.create(path, _dumps(reg), ephemeral=True)
+                self.bounded("create", path, _dumps(reg), ephemeral=True)
                 return
             except NodeExistsError:
                 pass
             try:
-                data, stat = self.client.get(path)
+                data, stat = self.bounded("get", path)
             except NoNodeError:
                 continue
             if stat.ephemeralOwner == self.client.client_id[0]:
@@ -218,11 +267,11 @@ class ZkStore:
                 "give each broker its own broker.id") from None
 
     def broker_ids(self, watch=None) -> list[int]:
-        return sorted(int(x) for x in self.client.get_children(BROKER_IDS, watch=watch))
+        return sorted(int(x) for x in self.bounded("get_children", BROKER_IDS, watch=watch))
 
     def broker(self, broker_id: int) -> tuple[str, int, str | None] | None:
         try:
-            data, _ = self.client.get(f"{BROKER_IDS}/{broker_id}")
+            data, _ = self.bounded("get", f"{BROKER_IDS}/{broker_id}")
         except NoNodeError:
             return None
         d = json.loads(data)
@@ -239,7 +288,7 @@ class ZkStore:
     # -- controller ------------------------------------------------------------------
     def controller_id(self, watch=None) -> int:
         try:
-            data, _ = self.client.get(CONTROLLER, watch=watch)
+            data, _ = self.bounded("get", CONTROLLER, watch=watch)
         except NoNodeError:
             return -1
         return int(json.loads(data)["brokerid"])
@@ -250,10 +299,10 @@ class ZkStore:
         the old epoch.  Returns the new epoch, or None when another broker holds the seat."""
         while True:
             try:
-                data, stat = self.client.get(CONTROLLER_EPOCH)
+                data, stat = self.bounded("get", CONTROLLER_EPOCH)
             except NoNodeError:
                 try:
-                    self.client.create(CONTROLLER_EPOCH, b"0")      # the first controller makes 1
+                    self.bounded("create", CONTROLLER_EPOCH, b"0")      # the first controller makes 1
                 except NodeExistsError:
                     pass
                 continue
@@ -274,25 +323,25 @@ class ZkStore:
     def controller_epoch(self) -> tuple[int, int]:
         """(epoch, znode version) of /controller_epoch ((0, -1) when absent)."""
         try:
-            data, stat = self.client.get(CONTROLLER_EPOCH)
+            data, stat = self.bounded("get", CONTROLLER_EPOCH)
         except NoNodeError:
             return 0, -1
         return int(data), stat.version
 
     # -- topics ------------------------------------------------------------------------
     def topics(self, watch=None) -> list[str]:
-        return sorted(self.client.get_children(TOPICS, watch=watch))
+        return sorted(self.bounded("get_children", TOPICS, watch=watch))
 
     def assignment(self, topic: str, watch=None) -> TopicAssignment | None:
         try:
-            data, stat = self.client.get(f"{TOPICS}/{topic}", watch=watch)
+            data, stat = self.bounded("get", f"{TOPICS}/{topic}", watch=watch)
         except NoNodeError:
             return None
         return TopicAssignment.from_json(data, stat.version)
 
     def topic_config(self, topic: str) -> dict[str, str]:
         try:
-            data, _ = self.client.get(f"{CONFIG_TOPICS}/{topic}")
+            data, _ = self.bounded("get", f"{CONFIG_TOPICS}/{topic}")
         except NoNodeError:
             return {}
         return dict(json.loads(data).get("config", {}))
@@ -301,16 +350,16 @@ class ZkStore:
         """Replace a topic's config overrides (every broker's watch applies them)."""
         body = _dumps({"version": 1, "config": config})
         try:
-            self.client.set(f"{CONFIG_TOPICS}/{topic}", body)
+            self.bounded("set", f"{CONFIG_TOPICS}/{topic}", body)
         except NoNodeError:
-            self.client.create(f"{CONFIG_TOPICS}/{topic}", body, makepath=True)
+            self.bounded("create", f"{CONFIG_TOPICS}/{topic}", body, makepath=True)
 
     def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
         """Config first, then the assignment (what the controller watches), in one transaction."""
         tx = self.client.transaction()
         tx.create(f"{CONFIG_TOPICS}/{topic}", _dumps({"version": 1, "config": config}))
         tx.create(f"{TOPICS}/{topic}", assignment.to_json())
-        results = tx.commit()
+        results = self.commit(tx)
         for r in results:
             if isinstance(r, NodeExistsError):
                 raise NodeExistsError(f"topic {topic!r} exists")
@@ -319,16 +368,16 @@ class ZkStore:
 
     def set_assignment(self, topic: str, assignment: TopicAssignment) -> None:
         """Conditional on the version the assignment was read at (BadVersionError otherwise)."""
-        self.client.set(f"{TOPICS}/{topic}", assignment.to_json(), version=assignment.version)
+        self.bounded("set", f"{TOPICS}/{topic}", assignment.to_json(), version=assignment.version)
 
     def mark_for_deletion(self, topic: str) -> None:
         try:
-            self.client.create(f"{DELETE_TOPICS}/{topic}")
+            self.bounded("create", f"{DELETE_TOPICS}/{topic}")
         except NodeExistsError:
             pass
 
     def topics_to_delete(self, watch=None) -> list[str]:
-        return sorted(self.client.get_children(DELETE_TOPICS, watch=watch))
+        return sorted(self.bounded("get_children", DELETE_TOPICS, watch=watch))
 
     def delete_topic_nodes(self, topic: str) -> None:
         for path in (f"{TOPICS}/{topic}", f"{CONFIG_TOPICS}/{topic}", f"{DELETE_TOPICS}/{topic}"):
@@ -340,7 +389,7 @@ class ZkStore:
     # -- partition states -----------------------------------------------------------------
     def partition_state(self, topic: str, partition: int, watch=None) -> PartitionState | None:
         try:
-            data, stat = self.client.get(state_path(topic, partition), watch=watch)
+            data, stat = self.bounded("get", state_path(topic, partition), watch=watch)
         except NoNodeError:
             return None
         return PartitionState.from_json(data, stat.version)
@@ -352,10 +401,10 @@ class ZkStore:
         tx.check(CONTROLLER_EPOCH, controller_epoch_version)
         path = state_path(topic, partition)
         parent = path.rsplit("/", 1)[0]
-        if self.client.exists(parent) is None:
-            self.client.ensure_path(parent)
+        if self.bounded("exists", parent) is None:
+            self.bounded("ensure_path", parent)
         tx.create(path, state.to_json())
-        results = tx.commit()
+        results = self.commit(tx)
         return not any(isinstance(r, Exception) for r in results)
 
     def update_partition_state(self, topic: str, partition: int, state: PartitionState,
@@ -365,13 +414,13 @@ class ZkStore:
         path = state_path(topic, partition)
         if controller_epoch_version is None:
             try:
-                return self.client.set(path, state.to_json(), version=state.version).version
+                return self.bounded("set", path, state.to_json(), version=state.version).version
             except (BadVersionError, NoNodeError):
                 return None
         tx = self.client.transaction()
         tx.check(CONTROLLER_EPOCH, controller_epoch_version)
         tx.set_data(path, state.to_json(), version=state.version)
-        results = tx.commit()
+        results = self.commit(tx)
         if any(isinstance(r, Exception) for r in results):
             return None
         return results[1].version
@@ -386,7 +435,7 @@ class ZkStore:
         tx.set_data(f"{TOPICS}/{topic}", assignment.to_json(), version=assignment.version)
         if state is not None:
             tx.set_data(state_path(topic, partition), state.to_json(), version=state.version)
-        results = tx.commit()
+        results = self.commit(tx)
         return not any(isinstance(r, Exception) for r in results)
 
     # -- admin requests -------------------------------------------------------------------
@@ -394,7 +443,7 @@ class ZkStore:
         """Queue a preferred-leader election; False if one is already pending (as Kafka)."""
         body = _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
         try:
-            self.client.create(PREFERRED_ELECTION, body, makepath=True)
+            self.bounded("create", PREFERRED_ELECTION, body, makepath=True)
             return True
         except NodeExistsError:
             return False
@@ -404,7 +453,7 @@ class ZkStore:
         """Reserve a block of `count` producer ids cluster-wide; returns its first id."""
         while True:
             try:
-                data, stat = self.client.get(PRODUCER_ID_BLOCK)
+                data, stat = self.bounded("get", PRODUCER_ID_BLOCK)
                 start = int(json.loads(data)["block_end"]) + 1
                 version = stat.version
             except NoNodeError:
@@ -413,9 +462,9 @@ class ZkStore:
                            "block_end": start + count - 1})
             try:
                 if version is None:
-                    self.client.create(PRODUCER_ID_BLOCK, body)
+                    self.bounded("create", PRODUCER_ID_BLOCK, body)
                 else:
-                    self.client.set(PRODUCER_ID_BLOCK, body, version=version)
+                    self.bounded("set", PRODUCER_ID_BLOCK, body, version=version)
                 return start
             except (NodeExistsError, BadVersionError):
                 continue
