@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 
 from ..client.connection import Connection, read_response
@@ -116,19 +117,32 @@ class ClusterLink:
 
     def _request(self, node: int, address: str, api_key: int, body: dict, version: int) -> dict:
         """One request to another broker on a cached connection per broker (one at a time per
-        broker, bounded by ``timeout_ms``); a failed connection is dropped and the error raised."""
+        broker, bounded by ``timeout_ms``); a failed connection is dropped and the error raised.
+
+        ``timeout_ms`` bounds the whole request, the wait for the connection included: while a
+        request to a broker that does not answer holds it, the next ones give up when their own
+        time is over (TimeoutError) instead of queueing behind it one timeout after another."""
+        deadline = time.monotonic() + self.timeout_ms / 1000.0
         with self._senders_lock:
             entry = self._senders.get(node)
             if entry is None or entry[0] != address:
                 entry = self._senders[node] = (address, None, threading.Lock())
-        with entry[2]:
+        if not entry[2].acquire(timeout=self.timeout_ms / 1000.0):
+            raise TimeoutError(f"broker {node}: the connection to it was busy with an earlier request "
+                               f"for all of {self.timeout_ms} ms")
+        try:
+            left = deadline - time.monotonic()
+            if left < 0.05:
+                raise TimeoutError(f"broker {node}: no time left after waiting for the connection to it")
             client = self._senders[node][1]
             try:
                 if client is None:
                     host, _, port = address.rpartition(":")
                     client_id = f"broker-{self.view.node_id}-inter-broker".encode()
-                    client = Connection(host.strip("[]"), int(port), client_id, self.timeout_ms / 1000.0)
+                    client = Connection(host.strip("[]"), int(port), client_id, left)
                     self._senders[node] = (address, client, entry[2])
+                else:
+                    client.sock.settimeout(left)
                 corr = client.send(api_key, version, [encode(api_key, version, body, response=False)])
                 return read_response(client, api_key, version, corr)
             except Exception:
@@ -136,6 +150,8 @@ class ClusterLink:
                     client.close()
                 self._senders[node] = (address, None, entry[2])
                 raise
+        finally:
+            entry[2].release()
 
     async def append(self, topic: str, partition: int, buf) -> None:
         """A replicated append with acks=all: returns once the high watermark covers it."""
