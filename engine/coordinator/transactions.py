@@ -251,7 +251,9 @@ class TransactionCoordinator(CoordinatorRuntime):
             return err, -1, -1
         meta = self._txns.get(tid)
         if meta is None:
-            pid = await self.loop.run_in_executor(None, self.engine.allocate_producer_id)
+            pid = await self._new_producer_id()
+            if pid is None:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, -1
             meta = self._txns.get(tid)
             if meta is None:
                 meta = self._txns[tid] = TxnMetadata(tid, p, pid, timeout_ms=timeout_ms)
@@ -276,8 +278,10 @@ class TransactionCoordinator(CoordinatorRuntime):
             return ErrorCode.INVALID_TXN_STATE, -1, -1
         pid, epoch = meta.producer_id, meta.producer_epoch + 1
         if epoch > _MAX_EPOCH - 1:
-            pid = await self.loop.run_in_executor(None, self.engine.allocate_producer_id)
-            epoch = 0
+            new_pid = await self._new_producer_id()
+            if new_pid is None:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, -1
+            pid, epoch = new_pid, 0
         target = meta.record(producer_id=pid, producer_epoch=epoch, timeout_ms=timeout_ms, state=EMPTY,
                              partitions=frozenset(), start_ms=-1, last_update_ms=now)
         code = await self._transition(meta, target)
@@ -286,6 +290,19 @@ class TransactionCoordinator(CoordinatorRuntime):
                 del self._txns[tid]
             return code, -1, -1
         return ErrorCode.NONE, meta.producer_id, meta.producer_epoch
+
+    async def _new_producer_id(self) -> int | None:
+        """A producer id never handed out before; None when none can be had now: in a cluster a
+        new block comes from ZooKeeper, bounded by its session timeout (engine/cluster/zk.py), and
+        one that does not come in time is COORDINATOR_LOAD_IN_PROGRESS, as Kafka's producer id
+        manager answers while it has no block (the client retries)."""
+        try:
+            return await self.loop.run_in_executor(None, self.engine.allocate_producer_id)
+        except KafkaApiError as e:
+            if not e.retriable:
+                raise
+            log.warning("no producer id for now: %s", e)
+            return None
 
     async def _fence_and_abort(self, meta: TxnMetadata) -> int:
         epoch = meta.producer_epoch + 1 if meta.producer_epoch < _MAX_EPOCH else meta.producer_epoch
