@@ -46,7 +46,7 @@ import logging
 import threading
 import time
 
-from ..errors import NotControllerError
+from ..errors import NotControllerError, RequestTimedOutError
 from . import reassign
 from .zk import CONTROLLED_SHUTDOWN, CONTROLLER, PREFERRED_ELECTION, NoNodeError, PartitionState, ZkStore, state_path
 
@@ -117,7 +117,11 @@ class Controller:
     def call(self, fn, *args, timeout_s: float = 30.0):
         """``fn(self, *args)`` on the controller thread (the one writer of partition states and
         reassignments) and its result; NotControllerError when this broker is not (or stops
-        being) the active controller.  Blocks: call it from a worker thread."""
+        being) the active controller.  Blocks: call it from a worker thread.
+
+        Bounded: the controller thread may be busy with a pass (ZooKeeper round trips, each
+        bounded by the session timeout).  With no result after `timeout_s`, RequestTimedOutError
+        (Kafka's REQUEST_TIMED_OUT); a call that has not started by then never runs."""
         if not self.active or self._stopping:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         fut: concurrent.futures.Future = concurrent.futures.Future()
@@ -125,7 +129,14 @@ class Controller:
             self._calls.append((fn, args, fut))
             self._flags.add("call")
             self._cv.notify_all()
-        return fut.result(timeout_s)
+        try:
+            return fut.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            if not fut.cancel() and fut.done():
+                return fut.result()             # (finished just now)
+            raise RequestTimedOutError(
+                f"the controller (broker {self.broker_id}) gave no answer in {timeout_s:.1f} s"
+                + ("" if fut.cancelled() else " (it is still at it: the change may yet be made)")) from None
 
     def _run_calls(self) -> None:
         with self._cv:

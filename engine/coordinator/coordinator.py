@@ -469,6 +469,15 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             setattr(group, attr, None)
 
     # -- SyncGroup -------------------------------------------------------------------
+    def rebalance_timeout_ms(self, group_id: str) -> int:
+        """The longest rebalance timeout of `group_id`'s members, which bounds a SyncGroup's wait
+        (the pending-sync timer); -1 when not known.  Any thread may ask (a read)."""
+        group = self._groups.get(group_id)
+        try:
+            return group.max_rebalance_timeout_ms() if group is not None else -1
+        except RuntimeError:        # its members changed meanwhile on the coordinator's loop
+            return -1
+
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          assignments: Mapping[str, bytes] | None = None, *,
                          group_instance_id: str | None = None, protocol_type: str | None = None,

@@ -36,7 +36,7 @@ import datetime
 import logging
 import os
 
-from ..errors import ErrorCode, InvalidTopicError, KafkaApiError
+from ..errors import ErrorCode, InvalidTopicError, KafkaApiError, RequestTimedOutError
 from ..metadata import validate_topic_name
 from ..protocol import messages as m
 from .common import (
@@ -45,8 +45,11 @@ from .common import (
     _ZERO_UUID,
     _code,
     _topic_uuid,
+    admin_bound_s,
     broker_config_change,
+    off_loop,
     partition_entry,
+    zookeeper_bound_s,
 )
 
 __all__ = ["AdminHandlers"]
@@ -129,11 +132,13 @@ class AdminHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.ALTER_CONFIGS, v, body.buf[body.pos:])
         responses = []
+        # a topic's change goes to ZooKeeper in a cluster: one round trip's bound for the request
+        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(self.engine)
         for r in req.resources:
             res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
             try:
-                code, msg = await self._alter_one(r, req.validate_only)
+                code, msg = await self._alter_one(r, req.validate_only, deadline)
             except Exception as e:
                 if not isinstance(e, KafkaApiError):
                     log.exception("alter configs of %r failed", r.resource_name)
@@ -142,7 +147,7 @@ class AdminHandlers:
             responses.append(res)
         return [m.encode(m.ApiKey.ALTER_CONFIGS, v, {"throttle_time": 0, "responses": responses})]
 
-    async def _alter_one(self, r, validate_only: bool) -> tuple[int, str | None]:
+    async def _alter_one(self, r, validate_only: bool, deadline: float) -> tuple[int, str | None]:
         eng = self.engine
         if r.resource_type == _RESOURCE_BROKER:
             return broker_config_change(r.resource_name, [c.name for c in r.configs],
@@ -170,7 +175,7 @@ class AdminHandlers:
             with eng._admin:
                 current = eng.topic_metadata(r.resource_name).config
                 eng.alter_topic_config(r.resource_name, new, [k for k in current if k not in new])
-        await asyncio.get_running_loop().run_in_executor(None, replace)
+        await off_loop(deadline, f"altering the config of {r.resource_name!r}", replace)
         return 0, None
 
     # -- ACLs (29, 30, 31): no authorizer --------------------------------------------
@@ -283,12 +288,27 @@ class AdminHandlers:
             "throttle_time": 0, "error_code": top, "replica_election_results": results})]
 
     async def _cluster_preferred_election(self, member, req, v):
-        """ElectLeaders (preferred) through ZooKeeper: engine/cluster/admin.elect_preferred."""
+        """ElectLeaders (preferred) through ZooKeeper: engine/cluster/admin.elect_preferred, bounded
+        by the request's timeout (admin_bound_s); past it every partition asked for is
+        REQUEST_TIMED_OUT, as Kafka answers an election not done in time (all partitions: the
+        top-level error)."""
         from ..cluster import admin as cluster_admin
+        from ..cluster.zk import answered_as_timeout
         wanted = None if req.topic_partitions is None else \
             [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
-        out = await asyncio.get_running_loop().run_in_executor(
-            None, cluster_admin.elect_preferred, member, wanted, req.timeout.total_seconds())
+        timeout_s = req.timeout.total_seconds()
+
+        def elect():
+            with answered_as_timeout("a preferred leader election"):
+                return cluster_admin.elect_preferred(member, wanted, timeout_s)
+        try:
+            out = await off_loop(asyncio.get_running_loop().time() + admin_bound_s(self.engine, timeout_s),
+                                 "a preferred leader election", elect)
+        except RequestTimedOutError as e:
+            if wanted is None:
+                return [m.encode(m.ApiKey.ELECT_LEADERS, v, {
+                    "throttle_time": 0, "error_code": e.code, "replica_election_results": []})]
+            out = {tp: (e.code, str(e)[:300]) for tp in wanted}
         by_topic: dict[str, list] = {}
         for (t, p), (code, msg) in out.items():
             by_topic.setdefault(t, []).append({"partition_id": p, "error_code": code, "error_message": msg})

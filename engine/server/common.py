@@ -1,14 +1,30 @@
 """Helpers shared by the request handler modules (handlers, admin_handlers, group_handlers):
-error codes into answers, topic ids, and the cluster view's brokers and partitions as Metadata /
-DescribeTopicPartitions entries.  No handler imports another handler module for these."""
+error codes into answers, topic ids, the cluster view's brokers and partitions as Metadata /
+DescribeTopicPartitions entries, and :func:`bounded`, the one way a handler waits on something
+outside its own loop.  No handler imports another handler module for these.
+
+Bounded waits: a request that waits on another broker, another loop or thread (a coordinator's,
+the controller's, a worker thread doing ZooKeeper round trips) or ZooKeeper waits through
+:func:`bounded`, with the request's own timeout where it carries one (Produce, CreateTopics,
+DeleteTopics, CreatePartitions, ElectLeaders, the reassignments; JoinGroup's rebalance timeout)
+or a Kafka config bound (:func:`coordinator_bound_s`, :func:`zookeeper_bound_s`); on expiry the
+handler answers the retriable code Kafka's broker answers there.  Blocking work (ZooKeeper round
+trips, fsyncs) runs in a worker thread through :func:`off_loop`, which starts nothing once the
+request's time has run out.  A request it cannot serve at all is answered at once.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from ..errors import ErrorCode, KafkaApiError
+from ..errors import ErrorCode, KafkaApiError, RequestTimedOutError
+
+T = TypeVar("T")
 
 log = logging.getLogger("engine.server")
 
@@ -92,3 +108,76 @@ def broker_config_change(resource_name: str, set_names: list[str], node_id: int)
     if set_names:
         return ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(set_names)})"
     return 0, None
+
+
+# -- bounded waits -----------------------------------------------------------------------------
+async def bounded(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
+    """`awaitable`'s result, waiting at most `timeout_s` seconds; past that RequestTimedOutError
+    (REQUEST_TIMED_OUT, retriable) naming `what`, which the caller answers as it is or as the
+    code Kafka answers there (COORDINATOR_NOT_AVAILABLE for a coordinator, ...).
+
+    The work itself is not cancelled: it may be a write already under way (on a coordinator's
+    loop, in ZooKeeper) that has to finish or fail on its own, as a timed-out request in Kafka
+    may still take effect.  It goes on in the background; a late failure is logged."""
+    fut: asyncio.Future = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.wait_for(asyncio.shield(fut), max(timeout_s, 0.0))
+    except TimeoutError:
+        log.warning("%s: no answer within %.1f s; answered with a retriable error (the work goes on)",
+                    what, timeout_s)
+        raise RequestTimedOutError(f"{what}: no answer within {timeout_s:.1f} s") from None
+    finally:
+        if not fut.done():
+            fut.add_done_callback(lambda f: _finished_late(f, what))
+
+
+async def off_loop(deadline: float, what: str, fn: Callable[..., T], *args) -> T:
+    """``fn(*args)`` in the loop's worker threads (it blocks: ZooKeeper round trips, fsyncs),
+    awaited through :func:`bounded` until `deadline` (the running loop's clock).  Once the
+    deadline has passed nothing more is started: RequestTimedOutError at once."""
+    loop = asyncio.get_running_loop()
+    left = deadline - loop.time()
+    if left <= 0:
+        raise RequestTimedOutError(f"{what}: the request's time ran out before it began")
+    return await bounded(loop.run_in_executor(None, fn, *args), left, what)
+
+
+def _finished_late(fut: asyncio.Future, what: str) -> None:
+    if fut.cancelled():
+        return
+    e = fut.exception()
+    if e is None:
+        log.info("%s: finished after its request was answered", what)
+    else:
+        log.warning("%s: failed after its request was answered: %s: %s", what, type(e).__name__, e)
+
+
+def _config(engine, key: str, default: Any) -> Any:
+    try:
+        return engine.config[key]
+    except Exception:  # noqa: BLE001 - an Engine stand-in without the key
+        return default
+
+
+def coordinator_bound_s(engine) -> float:
+    """How long a handler waits for a coordinator's answer (not a rebalance):
+    ``offsets.commit.timeout.ms``, Kafka's bound of a coordinator operation (its group coordinator
+    schedules each write with it; ours bounds each replicated write of the internal topics with
+    it), twice over -- a TxnOffsetCommit verifies at the transaction coordinator, maybe another
+    broker, and then writes, each bounded by it.  On expiry: COORDINATOR_NOT_AVAILABLE, Kafka's
+    answer for a coordinator write that timed out."""
+    return 2 * _config(engine, "offsets.commit.timeout.ms", 5000) / 1000.0
+
+
+def zookeeper_bound_s(engine) -> float:
+    """``zookeeper.session.timeout.ms``: how long one ZooKeeper round trip may take (each is
+    bounded by it, engine/cluster/zk.py; past it ZooKeeper has expired the session anyway)."""
+    return _config(engine, "zookeeper.session.timeout.ms", 18000) / 1000.0
+
+
+def admin_bound_s(engine, timeout_s: float) -> float:
+    """The bound of an admin request that carries a timeout (CreateTopics, DeleteTopics,
+    CreatePartitions, ElectLeaders, the reassignments): that timeout, but never less than one
+    ZooKeeper round trip, which even a request with timeout 0 (do not wait for the outcome) makes.
+    On expiry: REQUEST_TIMED_OUT."""
+    return max(timeout_s, zookeeper_bound_s(engine))

@@ -5,12 +5,14 @@ OffsetCommit 2-9, OffsetFetch 1-9 (v8+ several groups), JoinGroup 0-9,
 Heartbeat 0-4, LeaveGroup 0-5 (v3+ several members), SyncGroup 0-5,
 DescribeGroups 0-5, ListGroups 0-5, DeleteGroups 0-2, OffsetDelete 0.
 
-The coordinator lives on its own loop (``Engine.group_coordinator``); a handler
-submits the call there and awaits it with ``asyncio.wrap_future``.  A JoinGroup
-or SyncGroup may wait up to the group's rebalance timeout: like Kafka, that
-connection answers nothing else meanwhile (responses stay in order), other
-connections are not affected, and nothing here times it out.  A read-only
-Engine has no coordinator: every group request gets COORDINATOR_NOT_AVAILABLE.
+The coordinator lives on its own loop (``Engine.group_coordinator``) or the broker's; a
+handler calls it through txn_handlers.call, bounded (common.bounded): by
+``offsets.commit.timeout.ms`` twice over (common.coordinator_bound_s), and a JoinGroup or
+SyncGroup, which waits for the rebalance, by the rebalance timeout (JoinGroup's own, SyncGroup's
+the group's longest) plus that.  Like Kafka, that connection answers nothing else meanwhile
+(responses stay in order); other connections are not affected.  No answer in time is
+COORDINATOR_NOT_AVAILABLE (the client finds the coordinator again and retries), as is a read-only
+Engine, which has no coordinator.
 FindCoordinator with key type 1 (a transactional id) asks the TransactionCoordinator;
 OffsetFetch v7+ with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for partitions with
 transactional offsets not yet committed (TxnOffsetCommit is txn_handlers.py's).
@@ -18,13 +20,14 @@ transactional offsets not yet committed (TxnOffsetCommit is txn_handlers.py's).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from ..coordinator.group import OffsetAndMetadata
 from ..errors import ErrorCode
 from ..protocol import messages as m
 from . import authz
+from .common import coordinator_bound_s
+from .txn_handlers import call, coordinator
 
 __all__ = ["GroupHandlers"]
 
@@ -62,30 +65,14 @@ class GroupHandlers:
             m.ApiKey.OFFSET_DELETE: self.offset_delete,
         }
 
-    def _coordinator(self):
-        if self.engine.read_only or self.engine.closed:
-            return None
-        try:
-            coord = self.engine.group_coordinator
-        except Exception:
-            log.exception("the group coordinator is not available")
-            return None
-        return coord if coord.running else None
+    async def _call(self, fn_name: str, *args, timeout_s: float | None = None, **kwargs):
+        """Run a group coordinator method on its loop, bounded (txn_handlers.call); None when
+        there is no coordinator, it failed or it did not answer in time."""
+        return await call(self.engine, fn_name, *args, kind="group", timeout_s=timeout_s, **kwargs)
 
-    async def _call(self, fn_name: str, *args, **kwargs):
-        """Run a coordinator method on its loop; None when there is no coordinator."""
-        coord = self._coordinator()
-        if coord is None:
-            return None
-        try:
-            if coord.on_current_loop:           # the broker hosts it: no thread hop
-                return await getattr(coord, fn_name)(*args, **kwargs)
-            return await asyncio.wrap_future(coord.submit(getattr(coord, fn_name), *args, **kwargs))
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("group coordinator %s failed", fn_name)
-            return None
+    def _rebalance_bound_s(self, rebalance_timeout_ms: int) -> float:
+        """A JoinGroup's or SyncGroup's bound: the rebalance it waits for, then the write."""
+        return max(rebalance_timeout_ms, 0) / 1000.0 + coordinator_bound_s(self.engine)
 
     @staticmethod
     def _decode(key: int, header, body):
@@ -101,7 +88,6 @@ class GroupHandlers:
         answers = []
         for key in keys:
             if key_type == 1:
-                from .txn_handlers import call
                 res = await call(self.engine, "find_coordinator", key)
                 code, message = res if res is not None else (
                     ErrorCode.COORDINATOR_NOT_AVAILABLE, "no transaction coordinator")
@@ -113,7 +99,6 @@ class GroupHandlers:
             node, khost, kport = self._node_id(), host, port
             if ok and not self.handlers.view.local:
                 # cluster mode: the leader of the key's internal-topic partition coordinates it
-                from .txn_handlers import coordinator
                 coord = coordinator(self.engine, "transaction" if key_type == 1 else "group")
                 node = coord.coordinator_node(key) if coord is not None else -1
                 addr = self.handlers.view.brokers().get(node)
@@ -148,7 +133,8 @@ class GroupHandlers:
             protocols=[(p.name, p.metadata) for p in req.protocols], session_timeout_ms=session,
             rebalance_timeout_ms=rebalance, group_instance_id=getattr(req, "group_instance_id", None),
             client_id=header.client_id or "", client_host=_client_host(conn),
-            require_known_member_id=v >= 4, reason=getattr(req, "reason", None))
+            require_known_member_id=v >= 4, reason=getattr(req, "reason", None),
+            timeout_s=self._rebalance_bound_s(rebalance if rebalance >= 0 else session))
         if res is None:
             data = {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": req.member_id, "members": [],
                     "protocol_name": None, "leader": ""}
@@ -168,12 +154,15 @@ class GroupHandlers:
     async def sync_group(self, header, body, conn):
         v = header.api_version
         req = self._decode(m.ApiKey.SYNC_GROUP, header, body)
+        coord = coordinator(self.engine, "group")
+        rebalance = coord.rebalance_timeout_ms(req.group_id) if coord is not None else -1
         res = await self._call(
             "sync_group", req.group_id, req.generation_id, req.member_id,
             {a.member_id: a.assignment for a in req.assignments},
             group_instance_id=getattr(req, "group_instance_id", None),
             protocol_type=getattr(req, "protocol_type", None),
-            protocol_name=getattr(req, "protocol_name", None))
+            protocol_name=getattr(req, "protocol_name", None),
+            timeout_s=self._rebalance_bound_s(rebalance))
         if res is None:
             data = {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
         else:

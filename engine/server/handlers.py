@@ -37,6 +37,9 @@ from ..errors import (
     InvalidRequestError,
     InvalidTopicError,
     KafkaApiError,
+    LeaderNotAvailableError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
 )
 from ..metadata import validate_topic_name
 from ..protocol import messages as m
@@ -51,9 +54,12 @@ from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by
     _record_error,
     _replica_id,
     _topic_uuid,
+    admin_bound_s,
     broker_config_change,
     broker_entries,
+    off_loop,
     partition_entry,
+    zookeeper_bound_s,
 )
 
 __all__ = ["Handlers"]
@@ -132,10 +138,18 @@ class Handlers:
                 else:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": t.topic_id,
                                    "is_internal": False, "partitions": []})
+        deadline = None                 # of the auto-creations, if any
         for name in names:
             try:
                 internal = name in _INTERNAL_TOPICS     # made by the coordinators, never auto-created
-                meta = eng.ensure_topic(name) if auto and not internal else eng.topic_metadata(name)
+                try:
+                    meta = eng.topic_metadata(name)
+                except UnknownTopicOrPartitionError:
+                    if not auto or internal:
+                        raise
+                    if deadline is None:
+                        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(eng)
+                    meta = await self._auto_create(name, deadline)
                 parts = [partition_entry(self.view, name, p) for p in range(meta.partitions)]
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
                                "is_internal": internal, "partitions": parts,
@@ -159,6 +173,16 @@ class Handlers:
             "cluster_authorized_operations": authz.authorized(
                 getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
         })]
+
+    async def _auto_create(self, name: str, deadline: float):
+        """Metadata's auto-creation of `name` (in a cluster through ZooKeeper, alone with fsyncs):
+        in a worker thread, never on the loop, until `deadline` (one ZooKeeper round trip's bound
+        for the whole request); LEADER_NOT_AVAILABLE past it, as while a topic is being made (the
+        client asks again)."""
+        try:
+            return await off_loop(deadline, f"auto-creating topic {name!r}", self.engine.ensure_topic, name)
+        except RequestTimedOutError as e:
+            raise LeaderNotAvailableError(f"topic {name!r} is being created ({e})") from None
 
     # -- Produce (0) -----------------------------------------------------------------
     async def produce(self, header, body, conn):
@@ -329,6 +353,12 @@ class Handlers:
         eng = self.engine
         results = []
         seen: set[str] = set()
+        # one bound for the whole request (admin_bound_s); each topic waits for its leaders only
+        # what is left of the request's own timeout
+        loop = asyncio.get_running_loop()
+        timeout_s = req.timeout.total_seconds()
+        until = loop.time() + timeout_s
+        deadline = loop.time() + admin_bound_s(eng, timeout_s)
         for t in req.topics:
             res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
                    "num_partitions": -1, "replication_factor": -1, "configs": []}
@@ -344,9 +374,9 @@ class Handlers:
                 config = {c.name: c.value for c in t.configs if c.value is not None}
                 plan = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
                 # where the node records topics: this data directory, or ZooKeeper (cluster)
-                tid, n, rf = await asyncio.get_running_loop().run_in_executor(
-                    None, eng.node.topics.create_topic, t.name, n, rf, config, plan,
-                    req.validate_only, req.timeout.total_seconds())
+                tid, n, rf = await off_loop(
+                    deadline, f"creating topic {t.name!r}", eng.node.topics.create_topic, t.name, n, rf, config,
+                    plan, req.validate_only, max(until - loop.time(), 0.0))
                 res["topic_id"] = _topic_uuid(tid) if tid else uuid.uuid4()  # validate_only: a fresh id, as Kafka
                 res["num_partitions"] = n
                 res["replication_factor"] = rf
@@ -361,11 +391,15 @@ class Handlers:
         v = header.api_version
         req = m.decode(m.ApiKey.DELETE_TOPICS, v, body.buf[body.pos:])
         results = []
+        loop = asyncio.get_running_loop()
+        timeout_s = req.timeout.total_seconds()
+        until = loop.time() + timeout_s
+        deadline = loop.time() + admin_bound_s(self.engine, timeout_s)
         for name in req.topic_names:
             res = {"name": name, "error_code": 0, "error_message": None}
             try:
-                await asyncio.get_running_loop().run_in_executor(
-                    None, self.engine.node.topics.delete_topic, name, req.timeout.total_seconds())
+                await off_loop(deadline, f"deleting topic {name!r}", self.engine.node.topics.delete_topic, name,
+                               max(until - loop.time(), 0.0))
             except Exception as e:
                 _record_error(res, e, "delete topic %r failed", name)
             results.append(res)
@@ -425,9 +459,14 @@ class Handlers:
             if pid >= 0 and 0 <= epoch < 32766:
                 res["producer_id"], res["producer_epoch"] = pid, epoch + 1
             else:
-                res["producer_id"] = await asyncio.get_running_loop().run_in_executor(
-                    None, self.engine.allocate_producer_id)
-                res["producer_epoch"] = 0
+                try:        # in a cluster a new block of ids comes from ZooKeeper: bounded
+                    res["producer_id"] = await off_loop(
+                        asyncio.get_running_loop().time() + zookeeper_bound_s(self.engine), "a new producer id",
+                        self.engine.allocate_producer_id)
+                    res["producer_epoch"] = 0
+                except KafkaApiError as e:
+                    # none to be had now: Kafka's producer id manager answers COORDINATOR_LOAD_IN_PROGRESS
+                    res["error_code"] = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if e.retriable else e.code
         return [m.encode(m.ApiKey.INIT_PRODUCER_ID, v, res)]
 
     # -- OffsetForLeaderEpoch (23) -------------------------------------------------------
@@ -492,13 +531,16 @@ class Handlers:
         req = m.decode(m.ApiKey.CREATE_PARTITIONS, v, body.buf[body.pos:])
         eng = self.engine
         results = []
+        loop = asyncio.get_running_loop()
+        timeout_s = req.timeout.total_seconds()
+        until = loop.time() + timeout_s
+        deadline = loop.time() + admin_bound_s(eng, timeout_s)
         for t in req.topics:
             res = {"name": t.name, "error_code": 0, "error_message": None}
             try:
                 plan = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
-                await asyncio.get_running_loop().run_in_executor(
-                    None, eng.node.topics.create_partitions, t.name, t.count, plan,
-                    req.validate_only, req.timeout.total_seconds())
+                await off_loop(deadline, f"adding partitions to {t.name!r}", eng.node.topics.create_partitions,
+                               t.name, t.count, plan, req.validate_only, max(until - loop.time(), 0.0))
             except Exception as e:
                 _record_error(res, e, "create partitions of %r failed", t.name)
             results.append(res)
@@ -510,6 +552,8 @@ class Handlers:
         req = m.decode(m.ApiKey.INCREMENTAL_ALTER_CONFIGS, v, body.buf[body.pos:])
         eng = self.engine
         responses = []
+        # a topic's change goes to ZooKeeper in a cluster: one round trip's bound for the request
+        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(eng)
         for r in req.resources:
             res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
@@ -528,8 +572,8 @@ class Handlers:
                     merged = {k: x for k, x in {**current, **sets}.items() if k not in deletes}
                     eng.config.log_config(merged)
                 else:
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, eng.alter_topic_config, r.resource_name, sets, deletes)
+                    await off_loop(deadline, f"altering the config of {r.resource_name!r}", eng.alter_topic_config,
+                                   r.resource_name, sets, deletes)
             except Exception as e:
                 _record_error(res, e, "incremental alter configs of %r failed", r.resource_name)
             responses.append(res)

@@ -23,6 +23,7 @@ import logging
 from ..cluster.reassign import validate
 from ..errors import ErrorCode, KafkaApiError
 from ..protocol import messages as m
+from .common import admin_bound_s, off_loop
 
 __all__ = ["ReassignmentHandlers"]
 
@@ -43,10 +44,18 @@ class ReassignmentHandlers:
     def _member(self):
         return self.handlers.broker.cluster
 
-    async def _on_controller(self, member, fn, *args):
+    async def _on_controller(self, member, timeout_s: float, fn, *args):
         """fn on the controller thread (a worker thread waits for it); NotControllerError when
-        this broker is not the controller."""
-        return await asyncio.get_running_loop().run_in_executor(None, lambda: member.controller.call(fn, *args))
+        this broker is not the controller, RequestTimedOutError when the controller has no answer
+        within the request's timeout (admin_bound_s: the controller may be in the middle of a
+        pass of ZooKeeper round trips); a call not begun by then is dropped (Controller.call)."""
+        from ..cluster.zk import answered_as_timeout
+        bound = admin_bound_s(self.engine, timeout_s)
+
+        def run():
+            with answered_as_timeout("a call to the controller"):     # (its ZooKeeper round trips)
+                return member.controller.call(fn, *args, timeout_s=bound)
+        return await off_loop(asyncio.get_running_loop().time() + bound + 1.0, "a call to the controller", run)
 
     # -- AlterPartitionReassignments (45) ------------------------------------------
     async def alter_partition_reassignments(self, header, body, conn):
@@ -60,8 +69,8 @@ class ReassignmentHandlers:
         else:
             from ..cluster import reassign
             try:
-                results = await self._on_controller(member, reassign.alter, wanted)
-            except KafkaApiError as e:          # NOT_CONTROLLER (this broker, or it lost the seat)
+                results = await self._on_controller(member, req.timeout.total_seconds(), reassign.alter, wanted)
+            except KafkaApiError as e:  # NOT_CONTROLLER (this broker, or it lost the seat), REQUEST_TIMED_OUT
                 return [m.encode(m.ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, {
                     "throttle_time": 0, "error_code": e.code, "error_message": str(e)[:300],
                     "responses": []})]
@@ -99,7 +108,7 @@ class ReassignmentHandlers:
             wanted = None if req.topics is None else \
                 [(t.name, [int(p) for p in t.partition_indexes]) for t in req.topics]
             try:
-                moving = await self._on_controller(member, reassign.listing, wanted)
+                moving = await self._on_controller(member, req.timeout.total_seconds(), reassign.listing, wanted)
             except KafkaApiError as e:
                 return [m.encode(m.ApiKey.LIST_PARTITION_REASSIGNMENTS, v, {
                     "throttle_time": 0, "error_code": e.code, "error_message": str(e)[:300], "topics": []})]

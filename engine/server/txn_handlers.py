@@ -26,6 +26,7 @@ from ..coordinator.group import OffsetAndMetadata
 from ..coordinator.records import OFFSETS_TOPIC
 from ..errors import ErrorCode, KafkaApiError
 from ..protocol import messages as m
+from .common import bounded, coordinator_bound_s
 
 __all__ = ["TxnHandlers", "call", "fenced", "has_transactional_records", "verify_produce"]
 
@@ -50,17 +51,29 @@ def coordinator(engine, kind: str = "transaction"):
     return coord if coord.running else None
 
 
-async def call(engine, fn_name: str, *args, kind: str = "transaction", **kwargs):
-    """Run a coordinator coroutine on its loop; None when there is no coordinator."""
+async def call(engine, fn_name: str, *args, kind: str = "transaction", timeout_s: float | None = None,
+               **kwargs):
+    """Run a coordinator coroutine on its loop, waiting at most `timeout_s` (default
+    :func:`~.common.coordinator_bound_s`); None when there is no coordinator, when it failed, or
+    when it gave no answer in time -- every caller answers None as COORDINATOR_NOT_AVAILABLE
+    (Produce's verification as NOT_ENOUGH_REPLICAS), Kafka's answer for a coordinator operation
+    that timed out.  What was under way goes on (common.bounded)."""
     coord = coordinator(engine, kind)
     if coord is None:
         return None
+    if timeout_s is None:
+        timeout_s = coordinator_bound_s(engine)
     try:
         if coord.on_current_loop:           # the broker hosts it: no thread hop
-            return await getattr(coord, fn_name)(*args, **kwargs)
-        return await asyncio.wrap_future(coord.submit(getattr(coord, fn_name), *args, **kwargs))
+            work = getattr(coord, fn_name)(*args, **kwargs)
+        else:
+            work = asyncio.wrap_future(coord.submit(getattr(coord, fn_name), *args, **kwargs))
+        return await bounded(work, timeout_s, f"{kind} coordinator {fn_name}")
     except asyncio.CancelledError:
         raise
+    except KafkaApiError as e:              # (timed out, say)
+        log.warning("%s coordinator %s: %s", kind, fn_name, e)
+        return None
     except Exception:
         log.exception("%s coordinator %s failed", kind, fn_name)
         return None
