@@ -148,7 +148,8 @@ class Node:
 
     def use_cluster(self, link) -> None:
         """Cluster mode for the coordinators (engine/coordinator/cluster_link.py): each one this
-        node starts from now on is attached to `link` before it serves anything."""
+        node starts from now on is constructed with `link`, so it never loads or writes its
+        internal topic from the local replicas before the cluster makes this broker leader."""
         self.cluster = link
 
     def use_topics(self, topics: Topics) -> None:
@@ -181,7 +182,7 @@ class Node:
 
     # -- coordinators -----------------------------------------------------------------------
     def _new_coordinator(self, kind: str):
-        return _KINDS[kind](self.engine, node_id=self.engine.config["node.id"])
+        return _KINDS[kind](self.engine, node_id=self.engine.config["node.id"], cluster=self.cluster)
 
     def hosted(self, kind: str):
         """The `kind` coordinator as it is now (None when none was started); starts nothing."""
@@ -202,10 +203,7 @@ class Node:
             self.engine._check_writable()
             coord = self._coordinators[kind]
             if coord is None or not coord.running:
-                coord = self._new_coordinator(kind).start()
-                if self.cluster is not None:
-                    coord.call(coord.attach_cluster, self.cluster, timeout=30)
-                self._coordinators[kind] = coord
+                coord = self._coordinators[kind] = self._new_coordinator(kind).start()
             return coord
 
     @property
@@ -228,8 +226,6 @@ class Node:
             # claims this loop and starts loading without suspending, so no other thread can
             # see a published-but-not-running coordinator and start a second one
             await coord.start_on_running_loop()
-            if self.cluster is not None:
-                await coord.attach_cluster(self.cluster)
             self._coordinators[kind] = coord
         return coord
 

@@ -122,8 +122,8 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
     TOPIC = rec.OFFSETS_TOPIC
     NAME = "group-coordinator"
 
-    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms):
-        super().__init__(engine, node_id=node_id, clock=clock)
+    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms, cluster=None):
+        super().__init__(engine, node_id=node_id, clock=clock, cluster=cluster)
         cfg = engine.config
         self.initial_rebalance_delay_ms = cfg["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms = cfg["group.min.session.timeout.ms"]

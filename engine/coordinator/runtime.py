@@ -73,7 +73,8 @@ class CoordinatorRuntime:
     NAME = "coordinator"
     configured_partitions = 50
 
-    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms):
+    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
+                 cluster: ClusterLink | None = None):
         self.engine = engine
         self.node_id = node_id
         self.clock = clock
@@ -87,7 +88,8 @@ class CoordinatorRuntime:
         self._stopped = False
         self._owns_thread = True
         self._creating: asyncio.Task | None = None
-        self.cluster: ClusterLink | None = None
+        # cluster mode (given at construction by the node): partitions load on leadership only
+        self.cluster: ClusterLink | None = cluster
 
     # -- hooks ---------------------------------------------------------------------------
     def _topic_config(self) -> dict:
@@ -230,13 +232,13 @@ class CoordinatorRuntime:
             meta = self.engine.topic_metadata(self.TOPIC)
         except UnknownTopicOrPartitionError:
             meta = None
-        if meta is not None and self._awaits_cluster():
+        if self.cluster is not None:
             # a cluster broker: what its local replicas hold may be stale (it may have been a
             # leader before a crash and be a follower now); it loads a partition only once the
-            # cluster makes it the leader (attach_cluster), so nothing is replayed or written
-            # from the local copy meanwhile (markers of a PrepareCommit found there, say)
-            meta = None
-        if meta is not None:
+            # cluster makes it the leader, so nothing is replayed or written from the local copy
+            # meanwhile (markers of a PrepareCommit found there, say)
+            self._join_cluster()
+        elif meta is not None:
             self._num_partitions = meta.partitions
             held = self.engine.logs.logs()
             for p in range(meta.partitions):
@@ -310,10 +312,6 @@ class CoordinatorRuntime:
                     log.info("created %s in the cluster", self.TOPIC)
         self._num_partitions = n        # None: not in this broker's metadata cache yet
 
-    def _awaits_cluster(self) -> bool:
-        """Configured for cluster mode (``zookeeper.connect``) and not attached to it yet."""
-        return self.cluster is None and bool(self.engine.config["zookeeper.connect"])
-
     def coordinator_node(self, key: str) -> int:
         """Cluster mode: the broker leading the partition of `key` (-1: none, or no topic yet)."""
         if self.cluster is None:
@@ -322,14 +320,11 @@ class CoordinatorRuntime:
             return -1
         return self.cluster.leader(self.TOPIC, self.partition_for(key))
 
-    async def attach_cluster(self, link: ClusterLink) -> None:
-        """Switch to cluster mode (on the coordinator's loop, before the replica manager is
-        driven by the cluster): drop what was loaded from the local logs; from now on a
-        partition is loaded when this broker becomes its leader (``link.replicas`` role
-        listener) and writes are replicated appends with acks=all."""
-        self.cluster = link
-        for p in list(self._partitions):
-            self._drop_partition_state(p)
+    def _join_cluster(self) -> None:
+        """Cluster mode, at startup on the coordinator's loop: a partition is loaded when this
+        broker becomes its leader (``cluster.replicas`` role listener) and writes are
+        replicated appends with acks=all."""
+        link = self.cluster
         self._num_partitions = link.partition_count(self.TOPIC)
         loop = self.loop
 

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..errors import ErrorCode, KafkaApiError, NotCoordinatorError, UnknownTopicOrPartitionError
+from ..errors import ErrorCode, KafkaApiError, UnknownTopicOrPartitionError
 from . import records as group_records
 from . import txn_records as tr
 from .runtime import CoordinatorRuntime, storage_code, wall_ms
@@ -126,8 +126,8 @@ class TransactionCoordinator(CoordinatorRuntime):
     NAME = "transaction-coordinator"
 
     def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
-                 group_coordinator: Callable[[], Any] | None = None):
-        super().__init__(engine, node_id=node_id, clock=clock)
+                 group_coordinator: Callable[[], Any] | None = None, cluster=None):
+        super().__init__(engine, node_id=node_id, clock=clock, cluster=cluster)
         cfg = engine.config
         self.configured_partitions = cfg["transaction.state.log.num.partitions"]
         self.max_timeout_ms = cfg["transaction.max.timeout.ms"]
@@ -487,9 +487,6 @@ class TransactionCoordinator(CoordinatorRuntime):
                             coordinator_epoch: int) -> None:
         topic, partition = tp
         link = self.cluster
-        if link is None and self._awaits_cluster():
-            # never through the local log of a cluster broker: only a partition's leader writes
-            raise NotCoordinatorError(f"not attached to the cluster yet: no marker for {topic}-{partition}")
         if link is not None and (topic != group_records.OFFSETS_TOPIC
                                  or link.leader(topic, partition) != link.view.node_id):
             # cluster mode: the partition's leader writes it (here, or WriteTxnMarkers to it)
