@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("leaf", ("engine._native", "engine.errors", "engine.config", "engine._kafka_configs",
               "engine.records", "engine.arrow")),
     ("protocol+storage", ("engine.protocol", "engine.storage")),
-    ("metadata+connection", ("engine.metadata", "engine.client.connection")),
+    ("metadata+connection", ("engine.metadata", "engine.client.connection", "engine.security")),
     ("replica", ("engine.replica",)),
     ("coordinator", ("engine.coordinator",)),
     ("node", ("engine.node",)),
