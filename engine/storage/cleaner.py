@@ -138,7 +138,7 @@ class _Plan:
 def _plan(log, now: int) -> _Plan | None:
     """Snapshot the cleanable segments (caller holds log._lock)."""
     cfg = log.config
-    segs = log._segments
+    segs = log._local.segments
     hw = min(log.high_watermark, log.last_stable_offset)  # open transactions are never cleaned
     snaps: list[_Snap] = []
     lag = cfg["min.compaction.lag.ms"]
@@ -456,7 +456,8 @@ def _swap(log, group: list[_Snap], cleaned: LogSegment, on_step) -> bool:
     with log._lock:
         if log._closed or log._failed is not None:
             return False
-        segs = log._segments
+        local = log._local
+        segs = local.segments
         try:
             i = next(k for k, s in enumerate(segs) if s is group[0].seg)
         except StopIteration:
@@ -471,13 +472,11 @@ def _swap(log, group: list[_Snap], cleaned: LogSegment, on_step) -> bool:
         checkpoint.fsync_dir(d)
         if on_step is not None:
             on_step("swap")
-        log._segments[i:i + len(group)] = [cleaned]
-        log._bases[i:i + len(group)] = [cleaned.base_offset]
+        local.replace(i, len(group), cleaned)
         delay = log.config["file.delete.delay.ms"]
         deadline = log.clock() + delay
         for n, snap in enumerate(group):
-            snap.seg.change_suffix(files.DELETED_SUFFIX)
-            log._pending_deletes.append((deadline, snap.seg))
+            local.schedule_delete(snap.seg, deadline)
             if n == 0 and on_step is not None:
                 on_step("deleted_one")
         checkpoint.fsync_dir(d)
@@ -488,7 +487,7 @@ def _swap(log, group: list[_Snap], cleaned: LogSegment, on_step) -> bool:
         if on_step is not None:
             on_step("final")
         if delay == 0:
-            log._delete_pending_locked(None)
+            local.delete_pending(None)
         return True
 
 

@@ -40,7 +40,7 @@ def aborted_entries(log) -> list[AbortedTxn]:
     from ..errors import CorruptIndexError
 
     out: list[AbortedTxn] = []
-    for seg in log._segments:
+    for seg in log._local.segments:
         try:
             out.extend(seg.txn_index.entries)
         except (CorruptIndexError, OSError):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import _native
 from ..errors import CorruptIndexError, CorruptRecordError
@@ -40,6 +41,9 @@ from . import checkpoint, files, producer_state
 from .epochs import LeaderEpochCache
 from .logtypes import RecoveryEvent, RecoveryStats
 from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .local_log import LocalLog
 
 __all__ = ["LoadedLog", "discover_new_segments", "load_partition", "load_producer_state"]
 
@@ -284,15 +288,13 @@ def _open_read_only(d: str, base: int, cfg, stats: RecoveryStats, suffix: str = 
     return seg
 
 
-def discover_new_segments(log) -> None:
-    """Read-only opens: add segments the writer created since (called under log._lock)."""
-    known = set(log._bases)
-    for base in _segment_bases(log.dir):
-        if base not in known and base > log._bases[-1]:
-            log._segments[-1].refresh_size()
-            seg = _open_read_only(log.dir, base, log.config, log.recovery_stats)
-            log._segments.append(seg)
-            log._bases.append(base)
+def discover_new_segments(local: LocalLog, stats: RecoveryStats) -> None:
+    """Read-only opens: add segments the writer created since (called under the PartitionLog's lock)."""
+    known = set(local.bases)
+    for base in _segment_bases(local.dir):
+        if base not in known and base > local.bases[-1]:
+            local.segments[-1].refresh_size()
+            local.add_segment(_open_read_only(local.dir, base, local.config, stats))
 
 
 def load_producer_state(log, upto: int, stats: RecoveryStats, report_stale: bool = True) -> None:
@@ -315,8 +317,9 @@ def load_producer_state(log, upto: int, stats: RecoveryStats, report_stale: bool
     d, state = log.dir, log.producer_state
     state.clear()
     leo = log.log_end_offset
-    first = log._segments[0].base_offset
-    rebuild = [seg for seg in log._segments if seg.txn_rebuild]
+    segments = log._local.segments
+    first = segments[0].base_offset
+    rebuild = [seg for seg in segments if seg.txn_rebuild]
     if rebuild:
         upto = min(upto, rebuild[0].base_offset)
     for off in producer_state.delete_snapshots(d, lambda o: o > leo):
@@ -341,7 +344,7 @@ def load_producer_state(log, upto: int, stats: RecoveryStats, report_stale: bool
         state.load(entries)
         start = off
         break
-    for seg in log._segments:
+    for seg in segments:
         if seg.size == 0 or seg.next_offset <= start:
             if seg.txn_rebuild:
                 seg.txn_index.rewrite([])

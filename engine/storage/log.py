@@ -34,7 +34,6 @@ while acquiring ``_lock``.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import threading
@@ -49,6 +48,7 @@ from ..errors import (
 )
 from . import files
 from .epochs import HighWatermarkFile, LeaderEpochCache
+from .local_log import LocalLog
 from .log_flush import FlushMixin
 from .log_retention import RetentionMixin
 from .log_txn import ProducerStateMixin
@@ -111,23 +111,22 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
         self._closed = False
         self._failed: BaseException | None = None
         self.sync_count = 0           # fdatasync rounds (group commit shares one round)
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._roll_flush_pending = 0  # base offset of the newest rolled segment not yet flushed below
         self._last_flush_ms = clock()
         if not read_only:
             os.makedirs(directory, exist_ok=True)
         loaded = load_partition(self, had_clean_shutdown=had_clean_shutdown,
                                 recovery_point=recovery_point, log_start_offset=log_start_offset)
-        self._segments: list[LogSegment] = loaded.segments
-        self._bases = [s.base_offset for s in self._segments]
+        segs = loaded.segments
         self.leader_epoch_cache: LeaderEpochCache = loaded.epoch_cache
         self.producer_state = ProducerStateManager()
         self.recovery_stats: RecoveryStats = loaded.stats
-        self.log_end_offset: int = self._segments[-1].next_offset if self._segments else 0
-        self.log_start_offset: int = min(max(log_start_offset, self._segments[0].base_offset
-                                             if self._segments else 0), self.log_end_offset)
-        self.recovery_point = min(recovery_point, self.log_end_offset) if not read_only else 0
-        self._synced_offset = self.recovery_point
+        self.log_end_offset: int = segs[-1].next_offset if segs else 0
+        self.log_start_offset: int = min(max(log_start_offset, segs[0].base_offset if segs else 0),
+                                         self.log_end_offset)
+        self._local = LocalLog(directory, config, segs,
+                               min(recovery_point, self.log_end_offset) if not read_only else 0, read_only)
+        self._synced_offset = self._local.recovery_point
         if not read_only:
             from .loader import load_producer_state
             load_producer_state(self, self.log_end_offset if had_clean_shutdown else self.recovery_point,
@@ -158,16 +157,21 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
     @property
     def segments(self) -> list[LogSegment]:
         with self._lock:
-            return list(self._segments)
+            return list(self._local.segments)
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.segments[-1]
 
     @property
     def size(self) -> int:
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return self._local.size
+
+    @property
+    def recovery_point(self) -> int:
+        """Every byte below this offset is fdatasync'd (LocalLog's)."""
+        return self._local.recovery_point
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -262,14 +266,16 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                 buf, self.log_end_offset, epoch, lat, marker is not None or not assign_offsets,
                 cfg["max.message.bytes"], not assign_offsets)
             size = len(buf)
-            seg = self._segments[-1]
+            local = self._local
+            seg = local.segments[-1]
             try:
                 # the epoch's start offset is checkpointed before the batch is written (Kafka
                 # assigns it before the segment append too): a failed checkpoint writes nothing,
                 # and an entry at the log end offset is what become-leader leaves anyway
                 if self.leader_epoch_cache.assign(epoch, first):
                     self._flush_epoch_cache()
-                seg = self._maybe_roll(size, maxts, last)
+                if seg.size > 0 and seg.should_roll(size, maxts, last, self.clock()):
+                    seg = self._roll_locked()
                 seg.append(last, maxts, off_maxts, buf)
             except OSError as e:
                 try:
@@ -296,7 +302,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                                                    h.is_transactional)
                     off += h.last_offset_delta + 1
             self.log_end_offset = last + 1
-            durable = cfg["flush.messages"] <= self.log_end_offset - self.recovery_point
+            durable = cfg["flush.messages"] <= self.log_end_offset - local.recovery_point
             if not (durable or cfg.durable):
                 self._maybe_advance_hw(self.log_end_offset)
             self._check_offsets()
@@ -305,12 +311,6 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             self._await_sync(end)
         return AppendInfo(first, last, maxts, off_maxts, lat, nb, nrec, size)
 
-    def _maybe_roll(self, size: int, max_ts: int, last_offset: int) -> LogSegment:
-        seg = self._segments[-1]
-        if seg.size > 0 and seg.should_roll(size, max_ts, last_offset, self.clock()):
-            seg = self._roll_locked()
-        return seg
-
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
         self._check_writable()
@@ -318,52 +318,19 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             return self._roll_locked()
 
     def _roll_locked(self) -> LogSegment:
-        old = self._segments[-1]
-        if old.size == 0:
-            return old
+        old = self._local.segments[-1]
         new_base = self.log_end_offset
-        old.on_become_inactive()
-        try:
-            seg = LogSegment(self.dir, new_base, self.config, create=True)
-        except OSError:
-            old.make_active()  # keep appending to the old segment's (re-grown) indexes later
-            raise
-        self._segments.append(seg)
-        self._bases.append(new_base)
-        # Kafka flushes the rolled segment in the background; maybe_flush() does it here.
-        self._roll_flush_pending = max(self._roll_flush_pending, new_base)
-        self._snapshot_locked(new_base)
+        seg = self._local.roll(new_base)
+        if seg is not old:
+            # Kafka flushes the rolled segment in the background; maybe_flush() does it here.
+            self._roll_flush_pending = max(self._roll_flush_pending, new_base)
+            self._snapshot_locked(new_base)
         return seg
 
     def _flush_epoch_cache(self) -> None:
         self.leader_epoch_cache.flush()
 
     # -- read ------------------------------------------------------------
-    def _floor_index(self, offset: int) -> int:
-        i = bisect.bisect_right(self._bases, offset) - 1
-        return max(i, 0)
-
-    def _max_position(self, seg: LogSegment, limit: int) -> int:
-        """Byte bound in `seg` for offsets below `limit`: the end of the batch holding `limit - 1`.
-
-        Only batches below `limit` are touched (a reader beside a writer must
-        never look past the high watermark: those bytes may be cut any time).
-        """
-        if limit <= seg.base_offset:
-            return 0
-        i = bisect.bisect_left(self._bases, seg.base_offset)
-        if i + 1 < len(self._bases) and limit >= self._bases[i + 1]:
-            return seg.size  # sealed, and all of it is below the limit
-        if not self.read_only and limit >= seg.next_offset:
-            return seg.size
-        found = seg.translate_offset(limit - 1)
-        if found is None:
-            return seg.size if not self.read_only else 0
-        position, base, last = found
-        if base > limit - 1:
-            return position
-        return position + 12 + int.from_bytes(os.pread(seg.fd, 4, position + 8), "big", signed=True)
-
     def refresh(self) -> None:
         """Read-only opens: pick up the writer's new HW, bytes and segments."""
         if not self.read_only:
@@ -375,9 +342,9 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                 self.log_start_offset = max(self.log_start_offset, pub[1])
             if self.high_watermark > self.log_end_offset:
                 from .loader import discover_new_segments
-                discover_new_segments(self)
-                self._segments[-1].refresh_size()
-                self.log_end_offset = self._segments[-1].next_offset
+                discover_new_segments(self._local, self.recovery_stats)
+                self._local.segments[-1].refresh_size()
+                self.log_end_offset = self._local.segments[-1].next_offset
 
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True, verify: bool = False, isolation_level: int = 0) -> FetchInfo:
@@ -415,14 +382,16 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             bounds: list[tuple[int, int, int]] = []  # (index position, expected first base, max position)
             if start_offset < limit:
                 remaining = max_bytes
-                i = self._floor_index(start_offset)
+                local = self._local
+                segs = local.segments
+                i = local.floor_index(start_offset)
                 offset = start_offset
                 first = True
-                while i < len(self._segments) and (remaining > 0 or (first and min_one_batch)):
-                    seg = self._segments[i]
+                while i < len(segs) and (remaining > 0 or (first and min_one_batch)):
+                    seg = segs[i]
                     if seg.base_offset >= limit:
                         break
-                    max_pos = self._max_position(seg, limit)
+                    max_pos = local.max_position(seg, limit)
                     fs = seg.read(offset, remaining, max_pos, min_one_batch and first)
                     if fs is not None and fs.size > 0:
                         slices.append(fs)
@@ -435,8 +404,8 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                         if fs.position + fs.size < max_pos:
                             break
                     i += 1
-                    if i < len(self._segments):
-                        offset = self._segments[i].base_offset
+                    if i < len(segs):
+                        offset = segs[i].base_offset
         if verify:
             slices = [_verified(s, b, self.gaps_allowed) for s, b in zip(slices, bounds, strict=True)]
             slices = [s for s in slices if s.size > 0]
@@ -462,18 +431,20 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             out = []
             if start_offset >= end:
                 return out
-            i = self._floor_index(start_offset)
+            local = self._local
+            segs = local.segments
+            i = local.floor_index(start_offset)
             offset = start_offset
-            while i < len(self._segments):
-                seg = self._segments[i]
+            while i < len(segs):
+                seg = segs[i]
                 if seg.base_offset >= end:
                     break
-                fs = seg.complete_slice(offset, end, self._max_position(seg, hw))
+                fs = seg.complete_slice(offset, end, local.max_position(seg, hw))
                 if fs is not None:
                     out.append(fs)
                 i += 1
-                if i < len(self._segments):
-                    offset = self._segments[i].base_offset
+                if i < len(segs):
+                    offset = segs[i].base_offset
             return out
 
     def scrub(self) -> list:
@@ -487,8 +458,9 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
 
         with self._lock:
             hw = self.high_watermark
-            work = [(s.base_offset, s.log_path, FileSlice(s.file, 0, self._max_position(s, hw)))
-                    for s in self._segments if s.base_offset < hw]
+            local = self._local
+            work = [(s.base_offset, s.log_path, FileSlice(s.file, 0, local.max_position(s, hw)))
+                    for s in local.segments if s.base_offset < hw]
         strict = not self.gaps_allowed
         problems = []
         for base, path, fs in work:
@@ -512,11 +484,12 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                 return self.log_start_offset, -1
             if timestamp == -1:
                 return self.high_watermark, -1
-            for seg in self._segments:
-                if seg.max_timestamp >= 0 and seg.max_timestamp < timestamp and seg is not self._segments[-1]:
+            local = self._local
+            for seg in local.segments:
+                if seg.max_timestamp >= 0 and seg.max_timestamp < timestamp and seg is not local.segments[-1]:
                     continue
                 hit = seg.find_offset_by_timestamp(timestamp, self.log_start_offset,
-                                                   self._max_position(seg, self.high_watermark))
+                                                   local.max_position(seg, self.high_watermark))
                 if hit is not None:
                     if hit[0] >= self.high_watermark:
                         return None
@@ -553,8 +526,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             self.config = config
             self._compacted = "compact" in config["cleanup.policy"]
             self.gaps_allowed = self.gaps_allowed or self._compacted
-            for seg in self._segments:
-                seg.config = config
+            self._local.update_config(config)
 
     def close(self, flush: bool = False) -> None:
         """Close every segment (indexes trimmed); optionally flush first."""
@@ -562,16 +534,9 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             return
         if flush and not self.read_only and self._failed is None:
             self.flush()
-        failed = None
         with self._lock:
             self._closed = True
-            for seg in self._segments:
-                try:
-                    seg.close()
-                except OSError as e:      # every segment is closed all the same
-                    failed = failed or e
-            if not self.read_only:
-                self._delete_pending_locked(None)
+            failed = self._local.close()  # every segment is closed all the same
             self._hw_file.close()
         if failed is not None:
             raise failed
@@ -582,4 +547,4 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
-                f"hw={self.high_watermark}, leo={self.log_end_offset}, segments={len(self._segments)})")
+                f"hw={self.high_watermark}, leo={self.log_end_offset}, segments={len(self._local.segments)})")

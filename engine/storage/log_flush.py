@@ -17,7 +17,6 @@ PartitionLog.__init__; the lock rule, including the ``_sync_cond`` /
 
 from __future__ import annotations
 
-from .. import _native
 from ..errors import KafkaStorageError
 
 __all__ = ["FlushMixin"]
@@ -59,23 +58,18 @@ class FlushMixin:
         `upto` (reads of single attributes are atomic under the GIL).
         """
         upto = self.log_end_offset
-        work = [(s, s.file, s.size) for s in list(self._segments) if s.flushed_size < s.size]
+        local = self._local
+        work = local.unsynced()
         try:
-            for _seg, f, _size in work:
-                if f.fd >= 0:
-                    _native.fdatasync(f.fd)
+            local.fdatasync(work)
         except OSError as e:
             with self._lock:
                 self._failed = e
             raise KafkaStorageError(e.errno, f"fdatasync in {self.dir} failed: {e.strerror}") from e
         with self._lock:
             self.sync_count += 1
-            for seg, _f, size in work:
-                if size > seg.flushed_size:
-                    seg.flushed_size = size
             upto = min(upto, self.log_end_offset)
-            if upto > self.recovery_point:
-                self.recovery_point = upto
+            local.mark_synced(work, upto)
             self._maybe_advance_hw(upto)
             self._check_offsets()
         self._last_flush_ms = self.clock()

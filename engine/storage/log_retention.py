@@ -14,10 +14,8 @@ from __future__ import annotations
 import os
 
 from ..errors import OffsetOutOfRangeError
-from . import files
 from . import producer_state as pstate
 from .cleaner_checkpoint import truncate_checkpoint
-from .segment import LogSegment
 
 __all__ = ["RetentionMixin"]
 
@@ -37,25 +35,10 @@ class RetentionMixin:
                 if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
                     self._flush_epoch_cache()
                 return self.log_end_offset
-            if offset < self.log_start_offset:
-                offset = self.log_start_offset
-            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                seg = self._segments.pop()
-                self._bases.pop()
-                seg.delete()
-            seg = self._segments[-1]
-            seg.truncate_to(offset)
-            if seg.next_offset < self.log_start_offset:
-                # Only offsets below the log start would remain: truncate fully, start at it (Kafka's
-                # truncateFullyAndStartAt).
-                for old in self._segments:
-                    old.delete()
-                seg = LogSegment(self.dir, self.log_start_offset, self.config, create=True)
-                self._segments, self._bases = [seg], [seg.base_offset]
-            seg.make_active()
-            self.log_end_offset = seg.next_offset
+            # the segments go (all of them when only offsets below the log start would remain)
+            self.log_end_offset = self._local.truncate_to(max(offset, self.log_start_offset),
+                                                          self.log_start_offset)
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
-            self.recovery_point = min(self.recovery_point, self.log_end_offset)
             with self._sync_cond:
                 self._synced_offset = min(self._synced_offset, self.log_end_offset)
             if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
@@ -74,12 +57,8 @@ class RetentionMixin:
         segment, epoch and producer snapshot goes; the log restarts empty at `offset`."""
         self._check_writable()
         with self._lock:
-            for seg in self._segments:
-                seg.delete()
-            seg = LogSegment(self.dir, offset, self.config, create=True)
-            self._segments, self._bases = [seg], [offset]
+            self._local.truncate_fully_and_start_at(offset)
             self.log_start_offset = self.log_end_offset = self.high_watermark = offset
-            self.recovery_point = offset
             with self._sync_cond:
                 self._synced_offset = offset
             self.leader_epoch_cache.entries = []
@@ -127,7 +106,7 @@ class RetentionMixin:
                 deleted += self._delete_segments_locked(expired, "retention.ms")
             rbytes = cfg["retention.bytes"] if by_retention else -1
             if rbytes >= 0:
-                state = {"diff": sum(s.size for s in self._segments) - rbytes}
+                state = {"diff": self._local.size - rbytes}
 
                 def too_big(seg, _nxt, _total):
                     if state["diff"] - seg.size >= 0:
@@ -143,19 +122,11 @@ class RetentionMixin:
 
     def _delete_segments_locked(self, predicate, reason: str) -> int:
         """Delete leading non-active segments while predicate(seg, next_base, total) holds and next_base <= HW."""
-        n = 0
-        while len(self._segments) > 1:
-            seg, nxt = self._segments[0], self._segments[1].base_offset
-            if nxt > self.high_watermark or not predicate(seg, nxt, len(self._segments)):
-                break
-            self._segments.pop(0)
-            self._bases.pop(0)
-            seg.change_suffix(files.DELETED_SUFFIX)
-            delay = self.config["file.delete.delay.ms"]
-            self._pending_deletes.append((self.clock() + delay, seg))
-            n += 1
+        local = self._local
+        n = local.delete_leading(predicate, self.high_watermark,
+                                 self.clock() + self.config["file.delete.delay.ms"])
         if n:
-            new_start = self._segments[0].base_offset
+            new_start = local.segments[0].base_offset
             if new_start > self.log_start_offset:
                 self.log_start_offset = new_start
                 if self.leader_epoch_cache.truncate_from_start(new_start):
@@ -164,21 +135,10 @@ class RetentionMixin:
             self._publish()
             self._prune_snapshots_locked()  # snapshots below the new first segment are useless
             if self.config["file.delete.delay.ms"] == 0:
-                self._delete_pending_locked(None)
+                local.delete_pending(None)
         return n
 
     def maybe_delete_pending(self, now_ms: int | None = None) -> int:
         """Unlink `.deleted` segments whose file.delete.delay.ms has passed."""
         with self._lock:
-            return self._delete_pending_locked(self.clock() if now_ms is None else now_ms)
-
-    def _delete_pending_locked(self, now: int | None) -> int:
-        keep, n = [], 0
-        for deadline, seg in self._pending_deletes:
-            if now is None or deadline <= now:
-                seg.delete()
-                n += 1
-            else:
-                keep.append((deadline, seg))
-        self._pending_deletes = keep
-        return n
+            return self._local.delete_pending(self.clock() if now_ms is None else now_ms)

@@ -69,7 +69,8 @@ class ProducerStateMixin:
         """
         out: list[tuple[int, int]] = []
         with self._lock:   # the writer appends entries under it; the entries are in memory once read
-            for seg in self._segments[self._floor_index(start_offset):]:
+            local = self._local
+            for seg in local.segments[local.floor_index(start_offset):]:
                 if self.read_only:
                     seg.txn_index.refresh()
                 try:
@@ -133,7 +134,7 @@ class ProducerStateMixin:
         """Keep the latest KEEP_SNAPSHOTS snapshots; drop those below the first segment (log start)."""
         offs = pstate.list_snapshots(self.dir)
         keep = set(offs[-pstate.KEEP_SNAPSHOTS:])
-        first = self._segments[0].base_offset
+        first = self._local.segments[0].base_offset
         pstate.delete_snapshots(self.dir, lambda o: o not in keep or o < first)
 
     def write_producer_snapshot(self) -> None:

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-import engine.storage.log_flush as logflush
+import engine.storage.local_log as local_log
 from engine import _native
 from engine.errors import (
     CorruptRecordError,
@@ -206,7 +206,7 @@ def test_durable_group_commit(tmp_path, monkeypatch):
             calls.append(fd)
             _native.fdatasync(fd)
 
-    monkeypatch.setattr(logflush, "_native", Counting())  # the module doing the fdatasyncs
+    monkeypatch.setattr(local_log, "_native", Counting())  # the module doing the fdatasyncs
     log = _open(tmp_path, config=small_config(flush_messages=1, segment_bytes=10**6))
     assert log.config.durable
     errors = []
