@@ -24,12 +24,13 @@ Lock rule: ``self._lock`` (an RLock) guards the segment list, every segment
 and index call, and every offset field.  It is held for validation, the
 ``pwrite`` and index updates of an append, and for the position lookups of a
 read; it is NOT held while a caller reads the bytes of a returned FileSlice,
-nor during an fdatasync.  Durable appends wait on ``self._sync_cond``
-(a separate Condition): the first waiter becomes the sync leader, takes the
-list of unsynced segment files under ``_lock``, releases it, fdatasyncs them,
-then wakes every appender whose bytes are covered (group commit).  Lock order:
-``_lock`` may be taken while holding nothing; ``_sync_cond`` is never held
-while acquiring ``_lock``.
+nor during an fdatasync.  Durable appends wait in the flush part
+(``self._flusher``, log_flush.py) on its ``cond`` (a separate Condition): the
+first waiter becomes the sync leader, takes the list of unsynced segment
+files, fdatasyncs them without ``_lock``, takes ``_lock`` to move the
+recovery point, then wakes every appender whose bytes are covered (group
+commit).  Lock order: ``_lock`` may be taken while holding nothing; the
+flusher's ``cond`` is never held while acquiring ``_lock``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from ..errors import (
 from . import files
 from .epochs import HighWatermarkFile, LeaderEpochCache
 from .local_log import LocalLog
-from .log_flush import FlushMixin
+from .log_flush import LogFlusher
 from .log_retention import RetentionMixin
 from .log_txn import ProducerStateMixin
 from .logtypes import AppendInfo, FetchInfo, RecoveryEvent, RecoveryStats
@@ -67,7 +68,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
+class PartitionLog(ProducerStateMixin, RetentionMixin):
     """A partition's segments, offsets, flush policy, retention and HW publication.
 
     Truncation, DeleteRecords and retention live in RetentionMixin
@@ -105,14 +106,9 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
         # partition in cleaner-offset-checkpoint) even if the policy went back to delete --
         # the cleaned segments keep their gaps.
         self.gaps_allowed = self._compacted or ever_cleaned
-        self._sync_cond = threading.Condition(threading.Lock())
-        self._sync_in_progress = False
-        self._synced_offset = 0
         self._closed = False
         self._failed: BaseException | None = None
-        self.sync_count = 0           # fdatasync rounds (group commit shares one round)
-        self._roll_flush_pending = 0  # base offset of the newest rolled segment not yet flushed below
-        self._last_flush_ms = clock()
+        opened_ms = clock()
         if not read_only:
             os.makedirs(directory, exist_ok=True)
         loaded = load_partition(self, had_clean_shutdown=had_clean_shutdown,
@@ -126,7 +122,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
                                          self.log_end_offset)
         self._local = LocalLog(directory, config, segs,
                                min(recovery_point, self.log_end_offset) if not read_only else 0, read_only)
-        self._synced_offset = self._local.recovery_point
+        self._flusher = LogFlusher(self, self._local.recovery_point, opened_ms)
         if not read_only:
             from .loader import load_producer_state
             load_producer_state(self, self.log_end_offset if had_clean_shutdown else self.recovery_point,
@@ -172,6 +168,21 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
     def recovery_point(self) -> int:
         """Every byte below this offset is fdatasync'd (LocalLog's)."""
         return self._local.recovery_point
+
+    @property
+    def sync_count(self) -> int:
+        """fdatasync rounds so far (group commit shares one round among its appenders)."""
+        return self._flusher.sync_count
+
+    # -- flush (log_flush.py) ----------------------------------------------
+    def flush(self, up_to: int | None = None) -> int:
+        """fdatasync everything below `up_to` (default: the log end offset); returns the recovery point."""
+        return self._flusher.flush(up_to)
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """flush.ms policy (called periodically): flush if the last flush is older than flush.ms,
+        or the segments below the last roll when they are not flushed yet."""
+        return self._flusher.maybe_flush(now_ms)
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -308,7 +319,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
             self._check_offsets()
             end = self.log_end_offset
         if durable or cfg.durable:
-            self._await_sync(end)
+            self._flusher.await_sync(end)
         return AppendInfo(first, last, maxts, off_maxts, lat, nb, nrec, size)
 
     def roll(self) -> LogSegment:
@@ -322,8 +333,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin, FlushMixin):
         new_base = self.log_end_offset
         seg = self._local.roll(new_base)
         if seg is not old:
-            # Kafka flushes the rolled segment in the background; maybe_flush() does it here.
-            self._roll_flush_pending = max(self._roll_flush_pending, new_base)
+            self._flusher.rolled(new_base)
             self._snapshot_locked(new_base)
         return seg
 

@@ -39,8 +39,7 @@ class RetentionMixin:
             self.log_end_offset = self._local.truncate_to(max(offset, self.log_start_offset),
                                                           self.log_start_offset)
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
-            with self._sync_cond:
-                self._synced_offset = min(self._synced_offset, self.log_end_offset)
+            self._flusher.truncated(self.log_end_offset)
             if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
                 self._flush_epoch_cache()
             # Kafka's truncateAndReload: snapshots above the new end go, the state is rebuilt.
@@ -59,8 +58,7 @@ class RetentionMixin:
         with self._lock:
             self._local.truncate_fully_and_start_at(offset)
             self.log_start_offset = self.log_end_offset = self.high_watermark = offset
-            with self._sync_cond:
-                self._synced_offset = offset
+            self._flusher.restarted(offset)
             self.leader_epoch_cache.entries = []
             self._flush_epoch_cache()
             pstate.delete_snapshots(self.dir, lambda _o: True)
