@@ -52,7 +52,7 @@ from .epochs import HighWatermarkFile, LeaderEpochCache
 from .local_log import LocalLog
 from .log_flush import LogFlusher
 from .log_retention import RetentionMixin
-from .log_txn import ProducerStateMixin
+from .log_txn import LogTransactions
 from .logtypes import AppendInfo, FetchInfo, RecoveryEvent, RecoveryStats
 from .producer_state import ProducerStateManager
 from .segment import FileSlice, LogSegment
@@ -68,13 +68,16 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog(ProducerStateMixin, RetentionMixin):
+class PartitionLog(RetentionMixin):
     """A partition's segments, offsets, flush policy, retention and HW publication.
 
-    Truncation, DeleteRecords and retention live in RetentionMixin
-    (log_retention.py); idempotence, transactions, the LSO, HW publication
-    and producer snapshots in ProducerStateMixin (log_txn.py); fdatasync,
-    group commit and the flush policy in FlushMixin (log_flush.py).
+    Made of parts (Kafka's UnifiedLog over a LocalLog): ``_local`` (LocalLog,
+    local_log.py) has the segments and the recovery point; ``_flusher``
+    (LogFlusher, log_flush.py) the group commit and flush policy; ``_txn``
+    (LogTransactions, log_txn.py) idempotence checks, ``.txnindex`` entries and
+    producer snapshots.  Truncation, DeleteRecords and retention live in
+    RetentionMixin (log_retention.py).  The offsets (log start, HW, LSO, log
+    end), their publication and the leader epochs are this class's own.
 
     Normally created by LogManager (which runs the loader); ``PartitionLog(...)``
     directly opens/creates the directory, recovering it when
@@ -123,6 +126,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin):
         self._local = LocalLog(directory, config, segs,
                                min(recovery_point, self.log_end_offset) if not read_only else 0, read_only)
         self._flusher = LogFlusher(self, self._local.recovery_point, opened_ms)
+        self._txn = LogTransactions(directory, self.producer_state, self._local)
         if not read_only:
             from .loader import load_producer_state
             load_producer_state(self, self.log_end_offset if had_clean_shutdown else self.recovery_point,
@@ -208,6 +212,29 @@ class PartitionLog(ProducerStateMixin, RetentionMixin):
             self.high_watermark = min(offset, self.log_end_offset)
             self._publish()
 
+    def _publish(self) -> None:
+        """Publish HW, log start and LSO in .highwatermark, its only writer (caller holds _lock)."""
+        fu = self.producer_state.first_unstable_offset(self.high_watermark)
+        lso = self.high_watermark if fu is None else max(min(fu, self.high_watermark), self.log_start_offset)
+        self._hw_file.publish(self.high_watermark, self.log_start_offset, lso)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first offset of the oldest open or not yet replicated transaction, high watermark).
+
+        read_committed reads stop here.  A read-only open returns what the
+        writer published (the HW when the writer never published an LSO).
+        """
+        if self.read_only:
+            self.refresh()
+            with self._lock:
+                return max(self._hw_file.read_lso(self.high_watermark), self.log_start_offset)
+        with self._lock:
+            fu = self.producer_state.first_unstable_offset(self.high_watermark)
+            if fu is None:
+                return self.high_watermark
+            return max(min(fu, self.high_watermark), self.log_start_offset)
+
     # -- append ----------------------------------------------------------
     def append(self, buf, leader_epoch: int | None = None, *, assign_offsets: bool = True,
                log_append_time: int | None = None) -> AppendInfo:
@@ -267,7 +294,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin):
                 _native.check_keys(buf, f"{self.topic}-{self.partition}")
             # the first batch has a producerId >= 0: an idempotent producer
             if assign_offsets and marker is None and _native.batch_producer_id(buf) >= 0:
-                idempotent = self._check_idempotent(buf)
+                idempotent = self._txn.check_idempotent(buf)
                 if isinstance(idempotent, AppendInfo):
                     return idempotent  # a retried batch: its original offsets, nothing written
             elif not assign_offsets and len(buf) >= _native.BATCH_HEADER_SIZE:
@@ -299,10 +326,10 @@ class PartitionLog(ProducerStateMixin, RetentionMixin):
                 done = self.producer_state.complete_txn(marker[0], marker[1], marker[3], first,
                                                         maxts, marker[2])
                 if done is not None and done.aborted:
-                    self._index_aborted_locked(seg, [done])
+                    self._txn.index_aborted(seg, [done])
             elif not assign_offsets:
                 if idempotent:
-                    self._index_aborted_locked(seg, self.producer_state.replay(idempotent, 0, buf))
+                    self._txn.index_aborted(seg, self.producer_state.replay(idempotent, 0, buf))
             elif idempotent:
                 off = first
                 for h in idempotent:
@@ -334,7 +361,7 @@ class PartitionLog(ProducerStateMixin, RetentionMixin):
         seg = self._local.roll(new_base)
         if seg is not old:
             self._flusher.rolled(new_base)
-            self._snapshot_locked(new_base)
+            self._txn.snapshot(new_base)
         return seg
 
     def _flush_epoch_cache(self) -> None:
@@ -419,9 +446,10 @@ class PartitionLog(ProducerStateMixin, RetentionMixin):
         if verify:
             slices = [_verified(s, b, self.gaps_allowed) for s, b in zip(slices, bounds, strict=True)]
             slices = [s for s in slices if s.size > 0]
-        aborted = None
+        aborted: list[tuple[int, int]] | None = None
         if isolation_level == 1:
-            aborted = self.aborted_transactions(start_offset, limit) if slices else []
+            with self._lock:
+                aborted = self._txn.collect_aborted(start_offset, limit) if slices else []
         return FetchInfo(slices, start_offset, hw, lso, leo, stable, aborted)
 
     def segments_for_range(self, start_offset: int, end_offset: int | None = None) -> list[FileSlice]:
@@ -480,6 +508,32 @@ class PartitionLog(ProducerStateMixin, RetentionMixin):
             if r.valid_end < fs.size:
                 problems.append(CorruptRecordError(r.reason, path, r.valid_end))
         return problems
+
+    # -- producers (log_txn.py) ------------------------------------------
+    def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
+        """[(producer_id, first_offset)] of the aborted transactions overlapping [start_offset, upper_offset).
+
+        Kafka's collectAbortedTransactions over the ``.txnindex`` files: what a
+        read_committed Fetch answers with, and what the scanner drops.
+        """
+        with self._lock:
+            return self._txn.collect_aborted(start_offset, upper_offset)
+
+    def write_producer_snapshot(self) -> None:
+        """Snapshot the producer state at the log end offset (clean shutdown)."""
+        self._check_writable()
+        with self._lock:
+            self._txn.write_snapshot(self.log_end_offset)
+
+    def active_producers(self) -> list:
+        """The producers this partition knows (producer_state.SnapshotEntry each), for DescribeProducers."""
+        with self._lock:
+            return self.producer_state.active_producers()
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """producer.id.expiration.ms: forget producers idle that long; returns their ids."""
+        with self._lock:
+            return self.producer_state.remove_expired(now_ms, expiration_ms)
 
     # -- timestamps ------------------------------------------------------
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

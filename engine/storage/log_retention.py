@@ -131,7 +131,7 @@ class RetentionMixin:
                     self._flush_epoch_cache()
             self.high_watermark = max(self.high_watermark, self.log_start_offset)
             self._publish()
-            self._prune_snapshots_locked()  # snapshots below the new first segment are useless
+            self._txn.prune_snapshots()  # snapshots below the new first segment are useless
             if self.config["file.delete.delay.ms"] == 0:
                 local.delete_pending(None)
         return n
