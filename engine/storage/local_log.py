@@ -28,8 +28,9 @@ import os
 from collections.abc import Callable
 
 from .. import _native
+from ..errors import CorruptRecordError
 from . import files
-from .segment import LogSegment, SegmentFile
+from .segment import FileSlice, LogSegment, SegmentFile
 
 _SyncWork = list[tuple[LogSegment, SegmentFile, int]]
 
@@ -84,6 +85,56 @@ class LocalLog:
         if base > limit - 1:
             return position
         return position + 12 + int.from_bytes(os.pread(seg.fd, 4, position + 8), "big", signed=True)
+
+    def complete_slices(self, start_offset: int, end: int, hw: int) -> list[FileSlice]:
+        """One FileSlice per segment of the complete batches holding [start_offset, end), none
+        reaching past `hw` (the first batch may start below start_offset)."""
+        segs = self.segments
+        out = []
+        i = self.floor_index(start_offset)
+        offset = start_offset
+        while i < len(segs):
+            seg = segs[i]
+            if seg.base_offset >= end:
+                break
+            fs = seg.complete_slice(offset, end, self.max_position(seg, hw))
+            if fs is not None:
+                out.append(fs)
+            i += 1
+            if i < len(segs):
+                offset = segs[i].base_offset
+        return out
+
+    def find_offset_by_timestamp(self, timestamp: int, log_start_offset: int,
+                                 hw: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or above `log_start_offset` with a timestamp
+        >= `timestamp`, searching the bytes below `hw`; None when there is none."""
+        segs = self.segments
+        for seg in segs:
+            if seg.max_timestamp >= 0 and seg.max_timestamp < timestamp and seg is not segs[-1]:
+                continue
+            hit = seg.find_offset_by_timestamp(timestamp, log_start_offset, self.max_position(seg, hw))
+            if hit is not None:
+                return hit
+        return None
+
+    def slices_below(self, hw: int) -> list[tuple[int, str, FileSlice]]:
+        """(base offset, path, slice of the bytes below `hw`) of every segment starting below `hw`."""
+        return [(s.base_offset, s.log_path, FileSlice(s.file, 0, self.max_position(s, hw)))
+                for s in self.segments if s.base_offset < hw]
+
+    @staticmethod
+    def scan(work: list[tuple[int, str, FileSlice]], strict: bool) -> list[CorruptRecordError]:
+        """Re-validate every batch of `work` (from ``slices_below``; no lock needed: the slices keep
+        their files alive): a CorruptRecordError (path + position) per slice with a bad batch."""
+        problems = []
+        for base, path, fs in work:
+            if fs.size == 0:
+                continue
+            r = _native.scan_segment(fs.view(), base, 0, fs.size, 1 << 62, -1, True, strict=strict)
+            if r.valid_end < fs.size:
+                problems.append(CorruptRecordError(r.reason, path, r.valid_end))
+        return problems
 
     # -- roll and flush --------------------------------------------------
     def roll(self, new_base: int) -> LogSegment:

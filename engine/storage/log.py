@@ -1,4 +1,4 @@
-"""PartitionLog: one partition's log (Kafka's UnifiedLog + LocalLog analogue).
+"""PartitionLog: one partition's log (Kafka's UnifiedLog, over a LocalLog).
 
 On disk (``<topic>-<partition>/``): segments ``<base>.log/.index/.timeindex``
 (segment.py), ``leader-epoch-checkpoint`` (checkpoint.py), producer snapshots
@@ -13,29 +13,36 @@ Offsets, named and ordered (asserted after every change):
 read_committed's bound) is min(first offset of the oldest open transaction,
 HW) -- ``last_stable_offset``; transactions are ended by ``append_control``
 (a COMMIT/ABORT marker); ABORT markers go into the segment's ``.txnindex``
-(``aborted_transactions`` reads them for read_committed fetches).  ``recovery_point``: every byte below it
-is fdatasync'd.  In durable mode (``flush.messages=1``) an append returns only
-after an fdatasync covered its bytes, and the automatic high watermark moves
-only over synced bytes, so a reader never sees data a power loss could take.
+(``aborted_transactions`` reads them for read_committed fetches).
+``recovery_point``: every byte below it is fdatasync'd.  In durable mode
+(``flush.messages=1``) an append returns only after an fdatasync covered its
+bytes, and the automatic high watermark moves only over synced bytes, so a
+reader never sees data a power loss could take.
 
-Flush policy (flush.messages, flush.ms, the flush after a roll): log_flush.py.
+Composed of parts, each an object the PartitionLog holds (no mixins):
+``_local`` (LocalLog, local_log.py: segments, lookup, roll, fdatasync,
+truncation of segments, the recovery point), ``_flusher`` (LogFlusher,
+log_flush.py: group commit and the flush.messages / flush.ms policy),
+``_retention`` (LogRetention, log_retention.py: truncation, DeleteRecords,
+retention) and ``_txn`` (LogTransactions, log_txn.py: idempotence checks,
+``.txnindex`` entries, producer snapshots).  The append and read paths are
+here and call the parts directly.
 
-Lock rule: ``self._lock`` (an RLock) guards the segment list, every segment
-and index call, and every offset field.  It is held for validation, the
-``pwrite`` and index updates of an append, and for the position lookups of a
-read; it is NOT held while a caller reads the bytes of a returned FileSlice,
-nor during an fdatasync.  Durable appends wait in the flush part
-(``self._flusher``, log_flush.py) on its ``cond`` (a separate Condition): the
-first waiter becomes the sync leader, takes the list of unsynced segment
-files, fdatasyncs them without ``_lock``, takes ``_lock`` to move the
-recovery point, then wakes every appender whose bytes are covered (group
-commit).  Lock order: ``_lock`` may be taken while holding nothing; the
-flusher's ``cond`` is never held while acquiring ``_lock``.
+Lock rule: ``self._lock`` (an RLock) guards the segment list (LocalLog has no
+lock of its own), every segment and index call, and every offset field.  It
+is held for validation, the ``pwrite`` and index updates of an append, and
+for the position lookups of a read; it is NOT held while a caller reads the
+bytes of a returned FileSlice, nor during an fdatasync.  Durable appends wait
+in the flusher on its ``cond`` (a separate Condition): the first waiter
+becomes the sync leader, takes the list of unsynced segment files, fdatasyncs
+them without ``_lock``, takes ``_lock`` to move the recovery point, then wakes
+every appender whose bytes are covered (group commit).  Lock order: ``_lock``
+may be taken while holding nothing; the flusher's ``cond`` is never held
+while acquiring ``_lock``.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -51,7 +58,7 @@ from . import files
 from .epochs import HighWatermarkFile, LeaderEpochCache
 from .local_log import LocalLog
 from .log_flush import LogFlusher
-from .log_retention import RetentionMixin
+from .log_retention import LogRetention
 from .log_txn import LogTransactions
 from .logtypes import AppendInfo, FetchInfo, RecoveryEvent, RecoveryStats
 from .producer_state import ProducerStateManager
@@ -61,27 +68,19 @@ from .verify import verified_slice as _verified
 __all__ = ["AppendInfo", "FetchInfo", "LeaderEpochCache", "PartitionLog", "HighWatermarkFile",
            "RecoveryEvent"]
 
-_log = logging.getLogger(__name__)
-
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog(RetentionMixin):
-    """A partition's segments, offsets, flush policy, retention and HW publication.
+class PartitionLog:
+    """A partition's offsets, appends and reads, over its parts (see the module docstring).
 
-    Made of parts (Kafka's UnifiedLog over a LocalLog): ``_local`` (LocalLog,
-    local_log.py) has the segments and the recovery point; ``_flusher``
-    (LogFlusher, log_flush.py) the group commit and flush policy; ``_txn``
-    (LogTransactions, log_txn.py) idempotence checks, ``.txnindex`` entries and
-    producer snapshots.  Truncation, DeleteRecords and retention live in
-    RetentionMixin (log_retention.py).  The offsets (log start, HW, LSO, log
-    end), their publication and the leader epochs are this class's own.
-
-    Normally created by LogManager (which runs the loader); ``PartitionLog(...)``
-    directly opens/creates the directory, recovering it when
-    ``had_clean_shutdown`` is False.  See the module docstring for the lock rule.
+    The offsets (log start, HW, LSO, log end), their ``.highwatermark``
+    publication and the leader epochs are this class's own.  Normally created
+    by LogManager (which runs the loader); ``PartitionLog(...)`` directly
+    opens/creates the directory, recovering it when ``had_clean_shutdown`` is
+    False.  See the module docstring for the lock rule.
     """
 
     def __init__(self, directory: str, config, *, topic: str | None = None, partition: int | None = None,
@@ -127,6 +126,7 @@ class PartitionLog(RetentionMixin):
                                min(recovery_point, self.log_end_offset) if not read_only else 0, read_only)
         self._flusher = LogFlusher(self, self._local.recovery_point, opened_ms)
         self._txn = LogTransactions(directory, self.producer_state, self._local)
+        self._retention = LogRetention(self)
         if not read_only:
             from .loader import load_producer_state
             load_producer_state(self, self.log_end_offset if had_clean_shutdown else self.recovery_point,
@@ -311,7 +311,7 @@ class PartitionLog(RetentionMixin):
                 # assigns it before the segment append too): a failed checkpoint writes nothing,
                 # and an entry at the log end offset is what become-leader leaves anyway
                 if self.leader_epoch_cache.assign(epoch, first):
-                    self._flush_epoch_cache()
+                    self.leader_epoch_cache.flush()
                 if seg.size > 0 and seg.should_roll(size, maxts, last, self.clock()):
                     seg = self._roll_locked()
                 seg.append(last, maxts, off_maxts, buf)
@@ -364,9 +364,6 @@ class PartitionLog(RetentionMixin):
             self._txn.snapshot(new_base)
         return seg
 
-    def _flush_epoch_cache(self) -> None:
-        self.leader_epoch_cache.flush()
-
     # -- read ------------------------------------------------------------
     def refresh(self) -> None:
         """Read-only opens: pick up the writer's new HW, bytes and segments."""
@@ -416,7 +413,7 @@ class PartitionLog(RetentionMixin):
             if isolation_level == 1:
                 limit = min(limit, stable)
             slices: list[FileSlice] = []
-            bounds: list[tuple[int, int, int]] = []  # (index position, expected first base, max position)
+            bounds: list[tuple[int, int, int, int]] = []  # (index position, expected first base, max position, offset)
             if start_offset < limit:
                 remaining = max_bytes
                 local = self._local
@@ -466,24 +463,7 @@ class PartitionLog(RetentionMixin):
             if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
                 raise OffsetOutOfRangeError(f"offset {start_offset} is outside [{self.log_start_offset}, "
                                             f"{self.log_end_offset}]")
-            out = []
-            if start_offset >= end:
-                return out
-            local = self._local
-            segs = local.segments
-            i = local.floor_index(start_offset)
-            offset = start_offset
-            while i < len(segs):
-                seg = segs[i]
-                if seg.base_offset >= end:
-                    break
-                fs = seg.complete_slice(offset, end, local.max_position(seg, hw))
-                if fs is not None:
-                    out.append(fs)
-                i += 1
-                if i < len(segs):
-                    offset = segs[i].base_offset
-            return out
+            return self._local.complete_slices(start_offset, end, hw) if start_offset < end else []
 
     def scrub(self) -> list:
         """Re-validate every batch below the high watermark (structure, CRC, contiguous offsets).
@@ -492,22 +472,34 @@ class PartitionLog(RetentionMixin):
         batch; nothing is changed (the caller quarantines or repairs).  Reads
         run outside the lock, on slices that keep their files alive.
         """
-        from ..errors import CorruptRecordError
-
         with self._lock:
-            hw = self.high_watermark
-            local = self._local
-            work = [(s.base_offset, s.log_path, FileSlice(s.file, 0, local.max_position(s, hw)))
-                    for s in local.segments if s.base_offset < hw]
-        strict = not self.gaps_allowed
-        problems = []
-        for base, path, fs in work:
-            if fs.size == 0:
-                continue
-            r = _native.scan_segment(fs.view(), base, 0, fs.size, 1 << 62, -1, True, strict=strict)
-            if r.valid_end < fs.size:
-                problems.append(CorruptRecordError(r.reason, path, r.valid_end))
-        return problems
+            work = self._local.slices_below(self.high_watermark)
+        return self._local.scan(work, strict=not self.gaps_allowed)
+
+    # -- removing data (log_retention.py) --------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything at and above `offset` (batch granularity); returns the new log end offset.
+
+        At or above the log end nothing is removed but the leader-epoch cache is still cut at the
+        log end (Kafka's truncateTo)."""
+        return self._retention.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower behind its leader's log start (Kafka's truncateFullyAndStartAt): every
+        segment, epoch and producer snapshot goes; the log restarts empty at `offset`."""
+        self._retention.truncate_fully_and_start_at(offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (<= HW); returns it."""
+        return self._retention.delete_records_before(offset)
+
+    def maybe_apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole old segments by retention.ms / retention.bytes / log start; returns how many."""
+        return self._retention.maybe_apply_retention(now_ms)
+
+    def maybe_delete_pending(self, now_ms: int | None = None) -> int:
+        """Unlink `.deleted` segments whose file.delete.delay.ms has passed."""
+        return self._retention.maybe_delete_pending(now_ms)
 
     # -- producers (log_txn.py) ------------------------------------------
     def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
@@ -548,17 +540,8 @@ class PartitionLog(RetentionMixin):
                 return self.log_start_offset, -1
             if timestamp == -1:
                 return self.high_watermark, -1
-            local = self._local
-            for seg in local.segments:
-                if seg.max_timestamp >= 0 and seg.max_timestamp < timestamp and seg is not local.segments[-1]:
-                    continue
-                hit = seg.find_offset_by_timestamp(timestamp, self.log_start_offset,
-                                                   local.max_position(seg, self.high_watermark))
-                if hit is not None:
-                    if hit[0] >= self.high_watermark:
-                        return None
-                    return hit
-            return None
+            hit = self._local.find_offset_by_timestamp(timestamp, self.log_start_offset, self.high_watermark)
+            return hit if hit is not None and hit[0] < self.high_watermark else None
 
     def assign_leader_epoch(self, epoch: int) -> None:
         """A new leader: record that `epoch` starts at the log end offset (Kafka's makeLeader),
@@ -566,7 +549,7 @@ class PartitionLog(RetentionMixin):
         self._check_writable()
         with self._lock:
             if self.leader_epoch_cache.assign(epoch, self.log_end_offset):
-                self._flush_epoch_cache()
+                self.leader_epoch_cache.flush()
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         with self._lock:

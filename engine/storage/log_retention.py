@@ -1,27 +1,82 @@
-"""RetentionMixin: the parts of PartitionLog (log.py) that remove data.
+"""LogRetention: the part of a PartitionLog (log.py) that removes data.
 
-Owns truncation (``truncate_to``: a follower or recovery cutting the log end;
-``truncate_fully_and_start_at``: a follower behind its leader's log start),
-DeleteRecords (``delete_records_before``), retention (``retention.ms`` /
-``retention.bytes`` / log start, ``maybe_apply_retention``) and the delayed
-unlink of ``.deleted`` segments (``file.delete.delay.ms``).  Every method runs
-on a PartitionLog and follows its lock rule (log.py's module docstring): the
-``*_locked`` helpers expect ``self._lock`` held.  No state of its own.
+PartitionLog holds one as ``_retention``; its public methods of the same
+names call it.  It does truncation (``truncate_to``: a follower or recovery
+cutting the log end; ``truncate_fully_and_start_at``: a follower behind its
+leader's log start), DeleteRecords (``delete_records_before``), retention
+(``retention.ms`` / ``retention.bytes`` / log start,
+``maybe_apply_retention``) and the delayed unlink of ``.deleted`` segments
+(``file.delete.delay.ms``, ``maybe_delete_pending``).  The segment files
+themselves are cut by the LocalLog (local_log.py); this part moves the
+offsets, leader epochs, producer state, synced offset and publication that
+go with them.  It follows the PartitionLog's lock rule (log.py's module
+docstring): ``_delete_segments_locked`` expects the log's ``_lock`` held, the
+others take it.  No state of its own.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from ..errors import OffsetOutOfRangeError
 from . import producer_state as pstate
 from .cleaner_checkpoint import truncate_checkpoint
+from .epochs import LeaderEpochCache
+from .local_log import LocalLog
+from .log_flush import LogFlusher
+from .log_txn import LogTransactions
+from .logtypes import RecoveryStats
+from .producer_state import ProducerStateManager
 
-__all__ = ["RetentionMixin"]
+__all__ = ["LogRetention"]
 
 
-class RetentionMixin:
-    """Truncation, DeleteRecords and retention of a PartitionLog (see the module docstring)."""
+class _Log(Protocol):
+    """What retention uses of its PartitionLog (log.py; not imported: it imports this module)."""
+
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+
+    @property
+    def dir(self) -> str: ...
+    @property
+    def config(self) -> Any: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def gaps_allowed(self) -> bool: ...
+    @property
+    def clock(self) -> Callable[[], int]: ...
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache: ...
+    @property
+    def producer_state(self) -> ProducerStateManager: ...
+    @property
+    def recovery_stats(self) -> RecoveryStats: ...
+    @property
+    def _lock(self) -> AbstractContextManager[Any]: ...
+    @property
+    def _closed(self) -> bool: ...
+    @property
+    def _local(self) -> LocalLog: ...
+    @property
+    def _flusher(self) -> LogFlusher: ...
+    @property
+    def _txn(self) -> LogTransactions: ...
+    def _check_writable(self) -> None: ...
+    def _check_offsets(self) -> None: ...
+    def _publish(self) -> None: ...
+
+
+class LogRetention:
+    """Truncation, DeleteRecords and retention of one PartitionLog (see the module docstring)."""
+
+    def __init__(self, log: _Log) -> None:
+        self._log = log
 
     def truncate_to(self, offset: int) -> int:
         """Remove everything at and above `offset` (batch granularity); returns the new log end offset.
@@ -29,71 +84,74 @@ class RetentionMixin:
         At or above the log end nothing is removed but the leader-epoch cache is still cut at the
         log end (Kafka's truncateTo): a replica that led an epoch without appending in it keeps
         an entry for it there, which a follower of the next leader must drop."""
-        self._check_writable()
-        with self._lock:
-            if offset >= self.log_end_offset:
-                if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
-                    self._flush_epoch_cache()
-                return self.log_end_offset
+        log = self._log
+        log._check_writable()
+        with log._lock:
+            if offset >= log.log_end_offset:
+                if log.leader_epoch_cache.truncate_from_end(log.log_end_offset):
+                    log.leader_epoch_cache.flush()
+                return log.log_end_offset
             # the segments go (all of them when only offsets below the log start would remain)
-            self.log_end_offset = self._local.truncate_to(max(offset, self.log_start_offset),
-                                                          self.log_start_offset)
-            self.high_watermark = min(self.high_watermark, self.log_end_offset)
-            self._flusher.truncated(self.log_end_offset)
-            if self.leader_epoch_cache.truncate_from_end(self.log_end_offset):
-                self._flush_epoch_cache()
+            log.log_end_offset = log._local.truncate_to(max(offset, log.log_start_offset), log.log_start_offset)
+            log.high_watermark = min(log.high_watermark, log.log_end_offset)
+            log._flusher.truncated(log.log_end_offset)
+            if log.leader_epoch_cache.truncate_from_end(log.log_end_offset):
+                log.leader_epoch_cache.flush()
             # Kafka's truncateAndReload: snapshots above the new end go, the state is rebuilt.
             from .loader import load_producer_state
-            load_producer_state(self, self.log_end_offset, self.recovery_stats, report_stale=False)
-            self._publish()
-            self._check_offsets()
-            if self.gaps_allowed:
-                truncate_checkpoint(self, self.log_end_offset)
-            return self.log_end_offset
+            load_producer_state(log, log.log_end_offset, log.recovery_stats, report_stale=False)
+            log._publish()
+            log._check_offsets()
+            if log.gaps_allowed:
+                truncate_checkpoint(log, log.log_end_offset)
+            return log.log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """A follower behind its leader's log start (Kafka's truncateFullyAndStartAt): every
         segment, epoch and producer snapshot goes; the log restarts empty at `offset`."""
-        self._check_writable()
-        with self._lock:
-            self._local.truncate_fully_and_start_at(offset)
-            self.log_start_offset = self.log_end_offset = self.high_watermark = offset
-            self._flusher.restarted(offset)
-            self.leader_epoch_cache.entries = []
-            self._flush_epoch_cache()
-            pstate.delete_snapshots(self.dir, lambda _o: True)
-            self.producer_state.clear()
-            self._publish()  # HW, log start and LSO, like every other publication
-            if self.gaps_allowed:
-                truncate_checkpoint(self, offset)
-            self._check_offsets()
+        log = self._log
+        log._check_writable()
+        with log._lock:
+            log._local.truncate_fully_and_start_at(offset)
+            log.log_start_offset = log.log_end_offset = log.high_watermark = offset
+            log._flusher.restarted(offset)
+            log.leader_epoch_cache.entries = []
+            log.leader_epoch_cache.flush()
+            pstate.delete_snapshots(log.dir, lambda _o: True)
+            log.producer_state.clear()
+            log._publish()  # HW, log start and LSO, like every other publication
+            if log.gaps_allowed:
+                truncate_checkpoint(log, offset)
+            log._check_offsets()
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to `offset` (<= HW); returns it."""
-        self._check_writable()
-        with self._lock:
-            if offset > self.high_watermark or offset < 0:
+        log = self._log
+        log._check_writable()
+        with log._lock:
+            if offset > log.high_watermark or offset < 0:
                 raise OffsetOutOfRangeError(
-                    f"cannot delete records before {offset}: high watermark is {self.high_watermark}")
-            if offset > self.log_start_offset:
-                self.log_start_offset = offset
-                if self.leader_epoch_cache.truncate_from_start(offset):
-                    self._flush_epoch_cache()
-                self._publish()
-            self._delete_segments_locked(lambda seg, nxt, _total: nxt <= self.log_start_offset, "log start offset")
-            self._check_offsets()
-            return self.log_start_offset
+                    f"cannot delete records before {offset}: high watermark is {log.high_watermark}")
+            if offset > log.log_start_offset:
+                log.log_start_offset = offset
+                if log.leader_epoch_cache.truncate_from_start(offset):
+                    log.leader_epoch_cache.flush()
+                log._publish()
+            self._delete_segments_locked(lambda seg, nxt, _total: nxt <= log.log_start_offset, "log start offset")
+            log._check_offsets()
+            return log.log_start_offset
 
     def maybe_apply_retention(self, now_ms: int | None = None) -> int:
         """Delete whole old segments by retention.ms / retention.bytes / log start; returns how many."""
-        if self.read_only or self._closed:
+        log = self._log
+        if log.read_only or log._closed:
             return 0
-        now = self.clock() if now_ms is None else now_ms
-        cfg = self.config
+        now = log.clock() if now_ms is None else now_ms
+        cfg = log.config
         deleted = 0
         # Kafka: retention.ms / retention.bytes apply only when cleanup.policy includes delete.
         by_retention = "delete" in cfg["cleanup.policy"]
-        with self._lock:
+        with log._lock:
             rms = cfg["retention.ms"] if by_retention else -1
             if rms >= 0:
                 def expired(seg, _nxt, _total):
@@ -104,7 +162,7 @@ class RetentionMixin:
                 deleted += self._delete_segments_locked(expired, "retention.ms")
             rbytes = cfg["retention.bytes"] if by_retention else -1
             if rbytes >= 0:
-                state = {"diff": self._local.size - rbytes}
+                state = {"diff": log._local.size - rbytes}
 
                 def too_big(seg, _nxt, _total):
                     if state["diff"] - seg.size >= 0:
@@ -113,30 +171,32 @@ class RetentionMixin:
                     return False
                 deleted += self._delete_segments_locked(too_big, "retention.bytes")
             deleted += self._delete_segments_locked(
-                lambda seg, nxt, _t: nxt <= self.log_start_offset, "log start offset")
-            self._check_offsets()
+                lambda seg, nxt, _t: nxt <= log.log_start_offset, "log start offset")
+            log._check_offsets()
         self.maybe_delete_pending(now)
         return deleted
 
     def _delete_segments_locked(self, predicate, reason: str) -> int:
         """Delete leading non-active segments while predicate(seg, next_base, total) holds and next_base <= HW."""
-        local = self._local
-        n = local.delete_leading(predicate, self.high_watermark,
-                                 self.clock() + self.config["file.delete.delay.ms"])
+        log = self._log
+        local = log._local
+        n = local.delete_leading(predicate, log.high_watermark,
+                                 log.clock() + log.config["file.delete.delay.ms"])
         if n:
             new_start = local.segments[0].base_offset
-            if new_start > self.log_start_offset:
-                self.log_start_offset = new_start
-                if self.leader_epoch_cache.truncate_from_start(new_start):
-                    self._flush_epoch_cache()
-            self.high_watermark = max(self.high_watermark, self.log_start_offset)
-            self._publish()
-            self._txn.prune_snapshots()  # snapshots below the new first segment are useless
-            if self.config["file.delete.delay.ms"] == 0:
+            if new_start > log.log_start_offset:
+                log.log_start_offset = new_start
+                if log.leader_epoch_cache.truncate_from_start(new_start):
+                    log.leader_epoch_cache.flush()
+            log.high_watermark = max(log.high_watermark, log.log_start_offset)
+            log._publish()
+            log._txn.prune_snapshots()  # snapshots below the new first segment are useless
+            if log.config["file.delete.delay.ms"] == 0:
                 local.delete_pending(None)
         return n
 
     def maybe_delete_pending(self, now_ms: int | None = None) -> int:
         """Unlink `.deleted` segments whose file.delete.delay.ms has passed."""
-        with self._lock:
-            return self._local.delete_pending(self.clock() if now_ms is None else now_ms)
+        log = self._log
+        with log._lock:
+            return log._local.delete_pending(log.clock() if now_ms is None else now_ms)
