@@ -44,6 +44,7 @@ from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
+from ..replica.view import ClusterView
 from .controller import Controller
 from .zk import (
     BROKER_IDS,
@@ -65,7 +66,7 @@ log = logging.getLogger("engine.cluster")
 _DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT}
 
 
-class ZkClusterView:
+class ZkClusterView(ClusterView):
     """The cluster view (engine/replica/view.py's interface) fed by ZooKeeper watches.
 
     Besides the interface: ``topics() -> {name: (topic_id, partition count)}``, ``cluster_id``,

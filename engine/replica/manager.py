@@ -11,11 +11,14 @@
     rm.become_follower(topic, p, leader_id, leader_epoch, replicas, partition_epoch)
     rm.stop_replica(topic, p, delete=False)
 
-With the single-node view (``view.local``) every partition of the engine is led here without
-any call (created on first use), the high watermark is the log end offset, acks=all answers at
-once -- today's broker, at today's cost (one dict lookup per partition per request).
+A node alone is a cluster of one: the single-node view (``LocalClusterView``) names this node the
+leader of every partition of its data directory, replicas = ISR = [node], so a partition is made
+leader here by the same :meth:`become_leader` on its first use (``view.self_led``) and then served
+by the same code as a cluster's: one dict lookup per partition per request.  A partition whose
+only replica is this leader has its high watermark moved by the log at each append, so acks=all
+answers at once (min.insync.replicas allowing, as in Kafka).
 
-Otherwise only partitions given by ``become_leader`` / ``become_follower`` are served: a request
+In a cluster only partitions given by ``become_leader`` / ``become_follower`` are served: a request
 for another one gets NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION when the view does not
 know it).  The leader tracks its followers from their Fetch requests (``read`` with
 ``replica_id >= 0``); ISR changes go through ``view.alter_isr`` in a worker thread; the ISR
@@ -74,7 +77,6 @@ class ReplicaManager:
             view = LocalClusterView(engine, engine.config["node.id"] if node_id is None else node_id)
         self.view = view
         self.node_id = view.node_id
-        self.local = bool(getattr(view, "local", False))
         given = getattr(engine.config, "explicit", {})     # Kafka's replica.* broker keys
         self.replica_lag_time_max_ms = int(replica_lag_time_max_ms if replica_lag_time_max_ms is not None
                                            else given.get("replica.lag.time.max.ms", 30_000))
@@ -112,7 +114,7 @@ class ReplicaManager:
         self._loop = loop
         if notify is not None:
             self._notify = notify
-        if not self.local and self._expire_task is None:
+        if self._expire_task is None:
             self._expire_task = loop.create_task(self._isr_expiration())
 
     async def stop(self) -> None:
@@ -154,16 +156,11 @@ class ReplicaManager:
         if self.offline is not None:
             raise KafkaStorageError(self.offline)
         part = self._parts.get((topic, partition))
-        if part is not None and not (part.local and part.log.closed):
+        if part is not None and not part.log.closed:
             return part
-        if self.local:
-            plog = self.engine.log(topic, partition)      # UnknownTopicOrPartitionError
-            with self._lock:
-                part = self._parts.get((topic, partition))
-                if part is None or part.log is not plog:
-                    part = self._parts[(topic, partition)] = Partition(
-                        topic, partition, plog, self.node_id, local=True)
-            return part
+        state = self.view.self_led(topic, partition)                # UnknownTopicOrPartitionError
+        if state is not None:
+            return self.become_leader(topic, partition, *state, 0)
         leader = self.view.partition_state(topic, partition)[0]    # UnknownTopicOrPartitionError
         raise NotLeaderOrFollowerError(f"broker {self.node_id} hosts no replica of {topic}-{partition} "
                                        f"(leader: {leader})")
@@ -194,12 +191,9 @@ class ReplicaManager:
         """
         part = self.leader_partition(topic, partition)
         plog = part.log
-        if part.local:
-            epoch = None
-        else:
-            if acks == -1:
-                part.check_min_isr()
-            epoch = part.leader_epoch
+        if acks == -1:
+            part.check_min_isr()
+        epoch = part.leader_epoch
         try:
             if plog.config["flush.messages"] < _NO_FLUSH_POLICY:
                 info = await asyncio.get_running_loop().run_in_executor(
@@ -210,8 +204,6 @@ class ReplicaManager:
             raise self.storage_error(e, f"append to {topic}-{partition}") from e
         if self.offline is not None:  # failed meanwhile (durable mode's wait): never acknowledged
             raise KafkaStorageError(self.offline)
-        if part.local:
-            return info, plog.log_start_offset, None
         return info, plog.log_start_offset, self._appended(part, info.last_offset, acks)
 
     def append_in_process(self, topic: str, partition: int, buf):
@@ -222,10 +214,10 @@ class ReplicaManager:
         part = self.leader_partition(topic, partition)
         plog = part.log
         try:
-            info = plog.append(buf, None if part.local else part.leader_epoch)
+            info = plog.append(buf, part.leader_epoch)
         except OSError as e:          # nothing of it is in the log (or the log went offline)
             raise self.storage_error(e, f"append to {topic}-{partition}") from e
-        if not part.local:            # the high watermark and its waiters live on the loop
+        if not plog.auto_high_watermark:   # with followers the HW and its waiters live on the loop
             self._call_on_loop(self._appended, part, info.last_offset, 1)
         return info
 
@@ -248,7 +240,7 @@ class ReplicaManager:
         acks=all: returns ``(offset, waiter)`` (``waiter`` for :meth:`wait_for_acks`, or None)."""
         part = self.leader_partition(topic, partition)
         plog = part.log
-        epoch = None if part.local else part.leader_epoch
+        epoch = part.leader_epoch
         try:
             offset = await asyncio.get_running_loop().run_in_executor(
                 None, functools.partial(plog.append_control, producer_id, producer_epoch, commit,
@@ -259,8 +251,6 @@ class ReplicaManager:
             raise self.storage_error(e, f"marker append to {topic}-{partition}") from e
         if self.offline is not None:
             raise KafkaStorageError(self.offline)
-        if part.local:
-            return offset, None
         return offset, self._appended(part, offset, -1)
 
     async def wait_for_acks(self, waiters: list, timeout_ms: int) -> list:
@@ -294,7 +284,7 @@ class ReplicaManager:
             start = plog.delete_records_before(plog.high_watermark if offset == -1 else offset)
         except OSError as e:
             raise self.storage_error(e, f"DeleteRecords of {topic}-{partition}") from e
-        if part.local or not part.followers:
+        if not part.followers:
             return start, None
         waiter = asyncio.get_running_loop().create_future()
         part.delayed_delete.watch(start, waiter)
@@ -324,8 +314,7 @@ class ReplicaManager:
                 return diverging
         if replica_id < 0:
             return plog.read(offset, max_bytes, min_one_batch=min_one_batch, isolation_level=isolation_level)
-        if not part.local:
-            self._follower_fetched(part, replica_id, offset, log_start_offset)
+        self._follower_fetched(part, replica_id, offset, log_start_offset)
         return plog.read(offset, max_bytes, max_offset=plog.log_end_offset, min_one_batch=min_one_batch)
 
     @staticmethod
@@ -423,7 +412,7 @@ class ReplicaManager:
             await asyncio.sleep(max(self.replica_lag_time_max_ms / 2000.0, 0.01))
             now = now_ms()
             for part in self.partitions():
-                if part.is_leader and not part.local and not part.isr_change_inflight:
+                if part.is_leader and part.followers and not part.isr_change_inflight:
                     new_isr = part.isr_to_shrink(now, self.replica_lag_time_max_ms)
                     if new_isr is not None:
                         self._alter_isr(part, new_isr)

@@ -6,8 +6,10 @@ LEO over the ISR, never moving back, and not moving at all while the ISR is smal
 ``min.insync.replicas`` -- KIP-966), and holds the acks=all produce waiters (the purgatory:
 futures completed once the HW covers their batch).
 
-A *local* partition (the single-node view) is today's broker: this node leads, replicas = ISR =
-[node], the log's own high watermark follows its end offset, the leader epoch is the log's latest.
+A node alone is a cluster of one: its partitions are led here through the same
+:meth:`make_leader` (replicas = ISR = [node], the leader epoch the log's latest), and a partition
+whose only replica is the leader has the log move its high watermark with every append, under the
+log's lock, on whichever thread appended (an in-process producer has no event loop to wait for).
 
 Threads: the leader-side state (followers, ISR, waiters) is changed on the broker's event loop;
 role changes (``make_leader`` / ``make_follower``) and the follower's fetcher take ``lock``.
@@ -49,19 +51,18 @@ class FollowerState:
 class Partition:
     """A local replica (see the module docstring)."""
 
-    def __init__(self, topic: str, partition: int, log, node_id: int, *, local: bool = False):
+    def __init__(self, topic: str, partition: int, log, node_id: int):
         self.topic = topic
         self.partition = partition
         self.log = log
         self.node_id = node_id
-        self.local = local
         self.lock = threading.RLock()
-        self.is_leader = local
-        self.leader_id = node_id if local else -1
-        self._leader_epoch = -1
+        self.is_leader = False
+        self.leader_id = -1
+        self.leader_epoch = -1
         self.partition_epoch = 0
-        self.replicas: list[int] = [node_id] if local else []
-        self.isr: list[int] = [node_id] if local else []
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = 0
         self.delayed_produce = DelayedProduce()         # acks=all produces (purgatory.py)
@@ -79,12 +80,6 @@ class Partition:
 
     # -- role --------------------------------------------------------------
     @property
-    def leader_epoch(self) -> int:
-        if self.local:
-            return max(self.log.leader_epoch_cache.latest_epoch, 0)
-        return self._leader_epoch
-
-    @property
     def min_isr(self) -> int:
         return int(self.log.config["min.insync.replicas"])
 
@@ -92,20 +87,21 @@ class Partition:
                     partition_epoch: int) -> bool:
         """Lead from now on (Kafka's makeLeader).  False if `leader_epoch` is older than ours."""
         with self.lock:
-            if leader_epoch < self._leader_epoch:
+            if leader_epoch < self.leader_epoch:
                 return False
-            new_epoch = leader_epoch != self._leader_epoch or not self.is_leader
-            self.local = False
-            self.log.auto_high_watermark = False
+            new_epoch = leader_epoch != self.leader_epoch or not self.is_leader
+            # the only replica: the log moves the HW itself at each append (module docstring)
+            self.log.auto_high_watermark = list(replicas) == [self.node_id]
             self.is_leader = True
             self.leader_id = self.node_id
-            self._leader_epoch = leader_epoch
+            self.leader_epoch = leader_epoch
             self.partition_epoch = partition_epoch
             self.replicas = list(replicas)
             self.isr = list(isr)
             now = now_ms()
             if new_epoch:
-                self.log.assign_leader_epoch(leader_epoch)
+                if not self.log.read_only:        # a read-only directory records nothing
+                    self.log.assign_leader_epoch(leader_epoch)
                 self.leader_epoch_start_offset = self.log.log_end_offset
                 self.followers = {r: FollowerState(r, now, r in isr) for r in replicas if r != self.node_id}
             else:
@@ -123,14 +119,13 @@ class Partition:
         """Follow `leader_id` (Kafka's makeFollower); the fetcher truncates on DivergingEpoch.
         False if `leader_epoch` is older than ours."""
         with self.lock:
-            if leader_epoch < self._leader_epoch:
+            if leader_epoch < self.leader_epoch:
                 return False
-            changed = leader_epoch != self._leader_epoch or leader_id != self.leader_id or self.is_leader
-            self.local = False
+            changed = leader_epoch != self.leader_epoch or leader_id != self.leader_id or self.is_leader
             self.log.auto_high_watermark = False
             self.is_leader = False
             self.leader_id = leader_id
-            self._leader_epoch = leader_epoch
+            self.leader_epoch = leader_epoch
             self.partition_epoch = partition_epoch
             self.replicas = list(replicas)
             self.isr = []
@@ -200,7 +195,7 @@ class Partition:
     def maybe_advance_hw(self) -> bool:
         """HW = min LEO over the ISR (leader's included), forward only, and only while the ISR has
         at least min.insync.replicas members.  True if it moved."""
-        if self.local or not self.is_leader:
+        if not self.is_leader or self.log.read_only:
             return False
         if len(self.isr) < self.min_isr:
             return False

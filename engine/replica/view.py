@@ -13,8 +13,10 @@ the storage, who leads a partition.  Implementations:
 Interface (duck-typed; :class:`ClusterView` documents it):
 
 - ``node_id: int`` -- this broker's id.
-- ``local: bool`` -- True only for the single-node view: every partition is led here and its
-  high watermark follows the log end offset (no replication).
+- ``self_led(topic, partition) -> (leader_epoch, replicas, isr) | None`` -- a partition this
+  node leads without being told, made leader on first use by the replica manager's
+  ``become_leader`` (the single-node view: every partition of the data directory; a node alone
+  is a cluster of one); None where leadership comes from ``become_leader`` calls (a cluster).
 - ``brokers() -> {id: (host, port, rack)}`` -- live brokers.  ``host``/``port`` of this node may
   be None: the handlers then answer the address the client connected to (the advertised one).
 - ``partition_state(topic, partition) -> (leader, leader_epoch, replicas, isr)`` -- raises
@@ -40,7 +42,7 @@ class ClusterView:
     """The interface (see the module docstring); subclasses override every method."""
 
     node_id: int = 0
-    local: bool = False
+    local: bool = False     # the single-node view (still read by two server handlers)
 
     def brokers(self) -> dict[int, tuple[str | None, int | None, str | None]]:
         raise NotImplementedError
@@ -51,13 +53,16 @@ class ClusterView:
     def controller_id(self) -> int:
         raise NotImplementedError
 
+    def self_led(self, topic: str, partition: int) -> tuple[int, list[int], list[int]] | None:
+        return None
+
     def alter_isr(self, topic: str, partition: int, new_isr: list[int], leader_epoch: int,
                   partition_epoch: int) -> bool:
         raise NotImplementedError
 
 
 class LocalClusterView(ClusterView):
-    """One node that leads every partition of `engine`'s local metadata (today's broker)."""
+    """One node that leads every partition of `engine`'s local metadata: a cluster of one."""
 
     local = True
 
@@ -75,6 +80,10 @@ class LocalClusterView(ClusterView):
 
     def controller_id(self):
         return self.node_id
+
+    def self_led(self, topic, partition):
+        _leader, epoch, replicas, isr = self.partition_state(topic, partition)
+        return epoch, replicas, isr
 
     def alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch):
         return True

@@ -237,12 +237,10 @@ class EngineCollector:
         """ReplicaManager's gauges and each led partition's UnderReplicated flag, from the replica
         layer's partition states (one node: every log is led here and fully replicated)."""
         rm = self.broker.replicas
-        if rm.view.local:
-            parts, n, leaders = [], n_logs, n_logs
-        else:
-            parts = [p for p in rm.partitions() if not p.local]
-            n, leaders = len(parts), sum(1 for p in parts if p.is_leader)
+        parts = rm.partitions()
         led = [p for p in parts if p.is_leader]
+        # a node alone leads every log of its directory, also those not served yet
+        n, leaders = (n_logs, n_logs) if rm.view.local else (len(parts), len(led))
         under = GaugeMetricFamily("kafka_cluster_partition_underreplicated",
                                   "1 when a partition led here has fewer in-sync replicas than replicas",
                                   labels=["topic", "partition"])

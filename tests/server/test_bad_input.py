@@ -222,7 +222,10 @@ def test_fetch_errors(broker):
         assert parse_fetch_v9(_roundtrip(s, request_frame(1, 9, 12, fetch_v9("b14", 0, 1))))[0] == 1
         assert parse_fetch_v9(_roundtrip(s, request_frame(1, 9, 13, fetch_v9("b14", 0, 3, 0))))[0] == 0
         epoch = broker.call(lambda: broker.engine.log("b14", 0).leader_epoch_cache.latest_epoch)
-        broker.call(lambda: broker.engine.log("b14", 0).append(_batch(), leader_epoch=epoch + 2))
+        # a newer leader epoch, made the way every epoch is (a node alone is a cluster of one)
+        rm = broker.broker.replicas
+        broker.call(lambda: rm.become_leader("b14", 0, epoch + 2, [rm.node_id], [rm.node_id], 0))
+        parse_produce_v3(_roundtrip(s, request_frame(0, 3, 4, produce_v3("b14", 0, bytes(_batch())))))
         assert parse_fetch_v9(_roundtrip(s, request_frame(1, 9, 14, fetch_v9("b14", 0, 3, epoch + 1))))[0] == 74
         assert parse_fetch_v9(_roundtrip(s, request_frame(1, 9, 15, fetch_v9("b14", 0, 3, epoch + 3))))[0] == 75
         assert parse_fetch_v9(_roundtrip(s, request_frame(1, 9, 16, fetch_v9("nope", 0, 0))))[0] == 3
