@@ -146,7 +146,7 @@ class PartitionLog:
             return
         assert self.log_start_offset <= self.high_watermark <= self.log_end_offset, (
             self.log_start_offset, self.high_watermark, self.log_end_offset)
-        assert self.recovery_point <= self.log_end_offset, (self.recovery_point, self.log_end_offset)
+        assert self._local.recovery_point <= self.log_end_offset, (self._local.recovery_point, self.log_end_offset)
 
     def _read_published_hw(self, fallback: int | None) -> int:
         pub = self._hw_file.read()
