@@ -160,7 +160,8 @@ class ReplicaManager:
             return part
         state = self.view.self_led(topic, partition)                # UnknownTopicOrPartitionError
         if state is not None:
-            return self.become_leader(topic, partition, *state, 0)
+            epoch, replicas, isr = state
+            return self.become_leader(topic, partition, epoch, replicas, isr, 0)
         leader = self.view.partition_state(topic, partition)[0]    # UnknownTopicOrPartitionError
         raise NotLeaderOrFollowerError(f"broker {self.node_id} hosts no replica of {topic}-{partition} "
                                        f"(leader: {leader})")
