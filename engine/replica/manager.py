@@ -54,6 +54,7 @@ from ..errors import (
 )
 from ..storage.logtypes import FetchInfo
 from .partition import Partition, now_ms
+from .verification import TransactionVerifier
 from .view import LocalClusterView
 
 __all__ = ["ReplicaManager"]
@@ -92,6 +93,7 @@ class ReplicaManager:
         self._role_listeners: list = []
         self.on_storage_error = None        # see "Storage errors" in the module docstring
         self.offline: str | None = None     # why this broker stopped serving its replicas
+        self._verifier: TransactionVerifier | None = None     # KIP-890 (verification.py)
 
     def add_role_listener(self, fn) -> None:
         """Call ``fn(topic, partition, leader: bool)`` after every role change of a hosted
@@ -182,6 +184,21 @@ class ReplicaManager:
             return list(self._parts.values())
 
     # -- produce -----------------------------------------------------------
+    def use_transaction_verifier(self, ask) -> None:
+        """Verify transactional produce requests with `ask` (verification.py), given by the
+        composition that builds the broker: the transaction coordinator wherever the id is."""
+        self._verifier = TransactionVerifier(ask)
+
+    async def verify_transactional(self, transactional_id: str | None, entries) -> dict[tuple[str, int], int]:
+        """KIP-890, before a produce request's appends: {(topic, partition): error code} of the
+        `entries` ((topic, partition, records)) whose transactional batch must not be appended
+        (empty: append them all).  Off with ``transaction.partition.verification.enable=false``
+        or without a verifier (an embedded node alone: its in-process producers are verified
+        by their own transaction)."""
+        if self._verifier is None or not self.engine.config["transaction.partition.verification.enable"]:
+            return {}
+        return await self._verifier.refused(transactional_id, entries)
+
     async def append(self, topic: str, partition: int, buf, acks: int):
         """Append a produce request's batches as the leader.
 

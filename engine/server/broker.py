@@ -32,6 +32,7 @@ from ..replica.purgatory import DelayedFetch
 from .buffers import BufferPool
 from .connection import Connection
 from .handlers import Handlers
+from .txn_handlers import coordinator_verifier
 from .watchdog import RequestWatchdog
 
 __all__ = ["Broker"]
@@ -54,6 +55,8 @@ class Broker:
                 engine.node.use_view(view)
             replica_manager = engine.node.replicas
         self.replicas = replica_manager
+        # KIP-890: the replica layer verifies transactional produces at the transaction coordinator
+        self.replicas.use_transaction_verifier(coordinator_verifier(engine))
         # cluster mode: the membership (engine/cluster/member.py ClusterMember) through which
         # topic administration goes to ZooKeeper; None for a node alone
         self.cluster = cluster

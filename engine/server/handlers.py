@@ -102,7 +102,6 @@ class Handlers:
         from .reassign_handlers import ReassignmentHandlers
         self._table.update(ReassignmentHandlers(self).table())
         self._table.update(txn_handlers.TxnHandlers(self).table())
-        self._verify_txn = self.engine.config["transaction.partition.verification.enable"]
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)
@@ -198,8 +197,10 @@ class Handlers:
         out = []
         appended = False
         waiting = []        # acks=all: (results, index in results, waiter)
-        refused = (await txn_handlers.verify_produce(self.engine, req)
-                   if not error and self._verify_txn else None)
+        # KIP-890: transactional batches the replica layer must not append
+        refused = (await self.replicas.verify_transactional(
+            req.transactional_id, [(name, p.index, p.records) for name, parts in req.topics for p in parts])
+            if not error else None)
         for name, parts in req.topics:
             results = []
             for p in parts:

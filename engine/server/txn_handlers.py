@@ -5,8 +5,8 @@ batched, with ``verify_only``), AddOffsetsToTxn 0-4, EndTxn 0-5, WriteTxnMarkers
 0-1 (from a peer; this node's own coordinator writes markers in-process),
 TxnOffsetCommit 0-5.  FindCoordinator key type 1 (group_handlers.py),
 InitProducerId (handlers.py), List/DescribeTransactions (admin_handlers.py) and
-the Produce verification (handlers.py) use the same coordinator through
-:func:`call`.
+the replica layer's Produce verification (:func:`coordinator_verifier`) use the same
+coordinator through :func:`call`.
 
 As Kafka 4.0 (KIP-588), PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to
 clients that predate it: AddPartitionsToTxn / AddOffsetsToTxn / EndTxn below v2,
@@ -28,7 +28,7 @@ from ..errors import ErrorCode, KafkaApiError
 from ..protocol import messages as m
 from .common import bounded, coordinator_bound_s
 
-__all__ = ["TxnHandlers", "call", "fenced", "has_transactional_records", "verify_produce"]
+__all__ = ["TxnHandlers", "call", "coordinator_verifier", "fenced", "has_transactional_records"]
 
 log = logging.getLogger("engine.server")
 
@@ -87,48 +87,14 @@ def has_transactional_records(req) -> bool:
                for _name, parts in req.topics for p in parts)
 
 
-async def verify_produce(engine, req) -> dict | None:
-    """KIP-890 verification: {tp: error} for transactional batches whose partition is not
-    in the producer's ongoing transaction (INVALID_TXN_STATE, Kafka's answer below Produce
-    v12) or whose producer is stale (INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING).
-    Only batches with the transactional attribute are looked at."""
-    if req.transactional_id is None:
-        return None     # as Kafka: no transactional id, no verification (a marker gets INVALID_RECORD)
-    wanted: dict[tuple[int, int], list] = {}
-    for name, parts in req.topics:
-        for p in parts:
-            rec = p.records
-            if rec is not None and _native.batch_is_transactional(rec):
-                try:
-                    h = _native.read_header(rec, 0)
-                except Exception:  # noqa: BLE001 - the append reports the bad batch
-                    continue
-                if h.producer_id >= 0:      # Kafka verifies batches with a producer id only
-                    wanted.setdefault((h.producer_id, h.producer_epoch), []).append((name, p.index))
-    if not wanted:
-        return None
-    refused = {}
-    tid = req.transactional_id or ""
-    for (pid, epoch), tps in wanted.items():
-        # verify_anywhere: this broker's coordinator, or (cluster mode) the id's coordinator
-        res = await call(engine, "verify_anywhere", tid, pid, epoch, tps)
-        res = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in tps} if res is None else res
-        for tp in tps:
-            code = res.get(tp, ErrorCode.NONE)
-            if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_REQUEST):    # (no id)
-                code = ErrorCode.INVALID_TXN_STATE
-            elif code == ErrorCode.PRODUCER_FENCED:
-                code = ErrorCode.INVALID_PRODUCER_EPOCH
-            elif code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                          ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-                          ErrorCode.CONCURRENT_TRANSACTIONS):
-                # Kafka's rule: verification that could not complete (network, coordinator loading,
-                # moved or unknown, concurrent transactions) is NOT_ENOUGH_REPLICAS, which every
-                # producer retries without a metadata refresh
-                code = ErrorCode.NOT_ENOUGH_REPLICAS
-            if code:
-                refused[tp] = code
-    return refused
+def coordinator_verifier(engine):
+    """The KIP-890 verification the broker gives its replica manager
+    (``ReplicaManager.use_transaction_verifier``, engine/replica/verification.py): the transaction
+    coordinator's ``verify_anywhere`` -- this node's, or the id's coordinator on another broker --
+    through :func:`call` (bounded; None when it gave no answer)."""
+    async def ask(transactional_id: str, producer_id: int, producer_epoch: int, partitions: list):
+        return await call(engine, "verify_anywhere", transactional_id, producer_id, producer_epoch, partitions)
+    return ask
 
 
 class TxnHandlers:
