@@ -747,6 +747,43 @@ class TransactionAbortableError(KafkaApiError):
     code = ErrorCode.TRANSACTION_ABORTABLE
 
 
+class UnsupportedSaslMechanismError(KafkaApiError):
+    """The client asked for a SASL mechanism the listener does not enable
+    (``sasl.enabled.mechanisms``)."""
+
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+
+class IllegalSaslStateError(KafkaApiError):
+    """A SASL message out of turn: a second handshake, a token after the exchange ended."""
+
+    code = ErrorCode.ILLEGAL_SASL_STATE
+
+
+class SaslAuthenticationError(KafkaApiError):
+    """Authentication failed: wrong password, unknown user, bad proof or malformed token."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+class ResourceNotFoundError(KafkaApiError):
+    """The named resource does not exist (e.g. deleting a SCRAM credential never set)."""
+
+    code = ErrorCode.RESOURCE_NOT_FOUND
+
+
+class DuplicateResourceError(KafkaApiError):
+    """One request names the same resource twice (e.g. a user in AlterUserScramCredentials)."""
+
+    code = ErrorCode.DUPLICATE_RESOURCE
+
+
+class UnacceptableCredentialError(KafkaApiError, ValueError):
+    """A credential outside what the broker accepts (empty user, iterations out of range)."""
+
+    code = ErrorCode.UNACCEPTABLE_CREDENTIAL
+
+
 class DataDirLockedError(EngineError):
     """Another process holds the writer lock of a data directory.
 
