@@ -97,6 +97,10 @@ class ZkClusterView(ClusterView):
         with self._m._lock:
             return self._m._assignments.get(topic)
 
+    def partition_count(self, topic: str) -> int | None:
+        a = self.assignment(topic)
+        return len(a.partitions) if a is not None else None
+
     def state(self, topic: str, partition: int) -> PartitionState | None:
         with self._m._lock:
             return self._m._states.get((topic, partition))

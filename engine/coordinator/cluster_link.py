@@ -1,10 +1,12 @@
-"""ClusterLink: what the coordinators use in cluster mode (engine/cli_cluster.py makes one).
+"""ClusterLink: how the coordinators reach the partitions of their internal topic.
 
-The group and transaction coordinators (engine/coordinator/runtime.py) then create their internal
-topic through ZooKeeper, load a partition when this broker becomes its leader, write with acks=all
-through the ReplicaManager, and send transaction markers to the leaders of other brokers'
-partitions (WriteTxnMarkers).  The replica layer never imports the coordinators: the link
-registers them as a role listener of the ReplicaManager.
+A cluster broker's link is made by engine/cli_cluster.py; a node alone, a cluster of one, gets
+:meth:`ClusterLink.alone`.  Either way the group and transaction coordinators
+(engine/coordinator/runtime.py) create their internal topic through it (ZooKeeper, or the data
+directory), load a partition when this node becomes its leader, write with acks=all through the
+ReplicaManager, and send transaction markers to the leaders of other brokers' partitions
+(WriteTxnMarkers).  The replica layer never imports the coordinators: the link registers them as
+a role listener of the ReplicaManager.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import time
 from collections.abc import Callable
 
 from ..client.connection import Connection, read_response
-from ..errors import ErrorCode, NotLeaderOrFollowerError, UnknownTopicOrPartitionError, api_error
+from ..errors import (
+    ErrorCode,
+    NotLeaderOrFollowerError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    api_error,
+)
 from ..protocol.messages import encode
 
 __all__ = ["ClusterLink"]
@@ -35,14 +43,42 @@ class ClusterLink:
     def __init__(self, replicas, view, create_topic: Callable[[str, int, dict], None], timeout_ms: int = 5000):
         self.replicas = replicas
         self.view = view
-        self.create_topic = create_topic
+        self._create_topic = create_topic
         self.timeout_ms = timeout_ms
         self._senders: dict[int, tuple] = {}        # broker -> (address, WireClient | None, lock)
         self._senders_lock = threading.Lock()
 
+    @classmethod
+    def alone(cls, node) -> ClusterLink:
+        """The link of a node alone (a cluster of one): its internal topics are made in its data
+        directory, and its replica manager leads every partition of them."""
+        def create_topic(topic: str, partitions: int, config: dict) -> None:
+            try:
+                node.create_topic(topic, partitions, config)
+            except TopicAlreadyExistsError:
+                pass
+        replicas = node.replicas
+        return cls(replicas, replicas.view, create_topic, node.config["offsets.commit.timeout.ms"])
+
+    def create_topic(self, topic: str, partitions: int, config: dict) -> None:
+        """Create an internal topic (blocking; TOPIC_ALREADY_EXISTS is fine)."""
+        self._create_topic(topic, partitions, config)
+        self.led_partitions(topic)
+
     def partition_count(self, topic: str) -> int | None:
-        a = self.view.assignment(topic)
-        return len(a.partitions) if a is not None else None
+        return self.view.partition_count(topic)
+
+    def led_partitions(self, topic: str) -> list[int]:
+        """The partitions of `topic` this node leads now; those it leads without being told
+        (a node alone) are made leader first, which tells the role listeners as well."""
+        for p in range(self.partition_count(topic) or 0):
+            try:
+                if self.view.self_led(topic, p) is not None:
+                    self.replicas.partition(topic, p)
+            except UnknownTopicOrPartitionError:
+                break                   # deleted meanwhile
+        return sorted(part.partition for part in self.replicas.partitions()
+                      if part.topic == topic and part.is_leader)
 
     def leader(self, topic: str, partition: int) -> int:
         try:

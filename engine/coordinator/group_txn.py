@@ -86,12 +86,8 @@ class TxnOffsetsMixin:
         if st is None or st.state != LOADED:
             raise NotCoordinatorError(f"partition {partition} of {rec.OFFSETS_TOPIC} is not loaded here")
         async with st.lock:
-            if self.cluster is not None:        # cluster mode: replicated, acks=all
-                await self.cluster.append_control(rec.OFFSETS_TOPIC, partition, producer_id, producer_epoch,
-                                                  commit, coordinator_epoch)
-            else:                               # one node: the replica layer as well, at once
-                await self.engine.replicas.append_control(rec.OFFSETS_TOPIC, partition, producer_id,
-                                                          producer_epoch, commit, coordinator_epoch)
+            await self.cluster.append_control(rec.OFFSETS_TOPIC, partition, producer_id, producer_epoch,
+                                              commit, coordinator_epoch)
             for group in self._groups.values():
                 if group.partition != partition:
                     continue

@@ -44,7 +44,6 @@ from ..errors import (
     ErrorCode,
     KafkaApiError,
     NotCoordinatorError,
-    UnknownTopicOrPartitionError,
 )
 from ..storage.replay import decoded_batches
 from .cluster_link import ClusterLink
@@ -88,8 +87,9 @@ class CoordinatorRuntime:
         self._stopped = False
         self._owns_thread = True
         self._creating: asyncio.Task | None = None
-        # cluster mode (given at construction by the node): partitions load on leadership only
-        self.cluster: ClusterLink | None = cluster
+        # how the internal topic is reached (given by the node; a node alone: ClusterLink.alone):
+        # partitions load on leadership only
+        self.cluster: ClusterLink = cluster if cluster is not None else ClusterLink.alone(engine)
 
     # -- hooks ---------------------------------------------------------------------------
     def _topic_config(self) -> dict:
@@ -228,24 +228,11 @@ class CoordinatorRuntime:
 
     async def _startup(self) -> None:
         self._topic_lock = asyncio.Lock()
-        try:
-            meta = self.engine.topic_metadata(self.TOPIC)
-        except UnknownTopicOrPartitionError:
-            meta = None
-        if self.cluster is not None:
-            # a cluster broker: what its local replicas hold may be stale (it may have been a
-            # leader before a crash and be a follower now); it loads a partition only once the
-            # cluster makes it the leader, so nothing is replayed or written from the local copy
-            # meanwhile (markers of a PrepareCommit found there, say)
-            self._join_cluster()
-        elif meta is not None:
-            self._num_partitions = meta.partitions
-            held = self.engine.logs.logs()
-            for p in range(meta.partitions):
-                if (self.TOPIC, p) not in held:     # a cluster broker holds only its replicas
-                    continue
-                self._partitions[p] = _Partition(LOADING)
-                self._spawn(self.load_partition(p))
+        # what the local replicas hold may be stale (a cluster broker may have been a leader
+        # before a crash and be a follower now): a partition is loaded only once this node leads
+        # it, so nothing is replayed or written from a local copy meanwhile (markers of a
+        # PrepareCommit found there, say).  A node alone leads all of them at once.
+        self._join_cluster()
         await self._on_startup()
 
     async def _shutdown(self) -> None:
@@ -275,31 +262,9 @@ class CoordinatorRuntime:
     async def _ensure_topic(self) -> None:
         if self._num_partitions is not None:
             return
-        if self.cluster is not None:
-            await self._ensure_cluster_topic()
-            return
-        async with self._topic_lock:
-            if self._num_partitions is not None:
-                return
-            eng, topic, n, config = self.engine, self.TOPIC, self.configured_partitions, self._topic_config()
-
-            def create():
-                try:
-                    eng.create_topic(topic, n, config)
-                except KafkaApiError as e:
-                    if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:     # someone made it meanwhile
-                        raise
-                return eng.topic_metadata(topic).partitions
-
-            count = await self.loop.run_in_executor(None, create)
-            for p in range(count):
-                self._partitions.setdefault(p, _Partition(LOADED))
-            self._num_partitions = count
-            log.info("created %s with %d partitions", topic, count)
-
-    async def _ensure_cluster_topic(self) -> None:
-        """Cluster mode: the topic is created through ZooKeeper like any topic (the link's
-        ``create_topic``); partitions are loaded only when this broker becomes their leader."""
+        # the topic is created like any topic (the link's ``create_topic``: through ZooKeeper,
+        # or in the data directory of a node alone); partitions are loaded only when this node
+        # becomes their leader
         link = self.cluster
         n = link.partition_count(self.TOPIC)
         if n is None:
@@ -309,21 +274,19 @@ class CoordinatorRuntime:
                     await self.loop.run_in_executor(None, link.create_topic, self.TOPIC,
                                                     self.configured_partitions, self._topic_config())
                     n = link.partition_count(self.TOPIC)
-                    log.info("created %s in the cluster", self.TOPIC)
+                    log.info("created %s", self.TOPIC)
         self._num_partitions = n        # None: not in this broker's metadata cache yet
 
     def coordinator_node(self, key: str) -> int:
-        """Cluster mode: the broker leading the partition of `key` (-1: none, or no topic yet)."""
-        if self.cluster is None:
-            return self.node_id
+        """The broker leading the partition of `key` (-1: none, or no topic yet)."""
         if self._num_partitions is None:
             return -1
         return self.cluster.leader(self.TOPIC, self.partition_for(key))
 
     def _join_cluster(self) -> None:
-        """Cluster mode, at startup on the coordinator's loop: a partition is loaded when this
-        broker becomes its leader (``cluster.replicas`` role listener) and writes are
-        replicated appends with acks=all."""
+        """At startup on the coordinator's loop: a partition is loaded when this node becomes
+        its leader (``cluster.replicas`` role listener) -- or now, for those it leads already --
+        and writes are replicated appends with acks=all."""
         link = self.cluster
         self._num_partitions = link.partition_count(self.TOPIC)
         loop = self.loop
@@ -333,6 +296,8 @@ class CoordinatorRuntime:
                 return
             loop.call_soon_threadsafe(self._role_changed, partition, leader)
         link.replicas.add_role_listener(on_role)
+        for p in link.led_partitions(self.TOPIC):
+            self._role_changed(p, True)
 
     def _role_changed(self, partition: int, leader: bool) -> None:
         if self._stopped:
@@ -341,6 +306,11 @@ class CoordinatorRuntime:
             if partition not in self._partitions:
                 if self._num_partitions is None:
                     self._num_partitions = self.cluster.partition_count(self.TOPIC)
+                plog = self.engine.log(self.TOPIC, partition)
+                if plog.log_end_offset == plog.log_start_offset:     # nothing to replay (just made)
+                    self._partitions[partition] = _Partition(LOADED)
+                    self._apply_loaded(partition, self._new_load_state())
+                    return
                 self._partitions[partition] = _Partition(LOADING)
                 log.info("%s-%d: this broker leads it now, loading", self.TOPIC, partition)
                 self._spawn(self.load_partition(partition))
@@ -357,7 +327,7 @@ class CoordinatorRuntime:
         except Exception:
             log.exception("could not create %s", self.TOPIC)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        if self._num_partitions is None:            # cluster mode: not in the metadata cache yet
+        if self._num_partitions is None:            # not in the metadata cache yet
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
         p = self.partition_for(key)
         st = self._partitions.get(p)
@@ -371,23 +341,18 @@ class CoordinatorRuntime:
         """FindCoordinator for `key`: Kafka's first lookup starts creating the topic and
         answers COORDINATOR_NOT_AVAILABLE (the client retries; its connection is not held up
         behind the creation); loading partitions are still this node's."""
-        if self.cluster is not None and self._num_partitions is None and not self._stopped:
+        if self._num_partitions is None and not self._stopped:
             self._num_partitions = self.cluster.partition_count(self.TOPIC)
         if self._num_partitions is None and not self._stopped:
             if self._creating is None or self._creating.done():
                 self._creating = self._spawn(self._ensure_topic())
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} is being created"
-        if self.cluster is not None:
-            if self._stopped:
-                return ErrorCode.NOT_COORDINATOR, None
-            leader = self.coordinator_node(key)
-            if leader < 0:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} has no leader for this key"
-            return ErrorCode.NONE, None
-        err, _ = await self._route(key)
-        if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            err = ErrorCode.NONE
-        return err, None
+        if self._stopped:
+            return ErrorCode.NOT_COORDINATOR, None
+        leader = self.coordinator_node(key)
+        if leader < 0:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} has no leader for this key"
+        return ErrorCode.NONE, None
 
     def is_loaded(self, partition: int) -> bool:
         st = self._partitions.get(partition)
@@ -432,12 +397,9 @@ class CoordinatorRuntime:
                 if e.producer_id == producer_id and e.epoch == producer_epoch and e.last_sequence >= 0:
                     seq = (e.last_sequence + 1) % (1 << 31)
         buf = b.build(0, 0, producer_id, producer_epoch, seq, transactional)
-        if self.cluster is not None:
-            await self.cluster.append(self.TOPIC, partition, buf)
-            return
-        # one node: through the replica layer as well (acks=1 is all there is to wait for); an
-        # I/O error there is KAFKA_STORAGE_ERROR, and takes a serving broker offline
-        await self.engine.replicas.append(self.TOPIC, partition, buf, 1)
+        # through the replica layer with acks=all (an I/O error there is KAFKA_STORAGE_ERROR,
+        # and takes a serving broker offline)
+        await self.cluster.append(self.TOPIC, partition, buf)
 
     def partition_lock(self, partition: int) -> asyncio.Lock | None:
         st = self._partitions.get(partition)
@@ -485,7 +447,7 @@ class CoordinatorRuntime:
         errors: list[CorruptRecordError] = []
         # a new leader's high watermark may lag what the ISR had committed: read to the log end
         # offset, as Kafka's coordinators load
-        end = plog.log_end_offset if self.cluster is not None else plog.high_watermark
+        end = plog.log_end_offset
         for b in decoded_batches(plog, end):
             if b.error is not None:
                 errors.append(b.error)

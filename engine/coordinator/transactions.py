@@ -376,7 +376,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         tps = list(partitions)
         res = await self.verify_partitions(transactional_id, producer_id, producer_epoch, tps)
         link = self.cluster
-        if link is None or not any(code == ErrorCode.NOT_COORDINATOR for code in res.values()):
+        if not any(code == ErrorCode.NOT_COORDINATOR for code in res.values()):
             return res
         node = self.coordinator_node(transactional_id)
         if node < 0:
@@ -487,16 +487,13 @@ class TransactionCoordinator(CoordinatorRuntime):
                             coordinator_epoch: int) -> None:
         topic, partition = tp
         link = self.cluster
-        if link is not None and (topic != group_records.OFFSETS_TOPIC
-                                 or link.leader(topic, partition) != link.view.node_id):
-            # cluster mode: the partition's leader writes it (here, or WriteTxnMarkers to it)
-            await link.write_marker(topic, partition, pid, epoch, commit, coordinator_epoch)
-            return
-        if topic == group_records.OFFSETS_TOPIC:
-            gc = self._group_coordinator()
+        if topic == group_records.OFFSETS_TOPIC and link.leader(topic, partition) == link.view.node_id:
+            gc = self._group_coordinator()          # it writes the marker and applies it
             await self._on_group_loop(gc, gc.complete_txn, pid, epoch, partition, commit, coordinator_epoch)
             return
-        await write_marker(self.engine, topic, partition, pid, epoch, commit, coordinator_epoch)
+        # the partition's leader writes it (here, or WriteTxnMarkers to it)
+        await link.write_marker(topic, partition, pid, epoch, commit, coordinator_epoch)
+        self.engine.notify_appended()           # read_committed readers here may move on
 
     # -- timeouts and expiry ----------------------------------------------------------------
     async def abort_timed_out(self) -> int:
@@ -573,17 +570,6 @@ class TransactionCoordinator(CoordinatorRuntime):
                                           meta.producer_id, meta.producer_epoch,
                                           tuple(sorted(meta.partitions))))
         return out
-
-
-async def write_marker(engine, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                       commit: bool, coordinator_epoch: int) -> int:
-    """Append a COMMIT/ABORT marker to one of this node's data partitions as their leader
-    (WriteTxnMarkers' work), through the replica layer; returns its offset.  Raises what the
-    append raised."""
-    offset, _waiter = await engine.replicas.append_control(topic, partition, producer_id, producer_epoch,
-                                                           commit, coordinator_epoch)
-    engine.notify_appended()
-    return offset
 
 
 STATES = frozenset(STATE_NAMES)

@@ -21,6 +21,7 @@ Interface (duck-typed; :class:`ClusterView` documents it):
   be None: the handlers then answer the address the client connected to (the advertised one).
 - ``partition_state(topic, partition) -> (leader, leader_epoch, replicas, isr)`` -- raises
   ``UnknownTopicOrPartitionError`` when the partition does not exist.
+- ``partition_count(topic) -> int | None`` -- None when the view does not know the topic.
 - ``controller_id() -> int`` (-1 when none).
 - ``alter_isr(topic, partition, new_isr, leader_epoch, partition_epoch) -> bool`` -- the
   leader asks to change the ISR; a conditional write: accepted only when ``leader_epoch`` and
@@ -53,6 +54,9 @@ class ClusterView:
     def controller_id(self) -> int:
         raise NotImplementedError
 
+    def partition_count(self, topic: str) -> int | None:
+        raise NotImplementedError
+
     def self_led(self, topic: str, partition: int) -> tuple[int, list[int], list[int]] | None:
         return None
 
@@ -80,6 +84,12 @@ class LocalClusterView(ClusterView):
 
     def controller_id(self):
         return self.node_id
+
+    def partition_count(self, topic):
+        try:
+            return self.engine.topic_metadata(topic).partitions
+        except UnknownTopicOrPartitionError:
+            return None
 
     def self_led(self, topic, partition):
         _leader, epoch, replicas, isr = self.partition_state(topic, partition)
@@ -141,6 +151,11 @@ class StaticClusterView(ClusterView):
 
     def controller_id(self):
         return self._controller[0]
+
+    def partition_count(self, topic):
+        with self._lock:
+            n = sum(1 for t, _p in self._parts if t == topic)
+        return n or None
 
     def alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch):
         with self._lock:
