@@ -784,6 +784,16 @@ class UnacceptableCredentialError(KafkaApiError, ValueError):
     code = ErrorCode.UNACCEPTABLE_CREDENTIAL
 
 
+class JaasConfigError(InvalidConfigError):
+    """A ``sasl.jaas.config`` value that does not parse as Kafka's JAAS line
+    (``<LoginModule> <flag> key=value ... ;``); the message names what is wrong."""
+
+
+class ScramCredentialFormatError(InvalidConfigError):
+    """A stored SCRAM credential that is not Kafka's
+    ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>`` text."""
+
+
 class DataDirLockedError(EngineError):
     """Another process holds the writer lock of a data directory.
 
