@@ -97,8 +97,8 @@ class GroupHandlers:
                     ErrorCode.COORDINATOR_NOT_AVAILABLE, "no group coordinator")
             ok = code == 0
             node, khost, kport = self._node_id(), host, port
-            if ok and not self.handlers.view.local:
-                # cluster mode: the leader of the key's internal-topic partition coordinates it
+            if ok:
+                # the leader of the key's internal-topic partition coordinates it
                 coord = coordinator(self.engine, "transaction" if key_type == 1 else "group")
                 node = coord.coordinator_node(key) if coord is not None else -1
                 addr = self.handlers.view.brokers().get(node)
