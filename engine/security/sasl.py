@@ -1,0 +1,135 @@
+"""The SASL mechanisms a listener serves, and a server-side authenticator for each exchange.
+
+A broker builds one :class:`SaslServerFactory` per SASL listener (:meth:`from_configs` reads
+Kafka's keys) and, per connection:
+
+- SaslHandshake(mechanism): ``factory.create(mechanism)``; an unserved mechanism raises
+  :class:`~engine.errors.UnsupportedSaslMechanismError` and the response lists
+  ``factory.enabled_mechanisms``;
+- each SaslAuthenticate(token): ``auth.evaluate(token)`` -> the response's auth bytes, until
+  ``auth.complete``; then the connection's principal is ``auth.principal`` (``User:<name>``).
+  :class:`~engine.errors.SaslAuthenticationError` (code 58, its message is for the client) and
+  :class:`~engine.errors.IllegalSaslStateError` (34) end the exchange; ``auth.failure`` says
+  why, for the broker's log only.
+
+Kafka's keys: ``sasl.enabled.mechanisms`` (default ``GSSAPI``, which is not served: a listener
+must name PLAIN and/or SCRAM-SHA-256/512) with the per-listener override
+``listener.name.<listener>.sasl.enabled.mechanisms``; PLAIN's users come from
+``listener.name.<listener>.plain.sasl.jaas.config`` (a PlainLoginModule line with
+``user_<name>="<password>"``) -- as in Kafka, a broker does not take its server-side JAAS from
+the unprefixed ``sasl.jaas.config``; SCRAM's credentials come from a credential store
+(:class:`engine.security.credentials.ScramCredentialStore` or any ``(user, mechanism) ->
+ScramCredential | None``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from engine.errors import InvalidConfigError, UnsupportedSaslMechanismError
+from engine.security.jaas import PLAIN_LOGIN_MODULE, listener_jaas_key, plain_users, single_entry
+from engine.security.plain import PLAIN, PlainServer
+from engine.security.scram import DEFAULT_ITERATIONS, HASHES, ScramCredential, ScramServer
+
+SERVED_MECHANISMS = (PLAIN, *HASHES)
+DEFAULT_ENABLED_MECHANISMS = "GSSAPI"       # Kafka's default for sasl.enabled.mechanisms
+
+ScramLookup = Callable[[str, str], "ScramCredential | None"]   # (user, mechanism)
+
+
+class SaslAuthenticator(Protocol):
+    """The server side of one SASL exchange (PlainServer, ScramServer)."""
+
+    mechanism: str
+    failure: str | None
+
+    @property
+    def complete(self) -> bool: ...
+
+    @property
+    def authorization_id(self) -> str: ...
+
+    @property
+    def principal(self) -> str: ...
+
+    def evaluate(self, token: bytes) -> bytes: ...
+
+
+def _names(value: str | Iterable[str]) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        name = item.strip()
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
+class SaslServerFactory:
+    """The mechanisms one listener serves and what each checks against.
+
+    ``plain_users`` (name -> password) is needed when PLAIN is enabled, ``scram_credentials``
+    when a SCRAM mechanism is.  ``fake_secret`` keys the fake SCRAM answer for unknown users
+    (random per factory unless given); ``fake_iterations`` should be what real users have."""
+
+    def __init__(self, enabled_mechanisms: str | Iterable[str], *,
+                 plain_users: Mapping[str, str] | None = None,
+                 scram_credentials: ScramLookup | None = None,
+                 fake_secret: bytes | None = None,
+                 fake_iterations: int = DEFAULT_ITERATIONS) -> None:
+        self.enabled_mechanisms = _names(enabled_mechanisms)
+        if not self.enabled_mechanisms:
+            raise InvalidConfigError("sasl.enabled.mechanisms is empty: a SASL listener needs "
+                                     f"at least one of {', '.join(SERVED_MECHANISMS)}")
+        unserved = [m for m in self.enabled_mechanisms if m not in SERVED_MECHANISMS]
+        if unserved:
+            raise InvalidConfigError(f"SASL mechanism(s) {', '.join(unserved)} are not served; "
+                                     f"sasl.enabled.mechanisms takes {', '.join(SERVED_MECHANISMS)}")
+        if PLAIN in self.enabled_mechanisms and plain_users is None:
+            raise InvalidConfigError("PLAIN is enabled but no users are configured (a "
+                                     "PlainLoginModule JAAS line with user_<name>=\"<password>\")")
+        if any(m in HASHES for m in self.enabled_mechanisms) and scram_credentials is None:
+            raise InvalidConfigError("SCRAM is enabled but no SCRAM credential store is given")
+        self._plain_users = plain_users
+        self._scram = scram_credentials
+        self._fake_secret = fake_secret if fake_secret is not None else secrets.token_bytes(32)
+        self._fake_iterations = fake_iterations
+
+    def create(self, mechanism: str) -> SaslAuthenticator:
+        """A fresh authenticator for one exchange of ``mechanism``."""
+        if mechanism not in self.enabled_mechanisms:
+            raise UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism}")
+        if mechanism == PLAIN:
+            assert self._plain_users is not None
+            return PlainServer(self._plain_users)
+        scram = self._scram
+        assert scram is not None
+        return ScramServer(mechanism, lambda user: scram(user, mechanism),
+                           fake_secret=self._fake_secret, fake_iterations=self._fake_iterations)
+
+    @classmethod
+    def from_configs(cls, configs: Mapping[str, object], listener: str, *,
+                     scram_credentials: ScramLookup | None = None,
+                     fake_secret: bytes | None = None) -> SaslServerFactory:
+        """The factory for ``listener`` from a broker's Kafka keys (see the module doc)."""
+        prefix = f"listener.name.{listener.lower()}."
+        raw = configs.get(prefix + "sasl.enabled.mechanisms",
+                          configs.get("sasl.enabled.mechanisms", DEFAULT_ENABLED_MECHANISMS))
+        if isinstance(raw, str):
+            enabled = _names(raw)
+        elif isinstance(raw, Iterable):
+            enabled = _names([str(x) for x in raw])
+        else:
+            raise InvalidConfigError(f"sasl.enabled.mechanisms must be a list, not {raw!r}")
+        users = None
+        if PLAIN in enabled:
+            key = listener_jaas_key(listener, PLAIN)
+            jaas = configs.get(key)
+            if not isinstance(jaas, str):
+                raise InvalidConfigError(f"PLAIN is enabled on listener {listener} but {key} is "
+                                         "not set (a PlainLoginModule line with the users)")
+            users = plain_users(single_entry(jaas, PLAIN_LOGIN_MODULE))
+        return cls(enabled, plain_users=users, scram_credentials=scram_credentials,
+                   fake_secret=fake_secret)
