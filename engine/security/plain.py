@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from engine.errors import IllegalSaslStateError, SaslAuthenticationError
 
 PLAIN = "PLAIN"
-_NO_SUCH_PASSWORD = hashlib.sha256(b"\x00no such user\x00").digest()
+_NO_SUCH_USER = "\x00no such user\x00"    # compared against for an unknown user (never matches)
 
 
 class PlainServer:
@@ -65,8 +65,8 @@ class PlainServer:
         if not password:
             raise self._fail("Authentication failed: password not specified", generic=True)
         expected = self._users.get(user)
-        want = (hashlib.sha256(expected.encode("utf-8")).digest() if expected is not None
-                else _NO_SUCH_PASSWORD)
+        want = hashlib.sha256((expected if expected is not None else _NO_SUCH_USER)
+                              .encode("utf-8")).digest()
         good = hmac.compare_digest(hashlib.sha256(password.encode("utf-8")).digest(), want)
         if not good or expected is None:
             raise self._fail("Authentication failed: Invalid username or password")

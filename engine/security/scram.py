@@ -246,8 +246,9 @@ class ScramServer:
         if cred is not None and cred.iterations < MIN_ITERATIONS:
             raise self._fail(f"credential of {cred.iterations} iterations is under the minimum "
                              f"{MIN_ITERATIONS}")
+        fake = self._fake_credential(user)   # made for every user: the same work either way
         if cred is None:     # answer as for a real user; the proof check fails later
-            cred, self._unknown_user = self._fake_credential(user), True
+            cred, self._unknown_user = fake, True
         self._user, self._credential = user, cred
         self._gs2, self._bare = m["gs2"], m["bare"]
         self._full_nonce = m["nonce"] + self._nonce()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 from aiokafka.conn import SaslPlainAuthenticator
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.net.sasl.plain import SaslMechanismPlain
 
 from engine.errors import IllegalSaslStateError, SaslAuthenticationError
@@ -80,3 +82,16 @@ def test_one_token_only():
         failed.evaluate(b"\x00alice\x00alice-secret")
     with pytest.raises(IllegalSaslStateError):
         _ = failed.principal
+
+
+@settings(max_examples=300, deadline=None)
+@given(token=st.binary(max_size=100))
+def test_any_bytes_fail_cleanly(token):
+    srv = PlainServer(USERS)
+    try:
+        srv.evaluate(token)
+    except SaslAuthenticationError:
+        assert not srv.complete
+    else:
+        assert token.split(b"\x00")[1:] in ([b"admin", b"admin-secret"], [b"alice", b"alice-secret"],
+                                            ["b\u00f6b".encode(), "p\u00e4ss".encode()])

@@ -9,6 +9,8 @@ import hmac
 
 import pytest
 from aiokafka.conn import ScramAuthenticator
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.net.sasl.scram import ScramClient
 
 from engine.errors import IllegalSaslStateError, SaslAuthenticationError, ScramCredentialFormatError
@@ -283,3 +285,27 @@ def test_not_complete_has_no_principal():
         _ = srv.principal
     with pytest.raises(ValueError):
         ScramServer("SCRAM-SHA-1", {}.get, fake_secret=b"k")
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.binary(max_size=200), final=st.binary(max_size=200))
+def test_any_bytes_fail_cleanly(first, final):
+    """Random or mangled tokens end in one of the two SASL errors, never anything else."""
+    srv = server({"user": ScramCredential.from_password(SCRAM_SHA_256, "pencil", 4096, RFC_SALT)})
+    for token in (first, final):
+        try:
+            srv.evaluate(token)
+        except (SaslAuthenticationError, IllegalSaslStateError):
+            pass
+    assert not srv.complete
+
+
+@settings(max_examples=300, deadline=None)
+@given(cut=st.integers(0, len(RFC_CLIENT_FINAL) - 1), flip=st.integers(0, 255))
+def test_mangled_client_final_never_authenticates(cut, flip):
+    srv = rfc_server()
+    srv.evaluate(RFC_CLIENT_FIRST)
+    mangled = bytearray(RFC_CLIENT_FINAL)
+    mangled[cut] ^= flip or 1
+    with pytest.raises(SaslAuthenticationError):
+        srv.evaluate(bytes(mangled))
