@@ -18,36 +18,29 @@ gets :class:`~engine.errors.DataDirLockedError` naming the holder).  Opens with
 they change nothing on disk and never see records above the high watermark the
 writer publishes.
 
-Concurrency: admin operations (create/delete/alter) are serialised by one
-lock; produce and fetch go straight to the partition logs, which are
+The Engine is the facade over one :class:`~engine.node.Node` (``eng.node``,
+engine/node.py), which builds the storage (the ``LogManager``, the topic
+metadata), the replica manager and the coordinators; a broker serves that node
+(``eng.serve()``).
+
+Concurrency: admin operations (create/delete/alter) are serialised by the
+node's lock; produce and fetch go straight to the partition logs, which are
 thread-safe.  Appenders wake waiting consumers through one condition variable.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import EngineConfig, LogConfig
-from .errors import (
-    ClosedError,
-    InvalidConfigError,
-    InvalidPartitionsError,
-    ReadOnlyError,
-    TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
-)
-from .metadata import LocalMetadataStore, TopicMetadata, new_topic_id, validate_topic_name, write_partition_metadata
+from .config import LogConfig
+from .errors import InvalidConfigError
+from .metadata import TopicMetadata
 from .node import Node
-from .storage.manager import LogManager
 
 __all__ = ["Engine", "PartitionDescription", "TopicDescription", "open"]
-
-_PRODUCER_ID_BLOCK = 1000
 
 
 @dataclass(frozen=True)
@@ -70,55 +63,25 @@ class TopicDescription:
 
 
 class Engine:
-    """An open data directory.  Use :func:`engine.open` to make one."""
+    """An open data directory.  Use :func:`engine.open` to make one.
+
+    A thin owner of one :class:`~engine.node.Node` (``engine.node``), which builds the storage
+    and the data path; every method here is the embedded API over it."""
 
     def __init__(self, path: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,
                  read_only: bool = False, background: bool = True, replicated: bool | None = None):
-        self.path = os.fspath(path)
-        self.read_only = read_only
-        settings = dict(config or {})
-        settings["log.dirs"] = self.path
-        self.config = EngineConfig.from_mapping(settings)
-        # replicated (cluster mode): high watermarks belong to the replica layer and start at
-        # replication-offset-checkpoint; single node: every appended record is committed
-        self.replicated = bool(self.config["zookeeper.connect"]) if replicated is None else replicated
-        if not read_only:
-            os.makedirs(self.path, exist_ok=True)
-        elif not os.path.isdir(self.path):
-            raise FileNotFoundError(f"data directory {self.path} does not exist")
-        self._admin = threading.RLock()
-        self.node = Node(self)          # the replica manager and the coordinators (engine/node.py)
-        self._next_producer_id = 0
-        self._producer_id_limit = 0
-        self._arrived = threading.Condition(threading.Lock())
-        self._append_listeners: list = []
-        self._closed = False
-        # The lock is taken by the LogManager before the metadata is touched.
-        self.logs = LogManager(self.path, self.config, read_only=read_only,
-                               config_for=self._log_config_for, auto_high_watermark=not self.replicated)
-        try:
-            in_cluster = bool(self.config.values.get("zookeeper.connect"))
-            self._meta = LocalMetadataStore(self.path, read_only=read_only,
-                                            broker_id=self.config["broker.id"] if in_cluster else None)
-            self._adopt_unregistered_partitions()
-            if background and not read_only:
-                self.logs.start_background(1.0)
-        except BaseException:
-            self.logs.close()
-            raise
+        self.node = node = Node(path, config, read_only=read_only, background=background,
+                                replicated=replicated)
+        self.path = node.path
+        self.read_only = node.read_only
+        self.config = node.config
+        self.replicated = node.replicated
+        self.logs = node.logs           # the LogManager (engine/storage/manager.py)
 
     # -- lifecycle -------------------------------------------------------
     def close(self) -> None:
         """Flush, write checkpoints and the clean-shutdown marker, release the lock."""
-        if not self._closed:
-            self.node.stop_coordinators()   # before the logs close: one may be finishing a write
-        with self._admin:
-            if self._closed:
-                return
-            self._closed = True
-            self.logs.close()
-        with self._arrived:
-            self._arrived.notify_all()
+        self.node.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -128,22 +91,18 @@ class Engine:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self.node.closed
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError("the engine is closed")
+        self.node._check_open()
 
     def _check_writable(self) -> None:
-        self._check_open()
-        if self.read_only:
-            raise ReadOnlyError(f"{self.path} is open read-only")
+        self.node._check_writable()
 
     def advertise_listener(self, address: str | None) -> None:
         """Record ``HOST:PORT`` of the broker serving this directory (None clears it);
         other processes find it with :func:`engine.broker_address`."""
-        self._check_writable()
-        self.logs.advertise_listener(address)
+        self.node.advertise_listener(address)
 
     def serve(self, listen: str = "127.0.0.1:0", **broker_kwargs):
         """Serve this (writable) Engine over the Kafka protocol from a background thread.
@@ -187,155 +146,64 @@ class Engine:
     @property
     def recovery_report(self) -> list:
         """What the open found and repaired after an unclean shutdown (empty after a clean one)."""
-        return list(self.logs.recovery_report)
+        return self.node.recovery_report
 
     # -- metadata --------------------------------------------------------
-    def _log_config_for(self, topic: str) -> LogConfig:
-        if hasattr(self, "_meta"):
-            store = self._meta
-        else:
-            # LogManager loading (it holds the data dir lock): the logs need their topic config at
-            # load time (cleanup.policy=compact changes what recovery accepts), so read it now.
-            store = self.__dict__.get("_meta_at_load")
-            if store is None:
-                store = self._meta_at_load = LocalMetadataStore(self.path, read_only=True)
-        meta = store.topics().get(topic)
-        return self.config.log_config(meta.config if meta else None)
-
-    def _adopt_unregistered_partitions(self) -> None:
-        """Partition directories with no metadata entry (e.g. copied from Kafka) become topics."""
-        known = self._meta.topics()
-        found: dict[str, int] = {}
-        for topic, partition in self.logs.logs():
-            found[topic] = max(found.get(topic, 0), partition + 1)
-        for topic, n in found.items():
-            if topic not in known and not self.read_only:
-                self._meta.put_topic(TopicMetadata(topic, new_topic_id(), n, {}))
-
-    def _topic(self, name: str) -> TopicMetadata:
-        if self.read_only:
-            self._meta.reload()
-        meta = self._meta.topics().get(name)
-        if meta is None:
-            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-        return meta
-
     def topic_metadata(self, name: str) -> TopicMetadata:
         """Id, partition count and config overrides of a topic (UnknownTopicOrPartitionError if absent)."""
-        return self._topic(name)
+        return self.node.topic_metadata(name)
 
     @property
     def cluster_id(self) -> str | None:
         """The ``cluster.id`` of ``meta.properties`` (None for a read-only open of a fresh directory)."""
-        return self._meta.cluster_id
+        return self.node.cluster_id
 
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before in this data directory (InitProducerId)."""
-        self._check_writable()
-        with self._admin:
-            if self._next_producer_id >= self._producer_id_limit:
-                self._next_producer_id = self.node.topics.reserve_producer_ids(_PRODUCER_ID_BLOCK)
-                self._producer_id_limit = self._next_producer_id + _PRODUCER_ID_BLOCK
-            pid = self._next_producer_id
-            self._next_producer_id += 1
-            return pid
+        return self.node.allocate_producer_id()
 
     def topic_config(self, name: str) -> LogConfig:
-        return self.config.log_config(self._topic(name).config)
+        return self.node.topic_config(name)
 
     def partitions_for(self, topic: str) -> int:
-        return self._topic(topic).partitions
+        return self.node.partitions_for(topic)
 
     # -- admin -----------------------------------------------------------
     def create_topic(self, name: str, partitions: int | None = None,
                      config: Mapping[str, Any] | None = None, replication_factor: int = 1) -> None:
         """Create a topic (Kafka config keys in `config`; unknown keys raise InvalidConfigError)."""
-        self._check_writable()
-        validate_topic_name(name)
-        n = self.config["num.partitions"] if partitions is None else partitions
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise InvalidPartitionsError(f"partitions must be a positive integer, got {partitions!r}")
-        if replication_factor != 1:
-            from .errors import InvalidReplicationFactorError
-            raise InvalidReplicationFactorError(
-                f"replication factor {replication_factor} is larger than the 1 available broker")
-        log_config = self.config.log_config(config)  # validates keys and values
-        with self._admin:
-            if name in self._meta.topics():
-                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
-            topic_id = new_topic_id()
-            for p in range(n):
-                log = self.logs.create_log(name, p, log_config)
-                write_partition_metadata(log.dir, topic_id)
-            self._meta.put_topic(TopicMetadata(name, topic_id, n, dict(log_config.overrides)))
+        self.node.create_topic(name, partitions, config, replication_factor)
 
     def ensure_topic(self, name: str) -> TopicMetadata:
         """The topic's metadata, creating it when `auto.create.topics.enable` allows (through
         the node's topics: in a cluster, ZooKeeper)."""
-        try:
-            return self._topic(name)
-        except UnknownTopicOrPartitionError:
-            return self.node.topics.missing_topic(name)
+        return self.node.ensure_topic(name)
 
     def delete_topic(self, name: str) -> None:
-        self._check_writable()
-        with self._admin:
-            meta = self._topic(name)
-            for p in range(meta.partitions):
-                try:
-                    self.logs.delete_log(name, p)
-                except UnknownTopicOrPartitionError:
-                    pass
-            self._meta.remove_topic(name)
+        self.node.delete_topic(name)
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow a topic to `total` partitions (Kafka never shrinks)."""
-        self._check_writable()
-        with self._admin:
-            meta = self._topic(name)
-            if total <= meta.partitions:
-                raise InvalidPartitionsError(
-                    f"topic {name!r} has {meta.partitions} partitions; the new count must be larger")
-            cfg = self.config.log_config(meta.config)
-            for p in range(meta.partitions, total):
-                log = self.logs.create_log(name, p, cfg)
-                write_partition_metadata(log.dir, meta.topic_id)
-            self._meta.put_topic(TopicMetadata(name, meta.topic_id, total, meta.config))
+        self.node.create_partitions(name, total)
 
     def alter_topic_config(self, name: str, set: Mapping[str, Any] | None = None,
                            delete: Iterable[str] = ()) -> None:
         """Set and/or remove config overrides of a topic (IncrementalAlterConfigs), where the
         node records them (in a cluster: ZooKeeper first, from where every broker applies them)."""
-        self._check_writable()
-        self.node.topics.alter_topic_config(name, set, delete)
+        self.node.alter_topic_config(name, set, delete)
 
     def alter_local_topic_config(self, name: str, set: Mapping[str, Any] | None = None,
                                  delete: Iterable[str] = ()) -> None:
         """Apply config overrides to this data directory's copy of a topic: its metadata and
         its logs here (the node's topics decide where else they are recorded)."""
-        self._check_writable()
-        with self._admin:
-            meta = self._topic(name)
-            overrides = dict(meta.config)
-            overrides.update(set or {})
-            for key in delete:
-                overrides.pop(key, None)
-            cfg = self.config.log_config(overrides)
-            for (t, _p), plog in self.logs.logs().items():   # (a cluster broker holds only its replicas)
-                if t == name:
-                    plog.update_config(cfg)
-            self._meta.put_topic(TopicMetadata(name, meta.topic_id, meta.partitions,
-                                               dict(cfg.overrides)))
+        self.node.alter_local_topic_config(name, set, delete)
 
     def list_topics(self) -> list[str]:
-        self._check_open()
-        if self.read_only:
-            self._meta.reload()
-        return sorted(self._meta.topics())
+        return self.node.list_topics()
 
     def describe_topic(self, name: str) -> TopicDescription:
         self._check_open()
-        meta = self._topic(name)
+        meta = self.node.topic_metadata(name)
         cfg = self.config.log_config(meta.config)
         parts = []
         held = self.logs.logs()
@@ -350,8 +218,7 @@ class Engine:
 
     def log(self, topic: str, partition: int):
         """The PartitionLog of one partition (UnknownTopicOrPartitionError if absent)."""
-        self._check_open()
-        return self.logs.get_log(topic, partition)
+        return self.node.log(topic, partition)
 
     # -- data ------------------------------------------------------------
     def producer(self, **settings: Any):
@@ -385,29 +252,17 @@ class Engine:
     # -- notifications between appenders and waiting consumers -----------
     def notify_appended(self) -> None:
         """Wake consumers waiting in this process and call the append listeners (the broker's)."""
-        with self._arrived:
-            self._arrived.notify_all()
-        for listener in tuple(self._append_listeners):
-            listener()
+        self.node.notify_appended()
 
     def add_append_listener(self, callback) -> None:
         """Call `callback()` (from the appending thread) after every append made through this Engine."""
-        self._append_listeners.append(callback)
+        self.node.add_append_listener(callback)
 
     def remove_append_listener(self, callback) -> None:
-        try:
-            self._append_listeners.remove(callback)
-        except ValueError:
-            pass
+        self.node.remove_append_listener(callback)
 
     def wait_for_data(self, timeout_s: float) -> None:
-        if timeout_s <= 0:
-            return
-        if self.read_only:
-            time.sleep(min(timeout_s, 0.005))
-            return
-        with self._arrived:
-            self._arrived.wait(timeout_s)
+        self.node.wait_for_data(timeout_s)
 
 
 def open(path: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,

@@ -34,30 +34,30 @@ def apply_serve_flags(args: argparse.Namespace, settings: dict) -> None:
         settings["zookeeper.connect"] = args.zookeeper
 
 
-def make_member(eng, host: str):
-    """The cluster membership when ``zookeeper.connect`` is set (None otherwise), not yet
-    started: its view goes to the Broker (``Broker(..., view=member.view)``)."""
-    cfg = eng.config
+def make_member(node, host: str):
+    """The cluster membership of `node` (engine/node.py) when ``zookeeper.connect`` is set (None
+    otherwise), not yet started: the node serves its view (``node.use_view(member.view)``)."""
+    cfg = node.config
     if not cfg["zookeeper.connect"]:
         return None
     from .cluster.member import ClusterMember
-    return ClusterMember(eng, cfg["broker.id"], cfg["zookeeper.connect"], host, 0, cfg,
+    return ClusterMember(node, cfg["broker.id"], cfg["zookeeper.connect"], host, 0, cfg,
                          rack=cfg["broker.rack"] or None)
 
 
-def start_member(member, broker, eng, port: int) -> None:
+def start_member(member, broker, node, port: int) -> None:
     """Register (ClusterError when the id is taken), start the controller candidate and the
     metadata watches, and let the watches drive the broker's replica manager."""
     from .cluster.local import ZkTopics
     member.port = port
     member.start()
-    eng.node.use_topics(ZkTopics(eng, member))     # producer ids, topic configs, auto-create
+    node.use_topics(ZkTopics(node, member))     # producer ids, topic configs, auto-create
     member.attach(broker.replicas)
 
 
-def cluster_link(member, eng):
+def cluster_link(member, node):
     """What the node's group and transaction coordinators need in cluster mode (given to the
-    node with ``eng.node.use_cluster`` before the broker hosts them): their internal topics are
+    node with ``node.use_cluster`` before the broker hosts them): their internal topics are
     created through ZooKeeper (replication factor ``offsets.topic.replication.factor`` /
     ``transaction.state.log.replication.factor`` capped by the live brokers, as Kafka), their
     partitions loaded when this broker becomes leader, their writes replicated with acks=all."""
@@ -65,7 +65,7 @@ def cluster_link(member, eng):
     from .coordinator.cluster_link import ClusterLink
     from .errors import TopicAlreadyExistsError
 
-    cfg = eng.config
+    cfg = node.config
     keys = {"__consumer_offsets": ("offsets.topic.replication.factor", None),
             "__transaction_state": ("transaction.state.log.replication.factor", "transaction.state.log.min.isr")}
 
@@ -83,16 +83,16 @@ def cluster_link(member, eng):
         while member.view.assignment(topic) is None and time.monotonic() < deadline:
             time.sleep(0.02)        # another broker created it: wait for this broker's watch
 
-    return ClusterLink(eng.node.replicas, member.view, create_topic, cfg["offsets.commit.timeout.ms"])
+    return ClusterLink(node.replicas, member.view, create_topic, cfg["offsets.commit.timeout.ms"])
 
 
-def stop_member(member, eng) -> None:
+def stop_member(member, node) -> None:
     """SIGTERM in cluster mode: controlled shutdown first (leaderships move away while this
     broker still serves), then leave ZooKeeper."""
     if member is None:
         return
-    if eng.config["controlled.shutdown.enable"]:
-        member.controlled_shutdown(eng.config["controlled.shutdown.timeout.ms"] / 1000.0)
+    if node.config["controlled.shutdown.enable"]:
+        member.controlled_shutdown(node.config["controlled.shutdown.timeout.ms"] / 1000.0)
     member.stop()
 
 

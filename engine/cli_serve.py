@@ -139,10 +139,10 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             if effective:
                 log.info("effective non-default configuration: %s",
                          ", ".join(f"{k}={v}" for k, v in sorted(effective.items())))
-            member = make_member(eng, adv_host or host)       # cluster mode: zookeeper.connect
+            member = make_member(eng.node, adv_host or host)  # cluster mode: zookeeper.connect
             if member is not None:      # the node serves the cluster's view, its coordinators join it
                 eng.node.use_view(member.view)
-                eng.node.use_cluster(cluster_link(member, eng))
+                eng.node.use_cluster(cluster_link(member, eng.node))
             broker = Broker(eng, host, port, advertised_host=adv_host, advertised_port=adv_port,
                             max_request_bytes=cfg["socket.request.max.bytes"],
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
@@ -162,7 +162,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             try:
                 if member is not None:      # register, then serve (ClusterError: id taken)
                     await asyncio.get_running_loop().run_in_executor(
-                        None, start_member, member, broker, eng, adv_port or broker.port)
+                        None, start_member, member, broker, eng.node, adv_port or broker.port)
                     started = member
                 http = _start_operator_endpoints(broker, args, cfg)
                 loop = asyncio.get_running_loop()
@@ -176,7 +176,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                     await _halt(log, member if started is not None else None, eng, *failed[0])
             finally:
                 if started is not None:     # controlled shutdown while still serving
-                    await asyncio.get_running_loop().run_in_executor(None, stop_member, started, eng)
+                    await asyncio.get_running_loop().run_in_executor(None, stop_member, started, eng.node)
                 for server in http:
                     server.stop()
                 await broker.stop()

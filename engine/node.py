@@ -1,151 +1,329 @@
-"""Node: the composition root of one node's data path, under the Engine facade.
+"""Node: the composition root of one node's data path (Kafka's ``BrokerServer``).
 
 Kafka's ``BrokerServer`` builds the ``LogManager``, the ``ReplicaManager`` and the coordinators
-and hands them to the request handlers; here a :class:`Node` does the same over an Engine's
-storage (its ``LogManager`` and topic metadata)::
+and hands them to the request handlers; a :class:`Node` does the same for one data directory::
 
-    node = engine.node
+    node = Node("./data", {"num.partitions": 3})   # engine.open(...).node is one
+    node.logs                      # the LogManager (engine/storage/manager.py): the partition logs
+    node.create_topic("t", 3)      # topic administration and lookups over the local metadata
     node.replicas                  # the ReplicaManager: every partition write and leader read
     node.group_coordinator         # GroupCoordinator (__consumer_offsets), started on first use
     node.transaction_coordinator   # TransactionCoordinator (__transaction_state), likewise
     await node.host_coordinator("group")   # a broker runs it on its own loop instead
     node.topics                    # where topic decisions are recorded: this directory, or ZooKeeper
+    node.close()
 
-One of each per writable engine.  The replica manager serves the cluster view given by the
-composition before first use (:meth:`use_view`: a cluster broker's membership); by default the
-single-node view, in which this node leads every partition of the data directory.  A
-coordinator runs either on a broker's loop (:meth:`host_coordinator`, released by
-:meth:`release_coordinator` when the broker stops) or, when nobody hosts one, on a thread of its
-own started on first use; the handover between the two waits for in-flight writes.
+The node builds the storage: the ``LogManager`` (which takes the data directory's lock) and the
+topic metadata (engine/metadata.py ``LocalMetadataStore``: names, ids, partition counts,
+overrides); it administers topics and partitions, hands out producer ids, and wakes waiters
+after appends (:meth:`notify_appended`, the append listeners a broker registers).  The layers
+below -- the replica manager, its cluster views, the coordinators -- and the broker above are
+given the node; the embedded ``Engine`` (engine/_engine.py) is a thin facade owning one.
+
+The replica manager serves the cluster view given by the composition before first use
+(:meth:`use_view`: a cluster broker's membership); by default the single-node view, in which
+this node leads every partition of the data directory.  A coordinator runs either on a
+broker's loop (:meth:`host_coordinator`, released by :meth:`release_coordinator` when the
+broker stops) or, when nobody hosts one, on a thread of its own started on first use; the
+handover between the two waits for in-flight writes.
 
 Topic decisions that a cluster records elsewhere -- producer-id blocks, topic config changes,
-what Metadata does for an unknown topic -- go through ``node.topics``: :class:`LocalTopics`
-(this data directory) by default, or the ZooKeeper-backed one the cluster composition gives
-(engine/cluster/local.py ``ZkTopics``, via :meth:`Node.use_topics`).  One interface, so the
-Engine's methods are never replaced.
+what Metadata does for an unknown topic -- go through ``node.topics`` (engine/topics.py):
+``LocalTopics`` (this data directory) by default, or the ZooKeeper-backed one the cluster
+composition gives (engine/cluster/local.py ``ZkTopics``, via :meth:`Node.use_topics`).
 
-Threads: every method may be called from any thread; state changes hold the engine's admin lock.
+Threads: every method may be called from any thread; admin operations and state changes hold
+one admin lock; produce and fetch go straight to the partition logs, which are thread-safe.
+Appenders wake waiting consumers through one condition variable.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
+from .config import EngineConfig, LogConfig
 from .coordinator import GroupCoordinator, TransactionCoordinator
 from .errors import (
+    ClosedError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
-    InvalidRequestError,
+    ReadOnlyError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from .metadata import validate_topic_name
+from .metadata import LocalMetadataStore, TopicMetadata, new_topic_id, validate_topic_name, write_partition_metadata
 from .replica import ReplicaManager
+from .storage.manager import LogManager
+from .topics import LocalTopics, Topics
 
 __all__ = ["LocalTopics", "Node", "Topics"]
 
 _KINDS = {"group": GroupCoordinator, "transaction": TransactionCoordinator}
-
-
-class Topics(Protocol):
-    """Where a node's topic decisions are recorded (see the module docstring)."""
-
-    def reserve_producer_ids(self, count: int) -> int:
-        """Reserve `count` producer ids never handed out before; returns the first."""
-
-    def alter_topic_config(self, name: str, set: Mapping[str, Any] | None, delete: Iterable[str]) -> None:
-        """Change a topic's config overrides everywhere they are kept, then here."""
-
-    def missing_topic(self, name: str):
-        """Metadata for `name`, which this node does not know: create it (TopicMetadata) or
-        raise (UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off, LEADER_NOT_AVAILABLE
-        while a cluster makes it)."""
-
-    def create_topic(self, name: str, partitions: int | None, replication_factor: int, config: dict,
-                     assignments: dict[int, list[int]] | None, validate_only: bool,
-                     timeout_s: float) -> tuple[str | None, int, int]:
-        """CreateTopics (blocking): (topic id or None when only validated, partitions,
-        replication factor); raises the Kafka error of a refusal."""
-
-    def delete_topic(self, name: str, timeout_s: float) -> None:
-        """DeleteTopics (blocking)."""
-
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
-                          validate_only: bool, timeout_s: float) -> None:
-        """CreatePartitions (blocking): `count` partitions in all."""
-
-
-class LocalTopics:
-    """:class:`Topics` of a node alone: decisions live in its data directory."""
-
-    def __init__(self, engine):
-        self.engine = engine
-
-    def reserve_producer_ids(self, count: int) -> int:
-        return self.engine._meta.reserve_producer_ids(count)
-
-    def alter_topic_config(self, name, set, delete) -> None:
-        self.engine.alter_local_topic_config(name, set, delete)
-
-    def missing_topic(self, name: str):
-        eng = self.engine
-        if eng.read_only or not eng.config["auto.create.topics.enable"]:
-            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-        with eng._admin:
-            if name not in eng._meta.topics():
-                eng.create_topic(name)
-            return eng.topic_metadata(name)
-
-    def create_topic(self, name, partitions, replication_factor, config, assignments, validate_only,
-                     timeout_s):
-        eng = self.engine
-        if validate_only:
-            validate_topic_name(name)
-            if partitions is not None and partitions < 1:
-                raise InvalidPartitionsError(f"partitions must be positive, got {partitions}")
-            if replication_factor != 1:
-                raise InvalidReplicationFactorError(
-                    f"replication factor {replication_factor} is larger than the 1 available broker")
-            eng.config.log_config(config)
-            if name in eng.list_topics():
-                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
-            topic_id = None
-        else:
-            eng.create_topic(name, partitions, config, replication_factor=replication_factor)
-            topic_id = eng.topic_metadata(name).topic_id
-        return topic_id, eng.config["num.partitions"] if partitions is None else partitions, replication_factor
-
-    def delete_topic(self, name, timeout_s) -> None:
-        self.engine.delete_topic(name)
-
-    def create_partitions(self, name, count, assignments, validate_only, timeout_s) -> None:
-        eng = self.engine
-        current = eng.topic_metadata(name).partitions
-        if assignments is not None and len(assignments) != count - current:
-            raise InvalidRequestError(f"{len(assignments)} assignments for {count - current} new partitions")
-        if count <= current:
-            raise InvalidPartitionsError(
-                f"topic {name!r} has {current} partitions; the new count must be larger")
-        if not validate_only:
-            eng.create_partitions(name, count)
+_PRODUCER_ID_BLOCK = 1000
 
 
 class Node:
-    """See the module docstring.  `engine` is the storage and admin facade it serves."""
+    """One data directory's node (see the module docstring).  `config` takes Kafka's broker
+    keys; `replicated` (default: whether ``zookeeper.connect`` is set) makes high watermarks the
+    replica layer's, starting at ``replication-offset-checkpoint``."""
 
-    def __init__(self, engine):
-        self.engine = engine
-        self._lock = engine._admin            # one lock for the engine's admin and its node
+    def __init__(self, path: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,
+                 read_only: bool = False, background: bool = True, replicated: bool | None = None):
+        self.path = os.fspath(path)
+        self.read_only = read_only
+        settings = dict(config or {})
+        settings["log.dirs"] = self.path
+        self.config = EngineConfig.from_mapping(settings)
+        # replicated (cluster mode): high watermarks belong to the replica layer and start at
+        # replication-offset-checkpoint; single node: every appended record is committed
+        self.replicated = bool(self.config["zookeeper.connect"]) if replicated is None else replicated
+        if not read_only:
+            os.makedirs(self.path, exist_ok=True)
+        elif not os.path.isdir(self.path):
+            raise FileNotFoundError(f"data directory {self.path} does not exist")
+        self._admin = threading.RLock()       # topic administration, producer ids, the composition
         self._replicas: ReplicaManager | None = None
         self._view = None
-        self._coordinators: dict[str, object | None] = {"group": None, "transaction": None}
+        self._coordinators: dict[str, Any] = {"group": None, "transaction": None}
         self._handover = threading.Event()    # set unless a hosted coordinator is stopping
         self._handover.set()
-        self.topics: Topics = LocalTopics(engine)
+        self.topics: Topics = LocalTopics(self)
         self.cluster = None                   # cluster mode: the coordinators' ClusterLink
+        self._next_producer_id = 0
+        self._producer_id_limit = 0
+        self._arrived = threading.Condition(threading.Lock())
+        self._append_listeners: list = []
+        self._closed = False
+        # The lock is taken by the LogManager before the metadata is touched.
+        self.logs = LogManager(self.path, self.config, read_only=read_only,
+                               config_for=self._log_config_for, auto_high_watermark=not self.replicated)
+        try:
+            in_cluster = bool(self.config.values.get("zookeeper.connect"))
+            self._meta = LocalMetadataStore(self.path, read_only=read_only,
+                                            broker_id=self.config["broker.id"] if in_cluster else None)
+            self._adopt_unregistered_partitions()
+            if background and not read_only:
+                self.logs.start_background(1.0)
+        except BaseException:
+            self.logs.close()
+            raise
 
+    # -- lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the coordinators, then flush, write checkpoints and the clean-shutdown marker and
+        release the data directory's lock."""
+        if not self._closed:
+            self.stop_coordinators()    # before the logs close: one may be finishing a write
+        with self._admin:
+            if self._closed:
+                return
+            self._closed = True
+            self.logs.close()
+        with self._arrived:
+            self._arrived.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the engine is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise ReadOnlyError(f"{self.path} is open read-only")
+
+    def advertise_listener(self, address: str | None) -> None:
+        """Record ``HOST:PORT`` of the broker serving this directory (None clears it);
+        other processes find it with :func:`engine.broker_address`."""
+        self._check_writable()
+        self.logs.advertise_listener(address)
+
+    @property
+    def recovery_report(self) -> list:
+        """What the open found and repaired after an unclean shutdown (empty after a clean one)."""
+        return list(self.logs.recovery_report)
+
+
+    # -- metadata -----------------------------------------------------------------------------
+    def _log_config_for(self, topic: str) -> LogConfig:
+        store: LocalMetadataStore | None = self.__dict__.get("_meta")
+        if store is None:
+            # LogManager loading (it holds the data dir lock): the logs need their topic config at
+            # load time (cleanup.policy=compact changes what recovery accepts), so read it now.
+            store = self.__dict__.get("_meta_at_load")
+            if store is None:
+                store = self._meta_at_load = LocalMetadataStore(self.path, read_only=True)
+        meta = store.topics().get(topic)
+        return self.config.log_config(meta.config if meta else None)
+
+    def _adopt_unregistered_partitions(self) -> None:
+        """Partition directories with no metadata entry (e.g. copied from Kafka) become topics."""
+        known = self._meta.topics()
+        found: dict[str, int] = {}
+        for topic, partition in self.logs.logs():
+            found[topic] = max(found.get(topic, 0), partition + 1)
+        for topic, n in found.items():
+            if topic not in known and not self.read_only:
+                self._meta.put_topic(TopicMetadata(topic, new_topic_id(), n, {}))
+
+    def topic_metadata(self, name: str) -> TopicMetadata:
+        """Id, partition count and config overrides of a topic (UnknownTopicOrPartitionError if absent)."""
+        if self.read_only:
+            self._meta.reload()
+        meta = self._meta.topics().get(name)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return meta
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The ``cluster.id`` of ``meta.properties`` (None for a read-only open of a fresh directory)."""
+        return self._meta.cluster_id
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before in this data directory (InitProducerId)."""
+        self._check_writable()
+        with self._admin:
+            if self._next_producer_id >= self._producer_id_limit:
+                self._next_producer_id = self.topics.reserve_producer_ids(_PRODUCER_ID_BLOCK)
+                self._producer_id_limit = self._next_producer_id + _PRODUCER_ID_BLOCK
+            pid = self._next_producer_id
+            self._next_producer_id += 1
+            return pid
+
+    def topic_config(self, name: str) -> LogConfig:
+        return self.config.log_config(self.topic_metadata(name).config)
+
+    def partitions_for(self, topic: str) -> int:
+        return self.topic_metadata(topic).partitions
+
+    def list_topics(self) -> list[str]:
+        self._check_open()
+        if self.read_only:
+            self._meta.reload()
+        return sorted(self._meta.topics())
+
+    def log(self, topic: str, partition: int):
+        """The PartitionLog of one partition (UnknownTopicOrPartitionError if absent)."""
+        self._check_open()
+        return self.logs.get_log(topic, partition)
+
+    # -- topic administration -----------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int | None = None,
+                     config: Mapping[str, Any] | None = None, replication_factor: int = 1) -> None:
+        """Create a topic (Kafka config keys in `config`; unknown keys raise InvalidConfigError)."""
+        self._check_writable()
+        validate_topic_name(name)
+        n = self.config["num.partitions"] if partitions is None else partitions
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise InvalidPartitionsError(f"partitions must be a positive integer, got {partitions!r}")
+        if replication_factor != 1:
+            raise InvalidReplicationFactorError(
+                f"replication factor {replication_factor} is larger than the 1 available broker")
+        log_config = self.config.log_config(config)  # validates keys and values
+        with self._admin:
+            if name in self._meta.topics():
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            topic_id = new_topic_id()
+            for p in range(n):
+                log = self.logs.create_log(name, p, log_config)
+                write_partition_metadata(log.dir, topic_id)
+            self._meta.put_topic(TopicMetadata(name, topic_id, n, dict(log_config.overrides)))
+
+    def ensure_topic(self, name: str) -> TopicMetadata:
+        """The topic's metadata, creating it when `auto.create.topics.enable` allows (through
+        the node's topics: in a cluster, ZooKeeper)."""
+        try:
+            return self.topic_metadata(name)
+        except UnknownTopicOrPartitionError:
+            return self.topics.missing_topic(name)
+
+    def delete_topic(self, name: str) -> None:
+        self._check_writable()
+        with self._admin:
+            meta = self.topic_metadata(name)
+            for p in range(meta.partitions):
+                try:
+                    self.logs.delete_log(name, p)
+                except UnknownTopicOrPartitionError:
+                    pass
+            self._meta.remove_topic(name)
+
+    def create_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to `total` partitions (Kafka never shrinks)."""
+        self._check_writable()
+        with self._admin:
+            meta = self.topic_metadata(name)
+            if total <= meta.partitions:
+                raise InvalidPartitionsError(
+                    f"topic {name!r} has {meta.partitions} partitions; the new count must be larger")
+            cfg = self.config.log_config(meta.config)
+            for p in range(meta.partitions, total):
+                log = self.logs.create_log(name, p, cfg)
+                write_partition_metadata(log.dir, meta.topic_id)
+            self._meta.put_topic(TopicMetadata(name, meta.topic_id, total, meta.config))
+
+    def alter_topic_config(self, name: str, set: Mapping[str, Any] | None = None,
+                           delete: Iterable[str] = ()) -> None:
+        """Set and/or remove config overrides of a topic (IncrementalAlterConfigs), where the
+        node records them (in a cluster: ZooKeeper first, from where every broker applies them)."""
+        self._check_writable()
+        self.topics.alter_topic_config(name, set, delete)
+
+    def alter_local_topic_config(self, name: str, set: Mapping[str, Any] | None = None,
+                                 delete: Iterable[str] = ()) -> None:
+        """Apply config overrides to this data directory's copy of a topic: its metadata and
+        its logs here (the node's topics decide where else they are recorded)."""
+        self._check_writable()
+        with self._admin:
+            meta = self.topic_metadata(name)
+            overrides = dict(meta.config)
+            overrides.update(set or {})
+            for key in delete:
+                overrides.pop(key, None)
+            cfg = self.config.log_config(overrides)
+            for (t, _p), plog in self.logs.logs().items():   # (a cluster broker holds only its replicas)
+                if t == name:
+                    plog.update_config(cfg)
+            self._meta.put_topic(TopicMetadata(name, meta.topic_id, meta.partitions,
+                                               dict(cfg.overrides)))
+
+    # -- notifications between appenders and waiters ------------------------------------------
+    def notify_appended(self) -> None:
+        """Wake consumers waiting in this process and call the append listeners (the broker's)."""
+        with self._arrived:
+            self._arrived.notify_all()
+        for listener in tuple(self._append_listeners):
+            listener()
+
+    def add_append_listener(self, callback) -> None:
+        """Call `callback()` (from the appending thread) after every append made through this node."""
+        self._append_listeners.append(callback)
+
+    def remove_append_listener(self, callback) -> None:
+        try:
+            self._append_listeners.remove(callback)
+        except ValueError:
+            pass
+
+    def wait_for_data(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for an append (a read-only open polls: its writer is elsewhere)."""
+        if timeout_s <= 0:
+            return
+        if self.read_only:
+            time.sleep(min(timeout_s, 0.005))
+            return
+        with self._arrived:
+            self._arrived.wait(timeout_s)
+
+    # -- the composition: where topic decisions go, the cluster link --------------------------
     def use_cluster(self, link) -> None:
         """Cluster mode for the coordinators (engine/coordinator/cluster_link.py): each one this
         node starts from now on is constructed with `link`, so it never loads or writes its
@@ -154,8 +332,10 @@ class Node:
 
     def use_topics(self, topics: Topics) -> None:
         """Record topic decisions through `topics` (a cluster broker's ZooKeeper-backed ones),
-        given by the composition that joins the cluster."""
-        self.topics = topics
+        given by the composition that joins the cluster; producer ids come from a new block."""
+        with self._admin:
+            self.topics = topics
+            self._next_producer_id = self._producer_id_limit
 
     # -- the replica layer --------------------------------------------------------------------
     @property
@@ -166,23 +346,23 @@ class Node:
         :meth:`use_view` (default: the single-node view)."""
         rm = self._replicas
         if rm is None:
-            with self._lock:
+            with self._admin:
                 if self._replicas is None:
-                    self._replicas = ReplicaManager(self.engine, self._view)
+                    self._replicas = ReplicaManager(self, self._view)
                 rm = self._replicas
         return rm
 
     def use_view(self, view) -> None:
         """Serve `view` (a cluster broker's membership, engine/replica/view.py's interface);
         given by the composition that makes the broker, before the replica manager is made."""
-        with self._lock:
+        with self._admin:
             if self._replicas is not None and self._replicas.view is not view:
                 raise RuntimeError("this node's replica manager already serves another cluster view")
             self._view = view
 
     # -- coordinators -----------------------------------------------------------------------
     def _new_coordinator(self, kind: str):
-        return _KINDS[kind](self.engine, node_id=self.engine.config["node.id"], cluster=self.cluster)
+        return _KINDS[kind](self, node_id=self.config["node.id"], cluster=self.cluster)
 
     def hosted(self, kind: str):
         """The `kind` coordinator as it is now (None when none was started); starts nothing."""
@@ -190,17 +370,17 @@ class Node:
 
     def coordinator(self, kind: str):
         """The running `kind` coordinator ("group" or "transaction"), started on a thread of
-        its own when nobody runs one; writable engines only."""
+        its own when nobody runs one; writable nodes only."""
         coord = self._coordinators[kind]
         if coord is not None and coord.running:
             return coord
         if coord is not None and coord.on_current_loop:
             return coord            # its own loop, while it is being stopped: callers see it stopped
-        self.engine._check_writable()
+        self._check_writable()
         if not self._handover.wait(60):
             raise TimeoutError(f"the previous {kind} coordinator did not finish stopping")
-        with self._lock:
-            self.engine._check_writable()
+        with self._admin:
+            self._check_writable()
             coord = self._coordinators[kind]
             if coord is None or not coord.running:
                 coord = self._coordinators[kind] = self._new_coordinator(kind).start()
@@ -217,8 +397,8 @@ class Node:
     async def host_coordinator(self, kind: str):
         """Start this node's `kind` coordinator on the running loop (a broker's) when it has
         none yet; returns it, or None when one already runs elsewhere."""
-        self.engine._check_writable()
-        with self._lock:
+        self._check_writable()
+        with self._admin:
             coord = self._coordinators[kind]
             if coord is not None and coord.running:
                 return None
@@ -237,14 +417,14 @@ class Node:
         self._handover.clear()
         try:
             await coord.stop_on_loop()
-            with self._lock:
+            with self._admin:
                 if self._coordinators[kind] is coord:
                     self._coordinators[kind] = None
         finally:
             self._handover.set()
 
     def stop_coordinators(self) -> None:
-        """Stop the coordinators (the engine closes: before its logs, a coordinator may be
+        """Stop the coordinators (the node closes: before its logs, a coordinator may be
         finishing a write)."""
         for kind in ("transaction", "group"):
             coord = self._coordinators[kind]

@@ -52,9 +52,9 @@ def create_topic(member, name: str, partitions: int | None, replication_factor: 
                  config: dict, assignments: dict[int, list[int]] | None = None,
                  validate_only: bool = False, timeout_s: float = 30.0) -> tuple[str, int, int]:
     """Create `name` cluster-wide; returns (topic id, partitions, replication factor)."""
-    eng = member.engine
+    node = member.node
     validate_topic_name(name)
-    eng.config.log_config(config)                         # validates keys and values
+    node.config.log_config(config)                        # validates keys and values
     brokers = _racks(member)
     if assignments:
         if sorted(assignments) != list(range(len(assignments))):
@@ -68,10 +68,10 @@ def create_topic(member, name: str, partitions: int | None, replication_factor: 
         plan = {p: list(r) for p, r in assignments.items()}
         rf = len(plan[0])
     else:
-        n = eng.config["num.partitions"] if partitions in (None, -1) else partitions
+        n = node.config["num.partitions"] if partitions in (None, -1) else partitions
         if n < 1:
             raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
-        rf = eng.config["default.replication.factor"] if replication_factor in (None, -1) else replication_factor
+        rf = node.config["default.replication.factor"] if replication_factor in (None, -1) else replication_factor
         if rf < 1:
             raise InvalidReplicationFactorError(
                 "Replication factor must be larger than 0, or -1 to use the default value.")
@@ -180,4 +180,4 @@ def elect_preferred(member, partitions: list[tuple[str, int]] | None,
 def offsets_topic_replication(member) -> int:
     """offsets.topic.replication.factor capped by the brokers alive now (as Kafka creates
     __consumer_offsets with min(configured, live brokers))."""
-    return max(1, min(member.engine.config["offsets.topic.replication.factor"], len(member.view.brokers())))
+    return max(1, min(member.node.config["offsets.topic.replication.factor"], len(member.view.brokers())))

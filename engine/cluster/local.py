@@ -1,7 +1,7 @@
 """The local side of cluster metadata: a broker's own logs for the topics ZooKeeper assigns it.
 
 In cluster mode ZooKeeper is the source of truth for which topics exist, their ids, partition
-counts and configs; the Engine's local metadata (``engine-topics.json``) only mirrors the topics
+counts and configs; the node's local metadata (``engine-topics.json``) only mirrors the topics
 and every topic's id, partition count and config (Metadata walks that list), so the storage layer
 keeps working unchanged.  A partition's *log* exists only on the brokers in its replica set, as in
 Kafka: :func:`ensure_local_log` makes it (with ZooKeeper's topic id in ``partition.metadata``) when
@@ -31,69 +31,69 @@ __all__ = ["ZkTopics", "adopt_cluster_id", "apply_topic_config", "ensure_local_l
 log = logging.getLogger("engine.cluster")
 
 
-def ensure_local_topic(engine, topic: str, topic_id: str, partitions: int, config: dict) -> None:
+def ensure_local_topic(node, topic: str, topic_id: str, partitions: int, config: dict) -> None:
     """Register `topic` in the local metadata with ZooKeeper's id, `partitions` and config; no
     log is created here (:func:`ensure_local_log` does, for the partitions this broker replicates).
 
-    Uses the Engine's admin lock and metadata store (engine/_engine.py) to keep ZooKeeper's
-    topic id: Engine.create_topic would draw a fresh one and create every partition's log."""
-    with engine._admin:
-        meta = engine._meta.topics().get(topic)
+    Uses the node's admin lock and metadata store (engine/node.py) to keep ZooKeeper's
+    topic id: Node.create_topic would draw a fresh one and create every partition's log."""
+    with node._admin:
+        meta = node._meta.topics().get(topic)
         if meta is not None and topic_id and meta.topic_id != topic_id:
             log.warning("local topic %s has id %s, the cluster's is %s: removing the old logs",
                         topic, meta.topic_id, topic_id)
-            engine.delete_topic(topic)
+            node.delete_topic(topic)
             meta = None
         if meta is None:
             validate_topic_name(topic)
-            cfg = engine.config.log_config(_known_keys(engine, config))   # validates keys and values
-            engine._meta.put_topic(TopicMetadata(topic, topic_id or new_topic_id(), partitions,
-                                                 dict(cfg.overrides)))
+            cfg = node.config.log_config(_known_keys(node, config))   # validates keys and values
+            node._meta.put_topic(TopicMetadata(topic, topic_id or new_topic_id(), partitions,
+                                               dict(cfg.overrides)))
         elif meta.partitions < partitions:
-            engine._meta.put_topic(TopicMetadata(topic, meta.topic_id, partitions, meta.config))
+            node._meta.put_topic(TopicMetadata(topic, meta.topic_id, partitions, meta.config))
 
 
-def ensure_local_log(engine, topic: str, partition: int) -> bool:
+def ensure_local_log(node, topic: str, partition: int) -> bool:
     """The log of `topic`-`partition` on this broker (a replica of it), created when absent with
     the topic's config and id (the topic must be registered: :func:`ensure_local_topic`).
     True when it was created now."""
-    with engine._admin:
-        if has_local_log(engine, topic, partition):
+    with node._admin:
+        if has_local_log(node, topic, partition):
             return False
-        meta = engine._meta.topics()[topic]
-        plog = engine.logs.create_log(topic, partition, engine.config.log_config(meta.config))
+        meta = node._meta.topics()[topic]
+        plog = node.logs.create_log(topic, partition, node.config.log_config(meta.config))
         write_partition_metadata(plog.dir, meta.topic_id)
         return True
 
 
-def has_local_log(engine, topic: str, partition: int) -> bool:
+def has_local_log(node, topic: str, partition: int) -> bool:
     try:
-        engine.logs.get_log(topic, partition)
+        node.logs.get_log(topic, partition)
         return True
     except UnknownTopicOrPartitionError:
         return False
 
 
-def _known_keys(engine, config: dict) -> dict:
-    """The topic config as stored in ZooKeeper (strings), typed by the Engine's LogConfig."""
+def _known_keys(node, config: dict) -> dict:
+    """The topic config as stored in ZooKeeper (strings), typed by the node's LogConfig."""
     return {k: v for k, v in (config or {}).items() if v is not None}
 
 
-def adopt_cluster_id(engine, cluster_id: str, broker_id: int) -> None:
+def adopt_cluster_id(node, cluster_id: str, broker_id: int) -> None:
     """The data directory's ``meta.properties`` takes the cluster's id and this broker's id (so
     Metadata and DescribeCluster answer the same cluster id on every broker)."""
     import os
 
     from ..metadata import META_PROPERTIES
     from ..storage.checkpoint import write_atomic
-    meta = engine._meta
+    meta = node._meta
     if meta.cluster_id == cluster_id:
         return
-    if meta.cluster_id and engine.list_topics():
+    if meta.cluster_id and node.list_topics():
         log.warning("data directory %s belonged to cluster %s; it now joins cluster %s",
-                    engine.path, meta.cluster_id, cluster_id)
+                    node.path, meta.cluster_id, cluster_id)
     body = f"#\n#\nversion=1\ncluster.id={cluster_id}\nnode.id={broker_id}\n"
-    write_atomic(os.path.join(engine.path, META_PROPERTIES), body.encode())
+    write_atomic(os.path.join(node.path, META_PROPERTIES), body.encode())
     meta.cluster_id = cluster_id
 
 
@@ -101,17 +101,17 @@ def _config_strings(overrides: dict) -> dict[str, str]:
     return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in overrides.items()}
 
 
-def apply_topic_config(engine, topic: str, config: dict[str, str]) -> None:
+def apply_topic_config(node, topic: str, config: dict[str, str]) -> None:
     """Make the local topic's overrides those of ZooKeeper (a watch saw them change)."""
-    local_alter = engine.alter_local_topic_config
-    with engine._admin:
-        meta = engine._meta.topics().get(topic)
+    local_alter = node.alter_local_topic_config
+    with node._admin:
+        meta = node._meta.topics().get(topic)
         if meta is None:
             return
         current = _config_strings(meta.config)
         if current == dict(config):
             return
-        wanted = engine.config.log_config(config).overrides
+        wanted = node.config.log_config(config).overrides
         if _config_strings(wanted) == current:
             return
         log.info("topic %s: config overrides now %s", topic, config)
@@ -119,9 +119,9 @@ def apply_topic_config(engine, topic: str, config: dict[str, str]) -> None:
 
 
 class ZkTopics:
-    """The node's topic decisions in cluster mode (engine/node.py's ``Topics``), recorded in
+    """The node's topic decisions in cluster mode (engine/topics.py's ``Topics``), recorded in
     ZooKeeper, given to the node by the composition that joins the cluster
-    (``engine.node.use_topics``):
+    (``Node.use_topics``):
 
     * producer-id blocks come from ``/latest_producer_id_block``, so two brokers never hand out
       the same id;
@@ -135,32 +135,30 @@ class ZkTopics:
     Every ZooKeeper call here is bounded (engine/cluster/zk.py): one that gets no answer in time,
     or finds no connection, raises Kafka's retriable REQUEST_TIMED_OUT (``answered_as_timeout``)."""
 
-    def __init__(self, engine, member):
-        self.engine = engine
+    def __init__(self, node, member):
+        self.node = node
         self.member = member
         self.store = member.store
-        with engine._admin:
-            engine._next_producer_id = engine._producer_id_limit    # start a new (cluster) block
 
     def reserve_producer_ids(self, count: int) -> int:
         with answered_as_timeout("a producer id block"):
             return self.store.allocate_producer_ids(self.member.broker_id, count)
 
     def alter_topic_config(self, name, set, delete) -> None:
-        engine = self.engine
-        with engine._admin:
-            overrides = dict(engine.topic_metadata(name).config)
+        node = self.node
+        with node._admin:
+            overrides = dict(node.topic_metadata(name).config)
             overrides.update(set or {})
             for key in delete:
                 overrides.pop(key, None)
-            cfg = engine.config.log_config(overrides)            # validates before anything is written
+            cfg = node.config.log_config(overrides)            # validates before anything is written
             with answered_as_timeout(f"the config of {name}"):
                 self.store.set_topic_config(name, _config_strings(cfg.overrides))
-            engine.alter_local_topic_config(name, set, delete)
+            node.alter_local_topic_config(name, set, delete)
 
     def missing_topic(self, name: str):
-        engine, member = self.engine, self.member
-        if engine.read_only or not engine.config["auto.create.topics.enable"]:
+        node, member = self.node, self.member
+        if node.read_only or not node.config["auto.create.topics.enable"]:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
         if member.view.assignment(name) is None:
             try:

@@ -2,8 +2,8 @@
 
 ::
 
-    member = ClusterMember(engine, broker_id=1, zookeeper="127.0.0.1:2181", host="127.0.0.1",
-                           port=9092, config=engine.config)
+    member = ClusterMember(node, broker_id=1, zookeeper="127.0.0.1:2181", host="127.0.0.1",
+                           port=9092, config=node.config)
     member.start()                      # registers /brokers/ids/1 (ClusterError if taken)
     member.attach(replica_manager, loop)  # from now on state changes drive the replica manager
     member.view                         # the cluster view (engine/replica/view.py's interface)
@@ -167,13 +167,13 @@ class ZkClusterView(ClusterView):
 
 
 class ClusterMember:
-    def __init__(self, engine, broker_id: int, zookeeper: str, host: str, port: int, config=None,
+    def __init__(self, node, broker_id: int, zookeeper: str, host: str, port: int, config=None,
                  rack: str | None = None):
-        cfg = config if config is not None else engine.config
+        cfg = config if config is not None else node.config
         if host in ("", "0.0.0.0", "::"):        # a wildcard listener registers the host's name
             import socket
             host = socket.getfqdn()
-        self.engine = engine
+        self.node = node
         self.broker_id = broker_id
         self.host, self.port, self.rack = host, port, rack
         self.store = ZkStore(zookeeper, cfg["zookeeper.session.timeout.ms"],
@@ -209,9 +209,9 @@ class ClusterMember:
     def start(self) -> ClusterMember:
         self.store.start()
         try:
-            self.cluster_id = self.store.cluster_id(self.engine.cluster_id or _new_id())
+            self.cluster_id = self.store.cluster_id(self.node.cluster_id or _new_id())
             from .local import adopt_cluster_id
-            adopt_cluster_id(self.engine, self.cluster_id, self.broker_id)
+            adopt_cluster_id(self.node, self.cluster_id, self.broker_id)
             self.store.register_broker(self.broker_id, self.host, self.port, self.rack)
         except BaseException:
             self.store.close()
@@ -415,14 +415,14 @@ class ClusterMember:
                 if kind == "part":
                     self._apply(*arg)
                 elif kind == "strays":
-                    strays = [t for t in self.engine.list_topics() if t not in arg and not t.startswith("__")]
+                    strays = [t for t in self.node.list_topics() if t not in arg and not t.startswith("__")]
                     if strays:
                         log.warning("broker %d: local topics unknown to the cluster (deleted while this "
                                     "broker was away, or from before it joined), kept but not served: %s",
                                     self.broker_id, ", ".join(strays))
                 elif kind == "config":
                     from .local import apply_topic_config
-                    apply_topic_config(self.engine, *arg)
+                    apply_topic_config(self.node, *arg)
                 elif kind == "topic":
                     with self._lock:
                         a = self._assignments.get(arg)
@@ -480,7 +480,7 @@ class ClusterMember:
         known = self._local_done.get(topic)
         if known == (a.topic_id, len(a.partitions)):
             return
-        ensure_local_topic(self.engine, topic, a.topic_id, max(a.partitions) + 1,
+        ensure_local_topic(self.node, topic, a.topic_id, max(a.partitions) + 1,
                            self.store.topic_config(topic))
         self._local_done[topic] = (a.topic_id, len(a.partitions))
 
@@ -495,7 +495,7 @@ class ClusterMember:
         if self.broker_id not in replicas:
             # not (or no longer) a replica: Kafka's StopReplica with delete -- stop fetching and
             # remove the local log (also one left from before a restart or a reassignment)
-            if (topic, p) in self._applied or has_local_log(self.engine, topic, p):
+            if (topic, p) in self._applied or has_local_log(self.node, topic, p):
                 log.info("broker %d: not a replica of %s-%d (replicas %s): removing its local log",
                          self.broker_id, topic, p, replicas)
                 self._call("stop_replica", topic, p, True)
@@ -506,7 +506,7 @@ class ClusterMember:
         if self._applied.get((topic, p)) == key:
             return
         self._ensure_local(topic, a)
-        ensure_local_log(self.engine, topic, p)
+        ensure_local_log(self.node, topic, p)
         if st.leader == self.broker_id and not self.fenced:
             self._call("become_leader", topic, p, st.leader_epoch, list(replicas), list(st.isr), st.version)
         elif self._shutting_down:
@@ -526,9 +526,9 @@ class ClusterMember:
         for k in [k for k in self._applied if k[0] == topic]:
             self._call("stop_replica", topic, k[1], True)
             del self._applied[k]
-        if a is not None and topic in self.engine.list_topics():
+        if a is not None and topic in self.node.list_topics():
             log.info("broker %d: topic %s deleted: removing its local logs", self.broker_id, topic)
-            self.engine.delete_topic(topic)
+            self.node.delete_topic(topic)
 
     def _fence(self) -> None:
         if self.fenced or self._stopping:

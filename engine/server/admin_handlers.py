@@ -172,7 +172,7 @@ class AdminHandlers:
         def replace():
             # under the engine's admin lock (re-entrant), so no other config change lands
             # between reading the current overrides and dropping those the request leaves out
-            with eng._admin:
+            with eng.node._admin:
                 current = eng.topic_metadata(r.resource_name).config
                 eng.alter_topic_config(r.resource_name, new, [k for k in current if k not in new])
         await off_loop(deadline, f"altering the config of {r.resource_name!r}", replace)

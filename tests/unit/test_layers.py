@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("metadata+connection", ("engine.metadata", "engine.client.connection", "engine.security")),
     ("replica", ("engine.replica",)),
     ("coordinator", ("engine.coordinator",)),
-    ("node", ("engine.node",)),
+    ("node", ("engine.node", "engine.topics")),
     ("server+clients+cluster", ("engine.server", "engine.client", "engine.cluster")),
     ("facade+tools", ("engine._engine", "engine.__init__", "engine.__main__", "engine.cli_",
                       "engine.console", "engine.dump", "engine.group_admin", "spark_udfs")),

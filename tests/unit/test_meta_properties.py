@@ -23,7 +23,7 @@ def test_cluster_broker_id_is_stored_and_checked(tmp_path):
     with pytest.raises(InvalidConfigError, match="configured broker.id 3 doesn't match stored node.id 2"):
         engine.open(d, {**CLUSTER, "broker.id": 3}, background=False)
     with engine.open(d, read_only=True) as ro:                  # readers learn whose copy it is
-        assert ro._meta.node_id == 2 and ro.cluster_id == props["cluster.id"]
+        assert ro.node._meta.node_id == 2 and ro.cluster_id == props["cluster.id"]
     with engine.open(d, background=False):                      # the single-node default checks nothing
         pass
 
