@@ -46,6 +46,7 @@ exception names with ``Error`` for ``Exception``.
     │       (12, 14-16, 22-28, 68, 69, 79, 81, 82, 86, 88), the transaction coordinator's
     │       (48-55, 105, 120), the controller's (39, 80, 83-85), fetch sessions' (70, 71) and
     │       13, 18, 46, 100, 115
+    ├── SslPrincipalMappingError               no ssl.principal.mapping.rules rule fits a certificate
     ├── DataDirLockedError                     a second writer opened a data directory
     ├── ReadOnlyError                          a write through a read-only open
     ├── ClosedError                            use of a closed log, engine, producer or consumer
@@ -792,6 +793,23 @@ class JaasConfigError(InvalidConfigError):
 class ScramCredentialFormatError(InvalidConfigError):
     """A stored SCRAM credential that is not Kafka's
     ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>`` text."""
+
+
+class SslConfigError(InvalidConfigError):
+    """An ``ssl.*`` setting that cannot make a TLS context: a missing or unreadable key store or
+    trust store, a wrong or missing ``ssl.key.password``, an unsupported store type (JKS), a
+    protocol below TLSv1.2, no usable cipher suite.  ``key`` is the configuration key at fault
+    (with its ``listener.name.<l>.`` prefix where the value came from one)."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(f"{key}: {message}")
+
+
+class SslPrincipalMappingError(EngineError):
+    """No rule of ``ssl.principal.mapping.rules`` matched a client certificate's distinguished
+    name (Kafka's NoMatchingRule): the TLS client cannot be given a principal, so the
+    connection is not authenticated."""
 
 
 class DataDirLockedError(EngineError):
