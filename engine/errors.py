@@ -806,6 +806,21 @@ class SslConfigError(InvalidConfigError):
         super().__init__(f"{key}: {message}")
 
 
+class AuthorizerConfigError(InvalidConfigError):
+    """An authorizer setting the broker cannot take: an ``authorizer.class.name`` that names
+    no authorizer this broker has, or an ``allow.everyone.if.no.acl.found`` that is not a
+    boolean.  ``key`` is the configuration key at fault."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(f"{key}: {message}")
+
+
+class AclFormatError(InvalidConfigError):
+    """A stored ACL that is not Kafka's form: the broker's ACL file, or a ZooKeeper
+    ``/kafka-acl...`` node or ACL change notification; the message names the file or node."""
+
+
 class SslPrincipalMappingError(EngineError):
     """No rule of ``ssl.principal.mapping.rules`` matched a client certificate's distinguished
     name (Kafka's NoMatchingRule): the TLS client cannot be given a principal, so the
