@@ -3,10 +3,10 @@
 ``group.py`` holds the pure group/member state machine, ``records.py`` the
 ``__consumer_offsets`` record formats (Kafka's own), ``coordinator.py`` the
 :class:`GroupCoordinator` that runs them on its own event loop (API in its
-module docstring).  An Engine creates one on first use of
-``Engine.group_coordinator``; the broker and in-process consumers share it.
+module docstring).  A node (engine/node.py) creates one on first use of
+``node.group_coordinator``, each given the node; the broker and in-process consumers share it.
 ``transactions.py`` is the :class:`TransactionCoordinator` (``__transaction_state``,
-``txn_records.py``; ``Engine.transaction_coordinator``), ``group_txn.py`` the group
+``txn_records.py``; ``node.transaction_coordinator``), ``group_txn.py`` the group
 side of transactional offset commits, ``runtime.py`` the loop/log machinery both share.
 """
 

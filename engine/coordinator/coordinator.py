@@ -1,9 +1,10 @@
-"""GroupCoordinator: Kafka's classic group protocol and committed offsets for one Engine.
+"""GroupCoordinator: Kafka's classic group protocol and committed offsets for one node.
 
-One coordinator per writable Engine (``Engine.group_coordinator``, created on
-first use), shared by the wire broker and in-process consumers.  It runs on
-its own event loop in a daemon thread (or the broker's loop); all group state
-lives on that loop.  The loop, the internal-topic appends and the replay are
+One coordinator per writable node (engine/node.py; ``node.group_coordinator``, created on
+first use, or hosted on a broker's loop), shared by the wire broker and in-process
+consumers.  It is constructed with the node, whose config, logs and metadata it uses.  It
+runs on its own event loop in a daemon thread (or the broker's loop); all group state lives
+on that loop.  The loop, the internal-topic appends and the replay are
 runtime.py's :class:`CoordinatorRuntime`, shared with the transaction coordinator; this
 module holds membership (join, sync, heartbeats, leave), group_store.py committed offsets,
 admin operations, retention and the replay, group_txn.py transactional offset commits.
@@ -122,9 +123,9 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
     TOPIC = rec.OFFSETS_TOPIC
     NAME = "group-coordinator"
 
-    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms, cluster=None):
-        super().__init__(engine, node_id=node_id, clock=clock, cluster=cluster)
-        cfg = engine.config
+    def __init__(self, node, *, node_id: int = 0, clock: Callable[[], int] = wall_ms, cluster=None):
+        super().__init__(node, node_id=node_id, clock=clock, cluster=cluster)
+        cfg = node.config
         self.initial_rebalance_delay_ms = cfg["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms = cfg["group.min.session.timeout.ms"]
         self.max_session_timeout_ms = cfg["group.max.session.timeout.ms"]

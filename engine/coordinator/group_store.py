@@ -96,7 +96,7 @@ class GroupStoreMixin:
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         try:
-            return 0 <= partition < self.engine.topic_metadata(topic).partitions
+            return 0 <= partition < self.node.topic_metadata(topic).partitions
         except KafkaApiError:
             return False
 

@@ -94,7 +94,7 @@ class TxnOffsetsMixin:
                 pending = group.pending_txn_offsets.pop(producer_id, None)
                 if commit and pending and group.state != DEAD:
                     group.offsets.update(pending)
-        self.engine.notify_appended()
+        self.node.notify_appended()
         return True
 
     async def _ensure_topic_known(self) -> None:
@@ -102,7 +102,7 @@ class TxnOffsetsMixin:
         empty partitions), without creating it."""
         from ..errors import UnknownTopicOrPartitionError
         try:
-            self.engine.topic_metadata(rec.OFFSETS_TOPIC)
+            self.node.topic_metadata(rec.OFFSETS_TOPIC)
         except UnknownTopicOrPartitionError:
             return
         await self._ensure_topic()

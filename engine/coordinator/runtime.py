@@ -72,9 +72,9 @@ class CoordinatorRuntime:
     NAME = "coordinator"
     configured_partitions = 50
 
-    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
+    def __init__(self, node, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
                  cluster: ClusterLink | None = None):
-        self.engine = engine
+        self.node = node
         self.node_id = node_id
         self.clock = clock
         self.load_errors: list[CorruptRecordError] = []
@@ -89,7 +89,7 @@ class CoordinatorRuntime:
         self._creating: asyncio.Task | None = None
         # how the internal topic is reached (given by the node; a node alone: ClusterLink.alone):
         # partitions load on leadership only
-        self.cluster: ClusterLink = cluster if cluster is not None else ClusterLink.alone(engine)
+        self.cluster: ClusterLink = cluster if cluster is not None else ClusterLink.alone(node)
 
     # -- hooks ---------------------------------------------------------------------------
     def _topic_config(self) -> dict:
@@ -306,7 +306,7 @@ class CoordinatorRuntime:
             if partition not in self._partitions:
                 if self._num_partitions is None:
                     self._num_partitions = self.cluster.partition_count(self.TOPIC)
-                plog = self.engine.log(self.TOPIC, partition)
+                plog = self.node.log(self.TOPIC, partition)
                 if plog.log_end_offset == plog.log_start_offset:     # nothing to replay (just made)
                     self._partitions[partition] = _Partition(LOADED)
                     self._apply_loaded(partition, self._new_load_state())
@@ -380,12 +380,12 @@ class CoordinatorRuntime:
                 if not records:
                     return False
             await self._append_locked(partition, records, producer_id, producer_epoch, transactional)
-        self.engine.notify_appended()
+        self.node.notify_appended()
         return True
 
     async def _append_locked(self, partition: int, records, producer_id: int = -1,
                              producer_epoch: int = -1, transactional: bool = False) -> None:
-        plog = self.engine.log(self.TOPIC, partition)
+        plog = self.node.log(self.TOPIC, partition)
         b = _native.BatchBuilder()
         now = self.clock()
         for key, value in records:
@@ -442,7 +442,7 @@ class CoordinatorRuntime:
 
     def _read_partition(self, partition: int):
         """Replay one partition (executor thread; only reads): (state, [CorruptRecordError])."""
-        plog = self.engine.log(self.TOPIC, partition)
+        plog = self.node.log(self.TOPIC, partition)
         state = self._new_load_state()
         errors: list[CorruptRecordError] = []
         # a new leader's high watermark may lag what the ISR had committed: read to the log end

@@ -1,4 +1,4 @@
-"""TransactionCoordinator: Kafka's transaction coordinator for one Engine.
+"""TransactionCoordinator: Kafka's transaction coordinator for one node (engine/node.py).
 
 State per transactional id lives in ``__transaction_state`` (compacted,
 ``transaction.state.log.num.partitions`` = 50 partitions, the id's partition is
@@ -119,22 +119,22 @@ class TxnMetadata:
 
 
 class TransactionCoordinator(CoordinatorRuntime):
-    """See the module docstring.  ``group_coordinator`` is a callable returning the engine's
+    """See the module docstring.  ``group_coordinator`` is a callable returning the node's
     GroupCoordinator (transactional offset commits and their markers go through it)."""
 
     TOPIC = tr.TRANSACTION_STATE_TOPIC
     NAME = "transaction-coordinator"
 
-    def __init__(self, engine, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
+    def __init__(self, node, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
                  group_coordinator: Callable[[], Any] | None = None, cluster=None):
-        super().__init__(engine, node_id=node_id, clock=clock, cluster=cluster)
-        cfg = engine.config
+        super().__init__(node, node_id=node_id, clock=clock, cluster=cluster)
+        cfg = node.config
         self.configured_partitions = cfg["transaction.state.log.num.partitions"]
         self.max_timeout_ms = cfg["transaction.max.timeout.ms"]
         self.id_expiration_ms = cfg["transactional.id.expiration.ms"]
         self.abort_interval_ms = cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         self.expire_interval_ms = cfg["transaction.remove.expired.transaction.cleanup.interval.ms"]
-        self._group_coordinator = group_coordinator or (lambda: engine.group_coordinator)
+        self._group_coordinator = group_coordinator or (lambda: node.group_coordinator)
         self._txns: dict[str, TxnMetadata] = {}
         self._timers: list = []
 
@@ -210,7 +210,7 @@ class TransactionCoordinator(CoordinatorRuntime):
 
     def _coordinator_epoch(self, partition: int) -> int:
         try:
-            plog = self.engine.log(self.TOPIC, partition)
+            plog = self.node.log(self.TOPIC, partition)
             return max(plog.leader_epoch_cache.latest_epoch, 0)
         except KafkaApiError:
             return 0
@@ -297,7 +297,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         one that does not come in time is COORDINATOR_LOAD_IN_PROGRESS, as Kafka's producer id
         manager answers while it has no block (the client retries)."""
         try:
-            return await self.loop.run_in_executor(None, self.engine.allocate_producer_id)
+            return await self.loop.run_in_executor(None, self.node.allocate_producer_id)
         except KafkaApiError as e:
             if not e.retriable:
                 raise
@@ -392,7 +392,7 @@ class TransactionCoordinator(CoordinatorRuntime):
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         try:
-            return 0 <= partition < self.engine.topic_metadata(topic).partitions
+            return 0 <= partition < self.node.topic_metadata(topic).partitions
         except KafkaApiError:
             return False
 
@@ -493,7 +493,7 @@ class TransactionCoordinator(CoordinatorRuntime):
             return
         # the partition's leader writes it (here, or WriteTxnMarkers to it)
         await link.write_marker(topic, partition, pid, epoch, commit, coordinator_epoch)
-        self.engine.notify_appended()           # read_committed readers here may move on
+        self.node.notify_appended()           # read_committed readers here may move on
 
     # -- timeouts and expiry ----------------------------------------------------------------
     async def abort_timed_out(self) -> int:

@@ -134,7 +134,7 @@ def test_offsets_retention(tmp_path):
     with engine.open(data, cfg, background=False) as eng:
         eng.create_topic("t", 1)
         eng.create_topic("u", 1)
-        coord = GroupCoordinator(eng, clock=clock).start()
+        coord = GroupCoordinator(eng.node, clock=clock).start()
         try:
             # "simple": manual commits, never a member; "left": a member that commits then leaves;
             # "live": a Stable consumer group subscribed to t only, with an old commit on u
@@ -169,7 +169,7 @@ def test_offsets_retention(tmp_path):
         finally:
             coord.stop()
         # the tombstones replay: nothing comes back
-        coord = GroupCoordinator(eng, clock=clock).start()
+        coord = GroupCoordinator(eng.node, clock=clock).start()
         try:
             coord.wait_loaded()
             assert coord.call(coord.fetch_offsets, "simple", None)[1] == {}
