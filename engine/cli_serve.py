@@ -28,9 +28,11 @@ def add_serve_parser(sub, parse_kv) -> None:
     s.add_argument("--config", action="append", metavar="KEY=VALUE",
                    help="broker config (Kafka keys), repeatable; overrides the properties file")
     s.add_argument("--listen", default=None,
-                   help="HOST:PORT to listen on (port 0: any; default: listeners, else 127.0.0.1:9092)")
+                   help="HOST:PORT of the first listener (port 0: any), or a whole NAME://HOST:PORT,... "
+                        "listeners list (default: listeners, else 127.0.0.1:9092)")
     s.add_argument("--advertised", default=None, metavar="HOST:PORT",
-                   help="address given to clients in Metadata (default: the connection's local address)")
+                   help="address the first listener gives clients in Metadata, or a whole "
+                        "advertised.listeners list (default: the connection's local address)")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="broker log level (default info)")
     s.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
@@ -53,13 +55,24 @@ def add_console_parser(sub) -> None:
     co.set_defaults(func=cmd_console)
 
 
+def _with_first(value: str | None, current: str | None, default: str | None) -> str | None:
+    """A listeners list from --listen / --advertised: a ``NAME://...`` list as given; a bare
+    HOST:PORT replaces the address of the first entry of ``current`` (its name kept; PLAINTEXT
+    when there is none), the other entries staying."""
+    if not value:
+        return current or default
+    if "://" in value:
+        return value
+    entries = [e.strip() for e in (current or "").split(",") if e.strip()]
+    name = entries[0].split("://", 1)[0] if entries and "://" in entries[0] else "PLAINTEXT"
+    return ",".join([f"{name}://{value}", *entries[1:]])
+
+
 def _listener_address(value: str) -> tuple[str, int]:
-    """HOST:PORT from ``HOST:PORT`` or the first ``PLAINTEXT://HOST:PORT`` of a listeners list."""
+    """HOST:PORT from ``HOST:PORT`` or the first ``NAME://HOST:PORT`` of a listeners list."""
     first = value.split(",")[0].strip()
     if "://" in first:
-        proto, first = first.split("://", 1)
-        if proto.upper() != "PLAINTEXT":
-            raise SystemExit(f"error: only PLAINTEXT listeners are served, got {proto}")
+        first = first.split("://", 1)[1]
     host, sep, port = first.rpartition(":")
     if not sep or not port.isdigit():
         raise SystemExit(f"error: expected HOST:PORT, got {value!r}")
@@ -108,13 +121,13 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
     data_dir = args.data_dir or (settings.pop("log.dirs", None) or settings.get("log.dir")
                                  or "./data").split(",")[0]
     settings.pop("log.dirs", None)
-    listen = args.listen or settings.get("listeners", "127.0.0.1:9092")
-    host, port = _listener_address(listen)
-    host = host or "0.0.0.0"
-    adv_host, adv_port = None, None
-    advertised = args.advertised or settings.get("advertised.listeners")
+    # listeners: Kafka's keys (engine/server/listener.py); --listen / --advertised override the first
+    settings["listeners"] = _with_first(args.listen, settings.get("listeners"), "PLAINTEXT://127.0.0.1:9092")
+    advertised = _with_first(args.advertised, settings.get("advertised.listeners"), None)
     if advertised:
-        adv_host, adv_port = _listener_address(advertised)
+        settings["advertised.listeners"] = advertised
+    from .server.listener import listeners_from_configs
+    listeners_from_configs(settings, scram_credentials=lambda user, mech: None)   # errors before opening
 
     import engine
 
@@ -139,11 +152,19 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             if effective:
                 log.info("effective non-default configuration: %s",
                          ", ".join(f"{k}={v}" for k, v in sorted(effective.items())))
+            from .security.credentials import ScramCredentialStore
+            scram = ScramCredentialStore(eng.path)
+            listeners, lsettings = listeners_from_configs(settings, scram_credentials=scram)
+            # cluster mode registers the inter-broker listener's address (one endpoint per broker)
+            inter = next((li for li in listeners if li.name == lsettings.inter_broker_listener),
+                         listeners[0])
+            adv_host, adv_port = inter.advertised_host, inter.advertised_port
+            host = inter.host or "0.0.0.0"
             member = make_member(eng.node, adv_host or host)  # cluster mode: zookeeper.connect
             if member is not None:      # the node serves the cluster's view, its coordinators join it
                 eng.node.use_view(member.view)
                 eng.node.use_cluster(cluster_link(member, eng.node))
-            broker = Broker(eng, host, port, advertised_host=adv_host, advertised_port=adv_port,
+            broker = Broker(eng, listeners=listeners, scram_credentials=scram,
                             max_request_bytes=cfg["socket.request.max.bytes"],
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
                             view=member.view if member is not None else None, cluster=member)
@@ -162,7 +183,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             try:
                 if member is not None:      # register, then serve (ClusterError: id taken)
                     await asyncio.get_running_loop().run_in_executor(
-                        None, start_member, member, broker, eng.node, adv_port or broker.port)
+                        None, start_member, member, broker, eng.node, adv_port or inter.port)
                     started = member
                 http = _start_operator_endpoints(broker, args, cfg)
                 loop = asyncio.get_running_loop()
@@ -170,7 +191,12 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                     loop.add_signal_handler(sig, stop.set)
                 # last, after the signal handlers (a SIGTERM right after it is a clean stop):
                 # "serving" means every endpoint asked for is up (tests wait for it)
-                print(f"serving {data_dir} on {host}:{broker.port}", file=sys.stderr, flush=True)
+                for li in listeners[1:]:
+                    print(f"listener {li.name} ({li.security_protocol}) on {li.host or '0.0.0.0'}:{li.port}",
+                          file=sys.stderr, flush=True)
+                first = listeners[0]
+                print(f"serving {data_dir} on {first.host or '0.0.0.0'}:{first.port}", file=sys.stderr,
+                      flush=True)
                 await stop.wait()
                 if failed:
                     await _halt(log, member if started is not None else None, eng, *failed[0])

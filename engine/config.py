@@ -204,10 +204,29 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
 _NO_EFFECT_KEYS = frozenset({
     "log.flush.scheduler.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
     "num.recovery.threads.per.data.dir", "queued.max.requests", "process.roles",
-    "controller.quorum.voters", "controller.listener.names", "listener.security.protocol.map",
-    "inter.broker.listener.name",
+    "controller.quorum.voters", "controller.listener.names",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
 })
+# Kafka's keys (not in the table above) that engine.server gives effect: the listeners' protocols
+# (engine/server/listener.py) and SASL (engine/server/sasl_handlers.py); for these a
+# ``listener.name.<listener>.`` prefixed form has effect too, and so does PLAIN's
+# ``listener.name.<listener>.plain.sasl.jaas.config``.
+SERVER_APPLIED_KEYS = frozenset({
+    "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
+    "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
+    "connection.failed.authentication.delay.ms",
+})
+
+
+def _server_applied(key: str) -> bool:
+    if key in SERVER_APPLIED_KEYS:
+        return True
+    if key.startswith("listener.name."):
+        rest = key[len("listener.name."):].partition(".")[2]
+        return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config")
+    return False
+
+
 # Kafka's internal broker keys (defined, undocumented, not listed by DescribeConfigs).
 INTERNAL_BROKER_KEYS = frozenset({"producer.id.expiration.check.interval.ms"})
 _BROKER_TO_TOPIC = {v[2]: k for k, v in _TOPIC_KEYS.items()}
@@ -226,7 +245,7 @@ def keys_without_effect() -> list[str]:
     """Kafka 4.0's documented broker keys that are accepted (type-checked, named in the startup
     warning) but change nothing here, sorted; ``listener.name.*`` prefixed keys are accepted too."""
     applied = set(_ENGINE_KEYS) | set(_BROKER_TO_TOPIC) | set(_TIME_ALIASES)
-    return sorted((set(KAFKA_BROKER_KEYS) - applied) | _NO_EFFECT_KEYS)
+    return sorted((set(KAFKA_BROKER_KEYS) - applied - SERVER_APPLIED_KEYS) | _NO_EFFECT_KEYS)
 
 
 class LogConfig(Mapping[str, Any]):
@@ -316,7 +335,9 @@ class EngineConfig:
                 tkey = _BROKER_TO_TOPIC[key]
                 values[key] = explicit[key] = _TOPIC_KEYS[tkey][1](key, raw)
             elif key in KAFKA_BROKER_KEYS or key.startswith("listener.name."):
-                ignored[key] = explicit[key] = _kafka_typed(key, raw)
+                explicit[key] = _kafka_typed(key, raw)
+                if not _server_applied(key):
+                    ignored[key] = explicit[key]
                 continue
             else:
                 raise InvalidConfigError(f"unknown configuration key {key!r}{_did_you_mean(key)}")

@@ -128,6 +128,11 @@ class ApiKey:
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    # SASL and SCRAM credentials (engine/server/sasl_handlers.py, scram_handlers.py)
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
@@ -143,7 +148,8 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "Api
              46: "ListPartitionReassignments", 65: "DescribeTransactions", 66: "ListTransactions",
              75: "DescribeTopicPartitions",
              24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
-             28: "TxnOffsetCommit"}
+             28: "TxnOffsetCommit", 17: "SaslHandshake", 36: "SaslAuthenticate",
+             50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials"}
 
 # api_key -> (min, max) we serve
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -192,13 +198,18 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 5),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),
+    # SASL (engine/server/sasl_handlers.py) and SCRAM credentials, Kafka 4.0's ranges
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # api_key -> first flexible version (Kafka 4.x, unchanged)
 FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 37: 2, 44: 1,
                  60: 0, 61: 0, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2, 47: 1 << 15,
                  29: 2, 30: 2, 31: 2, 33: 2, 35: 2, 43: 2, 45: 0, 46: 0, 65: 0, 66: 0, 75: 0,
-                 24: 3, 25: 3, 26: 3, 27: 1, 28: 3}
+                 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 17: 1 << 15, 36: 2, 50: 0, 51: 0}
 
 
 def is_flexible(api_key: int, version: int) -> bool:

@@ -21,12 +21,12 @@ Served (see messages.SUPPORTED, Kafka 4.0's version ranges):
   filters, producer id filters, v1's duration filter); an id it does not know is
   TRANSACTIONAL_ID_NOT_FOUND, as Kafka 4.0 answers.
 
-Not advertised, deliberately: DescribeClientQuotas / AlterClientQuotas and
-DescribeUserScramCredentials / AlterUserScramCredentials.  Kafka stores those in its cluster
-metadata, but nothing here would enforce a quota or authenticate with a SCRAM credential (no
-SASL, no quota manager): storing them would let ``kafka-configs.sh --alter --add-config
-producer_byte_rate=...`` or a new SCRAM user look like it took effect while it does nothing.
-Left out of ApiVersions, clients fail at once with UNSUPPORTED_VERSION instead.
+Not advertised, deliberately: DescribeClientQuotas / AlterClientQuotas.  Kafka stores those in
+its cluster metadata, but nothing here would enforce a quota (no quota manager): storing them
+would let ``kafka-configs.sh --alter --add-config producer_byte_rate=...`` look like it took
+effect while it does nothing.  Left out of ApiVersions, clients fail at once with
+UNSUPPORTED_VERSION instead.  (The SCRAM credential APIs are served by scram_handlers.py: SASL
+listeners authenticate with them.)
 """
 
 from __future__ import annotations

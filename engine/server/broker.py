@@ -1,4 +1,4 @@
-"""Broker: serves one Engine over the Kafka wire protocol on one plaintext listener.
+"""Broker: serves one Engine over the Kafka wire protocol on one or more listeners.
 
 ::
 
@@ -7,6 +7,19 @@
     await broker.start()          # broker.port is the bound port (port 0 = any free one)
     ...
     await broker.stop()
+
+Several listeners (engine/server/listener.py: ``listeners_from_configs`` reads Kafka's
+``listeners`` / ``listener.security.protocol.map`` / ``advertised.listeners``)::
+
+    broker = Broker(eng, listeners=[Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092),
+                                    Listener("SASL_PLAINTEXT", "SASL_PLAINTEXT", "127.0.0.1", 9093,
+                                             sasl=factory)])
+
+Each listener has its own socket and accept loop; a Connection knows its listener, and
+Metadata/FindCoordinator answer that listener's advertised address.  ``broker.host`` /
+``broker.port`` are the first listener's.  SASL listeners authenticate every connection first
+(engine/server/sasl_handlers.py); SCRAM credentials are in ``broker.scram_credentials``
+(``scram-credentials.json`` in the data directory).
 
 Partitions are served through a :class:`~engine.replica.ReplicaManager` (``broker.replicas``)
 and the cluster view it was given (``broker.view``; by default the single-node view: this node,
@@ -32,6 +45,8 @@ from ..replica.purgatory import DelayedFetch
 from .buffers import BufferPool
 from .connection import Connection
 from .handlers import Handlers
+from .listener import Listener
+from .sasl_handlers import DEFAULT_FAILED_AUTH_DELAY_MS, DEFAULT_MAX_RECEIVE_SIZE
 from .txn_handlers import coordinator_verifier
 from .watchdog import RequestWatchdog
 
@@ -46,7 +61,8 @@ class Broker:
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_inflight: int = 16,
                  max_queued_bytes: int = 64 * 1024 * 1024,
                  idle_timeout: float = 600.0, poll_interval: float = 0.1,
-                 use_sendfile: bool = True, view=None, replica_manager=None, cluster=None):
+                 use_sendfile: bool = True, view=None, replica_manager=None, cluster=None,
+                 listeners: list[Listener] | None = None, scram_credentials=None):
         self.engine = engine
         # the replica layer: who leads what (view), appends/reads/replication (replicas); the
         # engine's own, which its coordinators and in-process producers write through too
@@ -62,10 +78,22 @@ class Broker:
         self.cluster = cluster
         self.view = self.replicas.view
         self.node_id = self.view.node_id
-        self.host = host
-        self.port = port
-        self.advertised_host = advertised_host
-        self.advertised_port = advertised_port
+        if not listeners:
+            listeners = [Listener("PLAINTEXT", "PLAINTEXT", host, port, advertised_host,
+                                  advertised_port)]
+        self.listeners = list(listeners)
+        first = self.listeners[0]
+        self.host = first.host
+        self.port = first.port
+        self.advertised_host = first.advertised_host
+        self.advertised_port = first.advertised_port
+        # SASL (Kafka's keys, read from the engine's configuration)
+        explicit = getattr(engine.config, "explicit", {})
+        self.failed_auth_delay_ms = int(explicit.get("connection.failed.authentication.delay.ms",
+                                                     DEFAULT_FAILED_AUTH_DELAY_MS))
+        self.sasl_max_receive_size = int(explicit.get("sasl.server.max.receive.size",
+                                                      DEFAULT_MAX_RECEIVE_SIZE))
+        self._scram_credentials = scram_credentials
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
         self.max_queued_bytes = max_queued_bytes
@@ -74,8 +102,7 @@ class Broker:
         self.handlers = Handlers(self)
         self.buffers = BufferPool()      # receive buffers of large requests, reused
         self.delayed_fetch = DelayedFetch(poll_interval)    # long-polling fetches (replica/purgatory.py)
-        self._sock: socket.socket | None = None
-        self._accept_task: asyncio.Task | None = None
+        self._accept_task: asyncio.Task | None = None      # the accept loops, gathered
         self._conn_tasks: set[asyncio.Task] = set()
         self._connections: set[Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -85,6 +112,14 @@ class Broker:
         # request and engine metrics (engine/server/metrics.py): made by enable_metrics(),
         # for the Prometheus endpoint and the console; None keeps the request path bare
         self.metrics = None
+
+    @property
+    def scram_credentials(self):
+        """The SCRAM credential store (engine/security/credentials.py) in the data directory."""
+        if self._scram_credentials is None:
+            from ..security.credentials import ScramCredentialStore
+            self._scram_credentials = ScramCredentialStore(self.engine.path)
+        return self._scram_credentials
 
     def enable_metrics(self):
         """Count requests and expose the engine's state as Prometheus metrics (idempotent)."""
@@ -105,25 +140,15 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         self.engine.add_append_listener(self._appended_elsewhere)
         self.replicas.start(self._loop, self.notify_appended)
-        infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
-        family, _, _, _, addr = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(addr)
-            sock.listen(128)
-            sock.setblocking(False)
-        except OSError as e:
-            sock.close()
-            # name the address (a bare "[Errno 98] Address already in use" names nothing)
-            raise OSError(e.errno, e.strerror, f"{self.host}:{self.port}") from e
+            for listener in self.listeners:
+                listener.sock = _bind(listener.host, listener.port)
+                listener.port = listener.sock.getsockname()[1]
         except BaseException:
-            sock.close()
+            self._close_listeners()
             raise
-        self._sock = sock
-        self.port = sock.getsockname()[1]
-        self._accept_task = self._loop.create_task(self._accept_loop())
+        self.port = self.listeners[0].port
+        self._accept_task = self._loop.create_task(self._accept_all())
         self.watchdog = RequestWatchdog(self._loop, lambda: self._connections)
         self.watchdog.start()
         if not self.engine.read_only:
@@ -131,9 +156,10 @@ class Broker:
             # the engine already has one; it starts loading __consumer_offsets now
             self._own_coordinator = await self.engine.node.host_coordinator("group")
             self._own_txn_coordinator = await self.engine.node.host_coordinator("transaction")
-            self.engine.advertise_listener(f"{self.advertised_host or self.host}:"
-                                           f"{self.advertised_port or self.port}")
-        log.info("broker listening on %s:%d", self.host, self.port)
+            self.engine.advertise_listener(self.listeners[0].address())
+        for listener in self.listeners:
+            log.info("broker listening on %s:%d (%s, %s)", listener.host, listener.port,
+                     listener.name, listener.security_protocol)
 
     async def stop(self) -> None:
         self.engine.remove_append_listener(self._appended_elsewhere)
@@ -155,9 +181,7 @@ class Broker:
             except BaseException:
                 pass
             self._accept_task = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        self._close_listeners()
         for task in list(self._conn_tasks):
             task.cancel()
         if self._conn_tasks:
@@ -181,11 +205,26 @@ class Broker:
     def connection_count(self) -> int:
         return len(self._connections)
 
-    async def _accept_loop(self) -> None:
+    def _close_listeners(self) -> None:
+        for listener in self.listeners:
+            if listener.sock is not None:
+                listener.sock.close()
+                listener.sock = None
+
+    async def _accept_all(self) -> None:
+        loops = [self._loop.create_task(self._accept_loop(listener)) for listener in self.listeners]
+        try:
+            await asyncio.gather(*loops)
+        finally:
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+
+    async def _accept_loop(self, listener: Listener) -> None:
         loop = self._loop
         while True:
             try:
-                conn_sock, peer = await loop.sock_accept(self._sock)
+                conn_sock, peer = await loop.sock_accept(listener.sock)
             except asyncio.CancelledError:
                 raise
             except OSError as e:       # EMFILE, ECONNABORTED: keep serving
@@ -194,7 +233,7 @@ class Broker:
                 continue
             conn_sock.setblocking(False)
             conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(self, conn_sock, peer)
+            conn = Connection(self, conn_sock, peer, listener)
             task = loop.create_task(self._run_connection(conn))
             self._conn_tasks.add(task)
             task.add_done_callback(self._conn_tasks.discard)
@@ -215,3 +254,23 @@ class Broker:
     def notify_appended(self) -> None:
         """Something was appended or a watermark moved: wake the parked fetches."""
         self.delayed_fetch.notify()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening non-blocking socket on host:port (host empty: every interface)."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as e:
+        sock.close()
+        # name the address (a bare "[Errno 98] Address already in use" names nothing)
+        raise OSError(e.errno, e.strerror, f"{host}:{port}") from e
+    except BaseException:
+        sock.close()
+        raise
+    return sock

@@ -30,6 +30,14 @@ its batches in place: the records are copied once, kernel to buffer, before
 the pwrite.  The buffer goes back to the pool after the response unless a
 handler kept a view of it.
 
+Listeners and SASL: a connection knows the listener it came in on (``listener``: name,
+security protocol, advertised address; engine/server/listener.py) and its ``principal``
+(``User:ANONYMOUS`` until a SASL exchange names one).  On a SASL listener ``sasl`` is the
+connection's SaslSession (engine/server/sasl_handlers.py): until it completes, a frame's size
+prefix is checked against ``sasl.server.max.receive.size`` instead, only the SASL requests are
+let in (anything else closes the connection unanswered), tokens after a v0 handshake are raw
+frames, and a failed exchange closes the connection after its answer.
+
 Concurrency: everything runs on the broker's event loop; two tasks per
 connection (reader, processor) share only the frame queue.
 """
@@ -45,6 +53,7 @@ from .. import _native
 from ..errors import InvalidRequestError, UnsupportedVersionError
 from ..protocol import messages as m
 from ..protocol.frames import check_frame_size, parse_request_header, peek_header, response_header
+from .sasl_handlers import ANONYMOUS, SaslSession
 from .watchdog import InFlight
 
 __all__ = ["Connection"]
@@ -59,10 +68,16 @@ _ZEROS = bytes(65536)
 
 
 class Connection:
-    def __init__(self, broker, sock: socket.socket, peer):
+    def __init__(self, broker, sock: socket.socket, peer, listener=None):
         self.broker = broker
         self.sock = sock
         self.peer = peer
+        self.listener = listener          # engine/server/listener.py Listener; None: the broker's
+        self.principal = ANONYMOUS        # User:<name> once a SASL exchange completes
+        self.sasl: SaslSession | None = None
+        if listener is not None and listener.sasl is not None:
+            self.sasl = SaslSession(listener.sasl, max_receive_size=broker.sasl_max_receive_size,
+                                    failed_delay_ms=broker.failed_auth_delay_ms)
         self.loop = asyncio.get_running_loop()
         # Unbounded so the end-of-stream marker can always be queued; the reader
         # enforces max_inflight / max_queued_bytes itself before adding a frame.
@@ -76,6 +91,11 @@ class Connection:
         self._drained = asyncio.Event()
 
     def advertised_address(self) -> tuple[str, int]:
+        listener = self.listener
+        if listener is not None:              # the address of the listener the client came to
+            if listener.advertised_host:
+                return listener.advertised_host, listener.advertised_port or listener.port
+            return self.sock.getsockname()[0], listener.advertised_port or listener.port
         if self.broker.advertised_host:
             return self.broker.advertised_host, self.broker.advertised_port or self.broker.port
         host, port = self.sock.getsockname()[:2]
@@ -162,7 +182,13 @@ class Connection:
                 size = -1
                 if avail >= 4:
                     size = _SIZE.unpack_from(scratch, start)[0]
-                    check_frame_size(size, max_request)
+                    sasl = self.sasl
+                    if sasl is None or sasl.complete:
+                        check_frame_size(size, max_request)
+                    elif not 0 <= size <= sasl.max_receive_size:   # v0 tokens have no header
+                        raise InvalidRequestError(f"frame of {size} bytes before SASL authentication "
+                                                  f"(sasl.server.max.receive.size "
+                                                  f"{sasl.max_receive_size})")
                 if size < 0 or avail - 4 < size <= _SCRATCH - 4:
                     # need more bytes in the scratch buffer (move the partial frame to the front)
                     if start:
@@ -225,6 +251,16 @@ class Connection:
             self.busy = True
             try:
                 try:
+                    sasl = self.sasl
+                    if sasl is not None and not sasl.complete:
+                        if sasl.raw_tokens:           # after a SaslHandshake v0
+                            if not await sasl.raw_token(frame, self):
+                                return
+                            continue
+                        key, version, corr = peek_header(frame)
+                        supported = m.SUPPORTED.get(key)
+                        sasl.admit(key, supported is not None and
+                                   supported[0] <= version <= supported[1])
                     key, version, corr = peek_header(frame)
                     supported = m.SUPPORTED.get(key)
                     if supported is None:
@@ -263,6 +299,8 @@ class Connection:
                     await self._send(response_header(corr, resp_flexible), parts)
                 if metrics is not None:
                     metrics.request(key, clock() - t0, len(frame), out)
+                if sasl is not None and sasl.failed:
+                    return                        # after the failure's answer: close
             finally:
                 self.busy = False
                 if self.inflight is not None and self.inflight.reported:
@@ -274,6 +312,10 @@ class Connection:
                 pool.give(frame)
 
     # -- writing ----------------------------------------------------------------
+    async def send_frame(self, payload: bytes) -> None:
+        """One size-prefixed frame without a response header (a SASL v0 token)."""
+        await self._send(b"", [payload])
+
     async def _send(self, header: bytes, parts: list) -> None:
         size = len(header) + sum(len(p) for p in parts)
         pending = bytearray(size.to_bytes(4, "big", signed=True))

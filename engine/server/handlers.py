@@ -102,6 +102,10 @@ class Handlers:
         from .reassign_handlers import ReassignmentHandlers
         self._table.update(ReassignmentHandlers(self).table())
         self._table.update(txn_handlers.TxnHandlers(self).table())
+        from .sasl_handlers import SaslHandlers
+        self._table.update(SaslHandlers(self).table())
+        from .scram_handlers import ScramHandlers
+        self._table.update(ScramHandlers(self).table())
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)

@@ -1,0 +1,74 @@
+"""The broker's listeners from Kafka's keys: one bound socket and accept loop each.
+
+::
+
+    listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093
+    listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT  (Kafka's default)
+    advertised.listeners=PLAINTEXT://broker1:9092,SASL_PLAINTEXT://broker1:9093
+
+The keys are read and validated by engine/security/listeners.py (Kafka's rules and messages);
+this module makes the broker's :class:`Listener` objects from them:
+
+- each broker listener (controller listeners left out) is bound and served; a connection is
+  answered in Metadata / FindCoordinator with the ``advertised.listeners`` address of the
+  listener it came in on (the listener's own where unset; with an empty host, the local address
+  the client reached);
+- SASL_PLAINTEXT listeners serve the mechanisms of ``sasl.enabled.mechanisms`` (or
+  ``listener.name.<name>.sasl.enabled.mechanisms``) through engine.security.sasl's
+  SaslServerFactory; SCRAM checks against the broker's credential store;
+- SSL and SASL_SSL listeners are refused with a configuration error until the broker has a
+  TLS path.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidConfigError
+from ..security.listeners import ListenerSettings
+from ..security.sasl import SaslServerFactory
+
+__all__ = ["SERVED_PROTOCOLS", "Listener", "listeners_from_configs"]
+
+SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+
+
+@dataclass(eq=False)
+class Listener:
+    """One listener: its name, security protocol, bind address and advertised address."""
+
+    name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    host: str = "127.0.0.1"
+    port: int = 9092                        # the bound port once the broker started
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    sasl: SaslServerFactory | None = None   # SASL_* listeners: the mechanisms served
+    sock: socket.socket | None = field(default=None, repr=False)
+    task: Any = field(default=None, repr=False)     # the accept loop
+
+    def address(self) -> str:
+        """HOST:PORT as advertised (the bound one where nothing is advertised)."""
+        return f"{self.advertised_host or self.host}:{self.advertised_port or self.port}"
+
+
+def listeners_from_configs(configs: Mapping[str, Any], *,
+                           scram_credentials=None) -> tuple[list[Listener], ListenerSettings]:
+    """The broker's listeners from Kafka's keys (see the module doc), and the validated settings
+    (``inter_broker_listener`` etc.).  InvalidConfigError for what cannot be served."""
+    settings = ListenerSettings.from_configs(configs)
+    out = []
+    for ep in settings.broker_listeners:
+        if ep.security_protocol not in SERVED_PROTOCOLS:
+            raise InvalidConfigError(f"listener {ep.name}: {ep.security_protocol} listeners are not "
+                                     f"served yet (served: {', '.join(SERVED_PROTOCOLS)})")
+        sasl = None
+        if ep.is_sasl:
+            sasl = SaslServerFactory.from_configs(configs, ep.name, scram_credentials=scram_credentials)
+        adv = settings.advertised_for(ep.name)
+        out.append(Listener(ep.name, ep.security_protocol, ep.bind_host, ep.port,
+                            adv.host or None, adv.port or None, sasl))
+    return out, settings

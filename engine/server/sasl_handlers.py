@@ -1,0 +1,183 @@
+"""SASL on the broker: SaslHandshake (17) and SaslAuthenticate (36), and the per-connection state
+that keeps every other request out until authentication completes.
+
+On a SASL_PLAINTEXT / SASL_SSL listener each Connection has a :class:`SaslSession` (Kafka's
+SaslServerAuthenticator states)::
+
+    HANDSHAKE_OR_VERSIONS --ApiVersions--> HANDSHAKE --SaslHandshake--> AUTHENTICATE
+        --SaslAuthenticate...--> COMPLETE          (any failure: FAILED, the connection closes)
+
+- Before the handshake only ApiVersions (once; a version we do not serve is answered and may be
+  retried) and SaslHandshake are taken; any other request closes the connection at once, before
+  its body is parsed (Kafka: "Unexpected Kafka request of type ... during SASL handshake").
+- SaslHandshake names the mechanism: an enabled one is answered NONE with the enabled list, an
+  unserved one UNSUPPORTED_SASL_MECHANISM with the list, then the connection closes.
+- After a v1 handshake the tokens come in SaslAuthenticate requests; any other request closes
+  the connection.  After a v0 handshake the tokens are raw size-prefixed frames without a Kafka
+  header, answered the same way (``raw_tokens``), until the exchange completes.
+- A failed exchange (wrong password, bad proof, malformed token) is answered
+  SASL_AUTHENTICATION_FAILED with the mechanism's message (v0: no answer), after
+  ``connection.failed.authentication.delay.ms`` (Kafka's default 100), and the connection
+  closes.  The unsupported-mechanism answer waits the same delay, as in Kafka.
+- When the exchange completes the connection's ``principal`` becomes ``User:<name>``
+  (``User:ANONYMOUS`` on PLAINTEXT listeners and until then).
+- Until authentication completes a frame may not be larger than ``sasl.server.max.receive.size``
+  (default 524288): the reader closes the connection on its size prefix, before allocating it.
+
+After authentication (and on listeners without SASL) SaslHandshake and SaslAuthenticate are
+answered ILLEGAL_SASL_STATE, as Kafka's KafkaApis does; re-authentication (KIP-368,
+``connections.max.reauth.ms``) is not served: the session lifetime answered is 0.
+
+Concurrency: runs on the broker's event loop; a session belongs to one connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..errors import ErrorCode, InvalidRequestError, KafkaApiError, UnsupportedSaslMechanismError
+from ..protocol import messages as m
+
+__all__ = ["DEFAULT_FAILED_AUTH_DELAY_MS", "DEFAULT_MAX_RECEIVE_SIZE", "SaslHandlers", "SaslSession"]
+
+log = logging.getLogger("engine.server")
+
+DEFAULT_FAILED_AUTH_DELAY_MS = 100      # connection.failed.authentication.delay.ms
+DEFAULT_MAX_RECEIVE_SIZE = 524288       # sasl.server.max.receive.size
+ANONYMOUS = "User:ANONYMOUS"
+
+_HANDSHAKE_OR_VERSIONS, _HANDSHAKE, _AUTHENTICATE, _COMPLETE, _FAILED = range(5)
+
+
+class SaslSession:
+    """The SASL state of one connection on a SASL listener (see the module doc)."""
+
+    __slots__ = ("factory", "max_receive_size", "failed_delay", "state", "authenticator",
+                 "raw_tokens")
+
+    def __init__(self, factory, *, max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE,
+                 failed_delay_ms: int = DEFAULT_FAILED_AUTH_DELAY_MS) -> None:
+        self.factory = factory                    # engine.security.sasl.SaslServerFactory
+        self.max_receive_size = max_receive_size
+        self.failed_delay = max(0, failed_delay_ms) / 1000.0
+        self.state = _HANDSHAKE_OR_VERSIONS
+        self.authenticator = None
+        self.raw_tokens = False                   # after a v0 handshake: tokens without header
+
+    @property
+    def complete(self) -> bool:
+        return self.state == _COMPLETE
+
+    @property
+    def failed(self) -> bool:
+        return self.state == _FAILED
+
+    def admit(self, api_key: int, served_version: bool) -> None:
+        """Let a request in before authentication completes, or raise InvalidRequestError (the
+        connection closes without an answer).  ``served_version``: ApiVersions in our range."""
+        if self.state == _HANDSHAKE_OR_VERSIONS and api_key == m.ApiKey.API_VERSIONS:
+            if served_version:
+                self.state = _HANDSHAKE
+            return
+        if self.state in (_HANDSHAKE_OR_VERSIONS, _HANDSHAKE) and api_key == m.ApiKey.SASL_HANDSHAKE:
+            return
+        if self.state == _AUTHENTICATE and api_key == m.ApiKey.SASL_AUTHENTICATE:
+            return
+        self.state = _FAILED
+        name = m.API_NAMES.get(api_key, api_key)
+        raise InvalidRequestError(f"unexpected {name} request before SASL authentication completed")
+
+    async def fail(self) -> None:
+        """End the exchange: the answer waits connection.failed.authentication.delay.ms."""
+        self.state = _FAILED
+        self.authenticator = None
+        if self.failed_delay:
+            await asyncio.sleep(self.failed_delay)
+
+    def evaluate(self, token: bytes, conn) -> bytes:
+        """One client token through the mechanism; the principal is set when it completes.
+        KafkaApiError (SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE) ends the exchange."""
+        auth = self.authenticator
+        assert auth is not None                   # state AUTHENTICATE
+        try:
+            reply = auth.evaluate(bytes(token))
+        except KafkaApiError:
+            log.info("connection %s: SASL %s authentication failed: %s", conn.peer,
+                     auth.mechanism, auth.failure or "invalid token")
+            raise
+        if auth.complete:
+            self.state = _COMPLETE
+            self.raw_tokens = False
+            self.authenticator = None
+            conn.principal = auth.principal
+            log.debug("connection %s: authenticated as %s (%s)", conn.peer, auth.principal,
+                      auth.mechanism)
+        return reply
+
+    async def raw_token(self, frame, conn) -> bool:
+        """A token after a v0 handshake: answer it as a raw size-prefixed frame; False when the
+        exchange failed (no answer, the connection closes after the delay)."""
+        try:
+            reply = self.evaluate(frame, conn)
+        except KafkaApiError:
+            await self.fail()
+            return False
+        await conn.send_frame(reply)
+        return True
+
+
+class SaslHandlers:
+    """SaslHandshake and SaslAuthenticate for the broker's dispatch table."""
+
+    def __init__(self, handlers) -> None:
+        self.handlers = handlers
+
+    def table(self) -> dict:
+        return {m.ApiKey.SASL_HANDSHAKE: self.sasl_handshake,
+                m.ApiKey.SASL_AUTHENTICATE: self.sasl_authenticate}
+
+    async def sasl_handshake(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.SASL_HANDSHAKE, v, body.buf[body.pos:])
+        session = conn.sasl
+        if session is None or session.state not in (_HANDSHAKE_OR_VERSIONS, _HANDSHAKE):
+            # KafkaApis: a handshake on an authenticated (or non-SASL) connection
+            return _handshake_response(v, ErrorCode.ILLEGAL_SASL_STATE, [])
+        enabled = list(session.factory.enabled_mechanisms)
+        try:
+            session.authenticator = session.factory.create(req.mechanism)
+        except UnsupportedSaslMechanismError:
+            log.info("connection %s: SASL mechanism %r is not enabled", conn.peer, req.mechanism)
+            await session.fail()
+            return _handshake_response(v, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled)
+        session.state = _AUTHENTICATE
+        session.raw_tokens = v == 0
+        return _handshake_response(v, ErrorCode.NONE, enabled)
+
+    async def sasl_authenticate(self, header, body, conn):
+        v = header.api_version
+        req = m.decode(m.ApiKey.SASL_AUTHENTICATE, v, body.buf[body.pos:])
+        session = conn.sasl
+        if session is None or session.state != _AUTHENTICATE:
+            return _authenticate_response(v, ErrorCode.ILLEGAL_SASL_STATE,
+                                          "SaslAuthenticate request received after successful "
+                                          "authentication")
+        try:
+            reply = session.evaluate(req.auth_bytes, conn)
+        except KafkaApiError as e:
+            await session.fail()
+            return _authenticate_response(v, e.code, str(e))
+        return _authenticate_response(v, ErrorCode.NONE, None, reply)
+
+
+def _handshake_response(version: int, code: int, mechanisms: list[str]) -> list:
+    return [m.encode(m.ApiKey.SASL_HANDSHAKE, version,
+                     {"error_code": code, "mechanisms": mechanisms})]
+
+
+def _authenticate_response(version: int, code: int, message: str | None,
+                           auth_bytes: bytes = b"") -> list:
+    return [m.encode(m.ApiKey.SASL_AUTHENTICATE, version,
+                     {"error_code": code, "error_message": message, "auth_bytes": auth_bytes,
+                      "session_lifetime": 0})]
