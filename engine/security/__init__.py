@@ -1,2 +1,3 @@
-"""Security: authentication (SASL PLAIN, SCRAM) and its credentials, as sans-I/O parts the
-broker's connection wires in.  Kafka's configuration keys and semantics throughout."""
+"""Security: the listeners (listeners.py), TLS contexts and the TLS client's principal (tls.py),
+authentication (SASL PLAIN, SCRAM) and its credentials, and ACLs, as sans-I/O parts the broker
+wires in.  Kafka's configuration keys and semantics throughout."""
