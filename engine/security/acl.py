@@ -17,6 +17,7 @@ DescribeAcls filter must pass; both raise :class:`~engine.errors.InvalidRequestE
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
@@ -284,3 +285,12 @@ def binding_from_json(obj: object) -> AclBinding:
                          AclPermissionType.from_name(obj["permissionType"]))
     validate_binding(binding)
     return binding
+
+
+def group_by_pattern(bindings: Iterable[AclBinding]) -> dict[tuple[ResourceType, str, PatternType], list[AclBinding]]:
+    """Bindings grouped by resource pattern (type, name, pattern type), in first-seen order:
+    the shape of DescribeAcls' response (a resource, then its ACLs)."""
+    out: dict[tuple[ResourceType, str, PatternType], list[AclBinding]] = {}
+    for b in bindings:
+        out.setdefault((b.resource_type, b.name, b.pattern_type), []).append(b)
+    return out

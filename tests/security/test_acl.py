@@ -16,6 +16,7 @@ from engine.security.acl import (
     ResourceType,
     binding_from_json,
     binding_to_json,
+    group_by_pattern,
     parse_principal,
     validate_binding,
     validate_filter,
@@ -183,3 +184,11 @@ def test_json_round_trip_and_refusal():
         binding_from_json({**obj, "host": None})
     with pytest.raises(ValueError):
         binding_from_json(["not", "an", "object"])
+
+
+def test_group_by_pattern_for_describe_responses():
+    a2 = acl("Test-topic", principal="User:bob")
+    assert group_by_pattern([LIT, PRE, a2, GROUP]) == {
+        (R.TOPIC, "Test-topic", P.LITERAL): [LIT, a2],
+        (R.TOPIC, "Test-", P.PREFIXED): [PRE],
+        (R.GROUP, "Test-topic", P.LITERAL): [GROUP]}
