@@ -208,13 +208,20 @@ _NO_EFFECT_KEYS = frozenset({
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
 })
 # Kafka's keys (not in the table above) that engine.server gives effect: the listeners' protocols
-# (engine/server/listener.py) and SASL (engine/server/sasl_handlers.py); for these a
+# (engine/server/listener.py), SASL (engine/server/sasl_handlers.py) and TLS; for SASL and TLS a
 # ``listener.name.<listener>.`` prefixed form has effect too, and so does PLAIN's
 # ``listener.name.<listener>.plain.sasl.jaas.config``.
+# TLS listeners' keys (engine/security/tls.py server_context, SslPrincipalMapper)
+_SERVER_TLS_KEYS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.certificates", "ssl.truststore.password", "ssl.enabled.protocols", "ssl.protocol",
+    "ssl.cipher.suites", "ssl.client.auth", "ssl.principal.mapping.rules",
+})
 SERVER_APPLIED_KEYS = frozenset({
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
-    "connection.failed.authentication.delay.ms",
+    "connection.failed.authentication.delay.ms", *_SERVER_TLS_KEYS,
 })
 
 
@@ -223,7 +230,7 @@ def _server_applied(key: str) -> bool:
         return True
     if key.startswith("listener.name."):
         rest = key[len("listener.name."):].partition(".")[2]
-        return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config")
+        return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config") or rest in _SERVER_TLS_KEYS
     return False
 
 

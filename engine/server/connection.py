@@ -38,6 +38,12 @@ prefix is checked against ``sasl.server.max.receive.size`` instead, only the SAS
 let in (anything else closes the connection unanswered), tokens after a v0 handshake are raw
 frames, and a failed exchange closes the connection after its answer.
 
+TLS (SSL / SASL_SSL listeners): ``tls`` is a TlsChannel (engine/server/tls_channel.py) over
+the same raw socket: the handshake runs first (bounded by connections.max.idle.ms), reads and
+writes go through it, and responses are sent buffered -- a FileSlice is read (``FileSlice.read``)
+instead of sendfile'd, since the kernel would send it unencrypted.  On an SSL listener the
+principal comes from the client's certificate (ssl.principal.mapping.rules).
+
 Concurrency: everything runs on the broker's event loop; two tasks per
 connection (reader, processor) share only the frame queue.
 """
@@ -47,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import struct
 
 from .. import _native
@@ -54,6 +61,7 @@ from ..errors import InvalidRequestError, UnsupportedVersionError
 from ..protocol import messages as m
 from ..protocol.frames import check_frame_size, parse_request_header, peek_header, response_header
 from .sasl_handlers import ANONYMOUS, SaslSession
+from .tls_channel import TlsChannel
 from .watchdog import InFlight
 
 __all__ = ["Connection"]
@@ -75,6 +83,9 @@ class Connection:
         self.listener = listener          # engine/server/listener.py Listener; None: the broker's
         self.principal = ANONYMOUS        # User:<name> once a SASL exchange completes
         self.sasl: SaslSession | None = None
+        self.tls: TlsChannel | None = None
+        if listener is not None and listener.ssl_context is not None:
+            self.tls = TlsChannel(listener.ssl_context, sock)
         if listener is not None and listener.sasl is not None:
             self.sasl = SaslSession(listener.sasl, max_receive_size=broker.sasl_max_receive_size,
                                     failed_delay_ms=broker.failed_auth_delay_ms)
@@ -101,7 +112,28 @@ class Connection:
         host, port = self.sock.getsockname()[:2]
         return host, self.broker.advertised_port or port
 
+    async def _tls_handshake(self) -> bool:
+        tls = self.tls
+        assert tls is not None
+        try:
+            await asyncio.wait_for(tls.handshake(), self.broker.idle_timeout)
+        except (ssl.SSLError, ConnectionError, OSError, TimeoutError) as e:
+            log.info("connection %s: TLS handshake failed: %s: closing", self.peer, e)
+            return False
+        mapper = self.listener.principal_mapper
+        if self.sasl is None and mapper is not None:      # SSL: the certificate names the client
+            try:
+                self.principal = mapper.principal(tls.peer_certificate())
+            except Exception as e:      # no rule matches (Kafka: NoMatchingRule fails the login)
+                log.info("connection %s: no principal for the client certificate: %s: closing",
+                         self.peer, e)
+                return False
+        return True
+
     async def run(self) -> None:
+        if self.tls is not None and not await self._tls_handshake():
+            self.close()
+            return
         reader = self.loop.create_task(self._read_loop())
         try:
             await self._process_loop()
@@ -124,6 +156,8 @@ class Connection:
         if self.closed:
             return
         try:
+            if self.tls is not None:
+                await self.tls.close_notify()
             self.sock.shutdown(socket.SHUT_WR)
             deadline = self.loop.time() + 0.5
             drained = 0
@@ -151,13 +185,17 @@ class Connection:
     # -- reading -------------------------------------------------------------
     async def _recv_into(self, view: memoryview) -> int:
         """recv_into `view`; 0 at end of stream or after the idle timeout with nothing in hand."""
-        try:
-            return self.sock.recv_into(view)     # data already waiting: no future, no timer
-        except (BlockingIOError, InterruptedError):
-            pass
+        tls = self.tls
+        if tls is None:
+            try:
+                return self.sock.recv_into(view)     # data already waiting: no future, no timer
+            except (BlockingIOError, InterruptedError):
+                pass
         idle = self.broker.idle_timeout
         while True:
             try:
+                if tls is not None:
+                    return await asyncio.wait_for(tls.recv_into(view), idle)
                 return await asyncio.wait_for(self.loop.sock_recv_into(self.sock, view), idle)
             except TimeoutError:
                 if self.busy or not self.queue.empty():
@@ -320,6 +358,11 @@ class Connection:
         size = len(header) + sum(len(p) for p in parts)
         pending = bytearray(size.to_bytes(4, "big", signed=True))
         pending += header
+        if self.tls is not None:                  # buffered: no sendfile through TLS
+            for part in parts:
+                pending += part if isinstance(part, (bytes, bytearray, memoryview)) else _slice_bytes(part)
+            await self.tls.sendall(pending)
+            return
         for part in parts:
             if isinstance(part, (bytes, bytearray, memoryview)):
                 pending += part
@@ -376,6 +419,18 @@ class Connection:
 def _set_done(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def _slice_bytes(fs) -> bytes:
+    """A FileSlice's bytes (zeros where the file is shorter or unreadable: the framing stays)."""
+    data = b""
+    try:
+        data = fs.read()
+    except OSError as e:
+        log.warning("read of %r failed (%s): sending zeros", fs, e)
+    if len(data) < fs.size:
+        data = bytes(data) + bytes(fs.size - len(data))
+    return data
 
 
 def _read_range(fs, skip: int) -> bytes:

@@ -16,13 +16,16 @@ this module makes the broker's :class:`Listener` objects from them:
 - SASL_PLAINTEXT listeners serve the mechanisms of ``sasl.enabled.mechanisms`` (or
   ``listener.name.<name>.sasl.enabled.mechanisms``) through engine.security.sasl's
   SaslServerFactory; SCRAM checks against the broker's credential store;
-- SSL and SASL_SSL listeners are refused with a configuration error until the broker has a
-  TLS path.
+- SSL and SASL_SSL listeners take their TLS context from the ``ssl.*`` keys (and
+  ``listener.name.<name>.ssl.*`` overrides) through engine/security/tls.py; an SSL listener's
+  clients are named by their certificate (``ssl.client.auth``, ``ssl.principal.mapping.rules``),
+  a SASL_SSL listener's by SASL.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,10 +33,11 @@ from typing import Any
 from ..errors import InvalidConfigError
 from ..security.listeners import ListenerSettings
 from ..security.sasl import SaslServerFactory
+from ..security.tls import SslPrincipalMapper, server_context
 
 __all__ = ["SERVED_PROTOCOLS", "Listener", "listeners_from_configs"]
 
-SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 
 
 @dataclass(eq=False)
@@ -47,6 +51,8 @@ class Listener:
     advertised_host: str | None = None
     advertised_port: int | None = None
     sasl: SaslServerFactory | None = None   # SASL_* listeners: the mechanisms served
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)   # SSL, SASL_SSL
+    principal_mapper: SslPrincipalMapper | None = field(default=None, repr=False)   # SSL
     sock: socket.socket | None = field(default=None, repr=False)
     task: Any = field(default=None, repr=False)     # the accept loop
 
@@ -68,7 +74,12 @@ def listeners_from_configs(configs: Mapping[str, Any], *,
         sasl = None
         if ep.is_sasl:
             sasl = SaslServerFactory.from_configs(configs, ep.name, scram_credentials=scram_credentials)
+        context = mapper = None
+        if ep.is_tls:       # engine/security/tls.py: ssl.* keys, listener.name.<l>.ssl.* overrides
+            context = server_context(configs, ep.name)
+            if not ep.is_sasl:
+                mapper = SslPrincipalMapper.from_configs(configs, ep.name)
         adv = settings.advertised_for(ep.name)
         out.append(Listener(ep.name, ep.security_protocol, ep.bind_host, ep.port,
-                            adv.host or None, adv.port or None, sasl))
+                            adv.host or None, adv.port or None, sasl, context, mapper))
     return out, settings

@@ -612,18 +612,9 @@ def test_admin_acls_security_disabled(admin, topic_name):
 
 @covers(KafkaAdminClient, "describe_user_scram_credentials", "alter_user_scram_credentials")
 def test_admin_scram_credentials(admin):
-    """Waits for: SCRAM (SASL authentication). Branch apis leaves Describe/AlterUserScram-
-    Credentials unadvertised on purpose (nothing here would enforce a credential), so both are
-    refused at once from ApiVersions. Kafka stores the salted credential and describes its
-    mechanism and iterations."""
+    """The broker stores the salted credential (SASL listeners authenticate with it) and
+    describes its mechanism and iterations, as Kafka does."""
     user = "u-" + uuid.uuid4().hex[:6]
-    if not EXTERNAL:
-        _refused_promptly(admin.describe_user_scram_credentials, "SCRAM",
-                          errors=(Errors.IncompatibleBrokerVersion,))
-        _refused_promptly(lambda: admin.alter_user_scram_credentials(
-            [UserScramCredentialUpsertion(user, ScramMechanism.SCRAM_SHA_256, b"pw")]), "SCRAM",
-            errors=(Errors.IncompatibleBrokerVersion,))
-        return
     assert user not in admin.describe_user_scram_credentials()
     out = admin.alter_user_scram_credentials(
         [UserScramCredentialUpsertion(user, ScramMechanism.SCRAM_SHA_256, b"pw", iterations=8192)])

@@ -1,6 +1,7 @@
-"""`python -m engine serve` with a PLAINTEXT and a SASL_PLAINTEXT listener: SCRAM users added with
-Kafka's own kafka-configs.sh (skipped without Java / Kafka 4.0) and confluent-kafka's admin
-client, clients logging in over SASL, credentials surviving a restart, config errors at start."""
+"""`python -m engine serve` with a PLAINTEXT and a SASL_PLAINTEXT (or SASL_SSL) listener: SCRAM
+users added with Kafka's own kafka-configs.sh (skipped without Java / Kafka 4.0) and
+confluent-kafka's admin client, clients logging in over SASL, credentials surviving a restart,
+config errors at start."""
 
 from __future__ import annotations
 
@@ -115,7 +116,8 @@ def test_kafka_configs_sh_adds_a_scram_user(serve_sasl, tmp_path):
 @pytest.mark.parametrize("config,message", [
     (["sasl.enabled.mechanisms=GSSAPI"], "GSSAPI"),                              # Kafka's default
     (["sasl.enabled.mechanisms=PLAIN"], "plain.sasl.jaas.config"),               # no users for PLAIN
-    (["listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SSL"], "SSL listeners are not served"),
+    (["listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SSL"], "a TLS listener needs a key store"),
+    (["listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT"], "PLAINTEXT"),      # not in the map
 ])
 def test_serve_refuses_what_it_cannot_serve(tmp_path, config, message):
     args = [sys.executable, "-m", "engine", "serve", "--data-dir", str(tmp_path / "d"),
@@ -126,3 +128,30 @@ def test_serve_refuses_what_it_cannot_serve(tmp_path, config, message):
     out = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode != 0
     assert message in out.stderr, out.stderr[-2000:]
+
+
+def test_serve_with_a_sasl_ssl_listener(tmp_path):
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    from tests.security.certs import make_pki
+    (tmp_path / "pki").mkdir()
+    pki = make_pki(str(tmp_path / "pki"))
+    tls_port = free_port()
+    srv = ServeProcess(tmp_path / "srv", "--config",
+                       f"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:{tls_port}",
+                       "--config", "sasl.enabled.mechanisms=SCRAM-SHA-512",
+                       "--config", "ssl.keystore.type=PEM",
+                       "--config", f"ssl.keystore.location={pki.path('server.pem')}",
+                       "--config", "group.initial.rebalance.delay.ms=0").start()
+    try:
+        admin = AdminClient({"bootstrap.servers": srv.bootstrap})
+        futs = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "gina", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"gina-secret")])
+        assert futs["gina"].result(timeout=30) is None
+        _roundtrip(f"127.0.0.1:{tls_port}", {**_scram("gina", "gina-secret", "SCRAM-SHA-512"),
+                                             "security.protocol": "SASL_SSL",
+                                             "ssl.ca.location": pki.path("ca.pem")})
+    finally:
+        _code, log = srv.stop()
+    assert "Traceback" not in log, log[-4000:]
+    assert "accepted without effect" not in log, log[-4000:]
