@@ -54,7 +54,7 @@ class _Broker:
 
         self.engine = engine.open(path, background=False)
         self.loop = asyncio.new_event_loop()
-        self.broker = Broker(self.engine, "127.0.0.1", 0)
+        self.broker = Broker(self.engine.node, "127.0.0.1", 0)
         started = threading.Event()
 
         def run():

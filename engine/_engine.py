@@ -116,7 +116,7 @@ class Engine:
         host, _, port = listen.rpartition(":")
         if not port.isdigit():
             raise InvalidConfigError(f"listen must be HOST:PORT, got {listen!r}")
-        return BackgroundBroker(self, host.strip("[]") or "127.0.0.1", int(port), **broker_kwargs)
+        return BackgroundBroker(self.node, host.strip("[]") or "127.0.0.1", int(port), **broker_kwargs)
 
     # -- the node: replica layer and coordinators (engine/node.py) --------------------------
     @property

@@ -164,7 +164,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             if member is not None:      # the node serves the cluster's view, its coordinators join it
                 eng.node.use_view(member.view)
                 eng.node.use_cluster(cluster_link(member, eng.node))
-            broker = Broker(eng, listeners=listeners, scram_credentials=scram,
+            broker = Broker(eng.node, listeners=listeners, scram_credentials=scram,
                             max_request_bytes=cfg["socket.request.max.bytes"],
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
                             view=member.view if member is not None else None, cluster=member)
@@ -185,7 +185,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                     await asyncio.get_running_loop().run_in_executor(
                         None, start_member, member, broker, eng.node, adv_port or inter.port)
                     started = member
-                http = _start_operator_endpoints(broker, args, cfg)
+                http = _start_operator_endpoints(broker, eng, args, cfg)
                 loop = asyncio.get_running_loop()
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.add_signal_handler(sig, stop.set)
@@ -248,7 +248,7 @@ def _endpoint(listen: str | None, cfg, prefix: str) -> tuple[str, int] | None:
     return cfg[f"{prefix}.host"], cfg[f"{prefix}.port"]
 
 
-def _start_operator_endpoints(broker, args, cfg) -> list:
+def _start_operator_endpoints(broker, eng, args, cfg) -> list:
     """The Prometheus endpoint and the web console, when asked for (both off by default)."""
     started = []
     metrics_at = _endpoint(args.metrics_listen, cfg, "metrics")
@@ -261,7 +261,7 @@ def _start_operator_endpoints(broker, args, cfg) -> list:
     if console_at:
         from .console import ConsoleServer, EngineSource
         broker.enable_metrics()
-        srv = ConsoleServer(EngineSource(broker.engine, broker.metrics, broker.view), *console_at).start()
+        srv = ConsoleServer(EngineSource(eng, broker.metrics, broker.view), *console_at).start()
         started.append(srv)
         print(f"console on http://{srv.host}:{srv.port}/", file=sys.stderr, flush=True)
     return started

@@ -1,6 +1,6 @@
 """The Kafka wire-protocol broker: an asyncio server in front of an Engine.
 
-``Broker(engine, host, port)`` with ``await start()`` / ``await stop()``;
+``Broker(node, host, port)`` (a :class:`~engine.node.Node`) with ``await start()`` / ``await stop()``;
 ``python -m engine serve --data-dir DIR --listen HOST:PORT`` runs one; ``Engine.serve()`` serves an
 Engine already open in this process (a :class:`BackgroundBroker`).
 """

@@ -68,7 +68,7 @@ class AdminHandlers:
 
     def __init__(self, handlers):
         self.handlers = handlers
-        self.engine = handlers.engine
+        self.node = handlers.node
 
     def table(self) -> dict:
         return {
@@ -86,7 +86,7 @@ class AdminHandlers:
     def _partitions(self, name: str) -> int | None:
         """The partition count of an existing topic, None when it does not exist."""
         try:
-            return self.engine.topic_metadata(name).partitions
+            return self.node.topic_metadata(name).partitions
         except KafkaApiError:
             return None
 
@@ -94,9 +94,9 @@ class AdminHandlers:
     async def describe_log_dirs(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_LOG_DIRS, v, body.buf[body.pos:])
-        eng = self.engine
+        node = self.node
         if req.topics is None:
-            wanted = [(name, None) for name in eng.list_topics()]
+            wanted = [(name, None) for name in node.list_topics()]
         else:
             wanted = [(t.topic, t.partitions) for t in req.topics]
         topics = []
@@ -109,21 +109,21 @@ class AdminHandlers:
                 if not 0 <= p < count:
                     continue
                 try:
-                    size = eng.log(name, p).size
+                    size = node.log(name, p).size
                 except KafkaApiError:
                     continue
                 parts.append({"partition_index": p, "partition_size": size, "offset_lag": 0,
                               "is_future_key": False})
             if parts:
                 topics.append({"name": name, "partitions": parts})
-        result = {"error_code": 0, "log_dir": os.path.abspath(eng.path), "topics": topics,
+        result = {"error_code": 0, "log_dir": os.path.abspath(node.path), "topics": topics,
                   "total_bytes": -1, "usable_bytes": -1}
         try:
-            st = os.statvfs(eng.path)
+            st = os.statvfs(node.path)
             result["total_bytes"] = st.f_blocks * st.f_frsize
             result["usable_bytes"] = st.f_bavail * st.f_frsize
         except OSError as e:
-            log.warning("statvfs of %s failed: %s", eng.path, e)
+            log.warning("statvfs of %s failed: %s", node.path, e)
         return [m.encode(m.ApiKey.DESCRIBE_LOG_DIRS, v, {"throttle_time": 0, "error_code": 0,
                                                          "results": [result]})]
 
@@ -133,7 +133,7 @@ class AdminHandlers:
         req = m.decode(m.ApiKey.ALTER_CONFIGS, v, body.buf[body.pos:])
         responses = []
         # a topic's change goes to ZooKeeper in a cluster: one round trip's bound for the request
-        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(self.engine)
+        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(self.node)
         for r in req.resources:
             res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
@@ -148,7 +148,7 @@ class AdminHandlers:
         return [m.encode(m.ApiKey.ALTER_CONFIGS, v, {"throttle_time": 0, "responses": responses})]
 
     async def _alter_one(self, r, validate_only: bool, deadline: float) -> tuple[int, str | None]:
-        eng = self.engine
+        node = self.node
         if r.resource_type == _RESOURCE_BROKER:
             return broker_config_change(r.resource_name, [c.name for c in r.configs],
                                         self.handlers.view.node_id)
@@ -165,16 +165,16 @@ class AdminHandlers:
             if c.value is None:
                 return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"
             new[c.name] = c.value
-        eng.config.log_config(new)                  # InvalidConfigError (40) names the key
+        node.config.log_config(new)                  # InvalidConfigError (40) names the key
         if validate_only:
             return 0, None
 
         def replace():
             # under the engine's admin lock (re-entrant), so no other config change lands
             # between reading the current overrides and dropping those the request leaves out
-            with eng.node._admin:
-                current = eng.topic_metadata(r.resource_name).config
-                eng.alter_topic_config(r.resource_name, new, [k for k in current if k not in new])
+            with node._admin:
+                current = node.topic_metadata(r.resource_name).config
+                node.alter_topic_config(r.resource_name, new, [k for k in current if k not in new])
         await off_loop(deadline, f"altering the config of {r.resource_name!r}", replace)
         return 0, None
 
@@ -203,8 +203,8 @@ class AdminHandlers:
     async def describe_topic_partitions(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_TOPIC_PARTITIONS, v, body.buf[body.pos:])
-        eng = self.engine
-        names = sorted({t.name for t in req.topics}) if req.topics else eng.list_topics()
+        node = self.node
+        names = sorted({t.name for t in req.topics}) if req.topics else node.list_topics()
         cursor = req.cursor
         if cursor is not None and (cursor.partition_index < 0 or
                                    (req.topics and cursor.topic_name not in names)):
@@ -229,7 +229,7 @@ class AdminHandlers:
             topics.append(entry)
             try:
                 validate_topic_name(name)
-                meta = eng.topic_metadata(name)
+                meta = node.topic_metadata(name)
             except Exception as e:
                 if not isinstance(e, KafkaApiError):
                     log.exception("describe topic partitions of %r failed", name)
@@ -264,7 +264,7 @@ class AdminHandlers:
         if req.topic_partitions is None:
             # all partitions: Kafka answers only the elections it made (none here) per topic
             if election_type in (0, 1):
-                results = [{"topic": name, "partition_result": []} for name in self.engine.list_topics()]
+                results = [{"topic": name, "partition_result": []} for name in self.node.list_topics()]
             else:
                 top = ErrorCode.INVALID_REQUEST
         else:
@@ -302,7 +302,7 @@ class AdminHandlers:
             with answered_as_timeout("a preferred leader election"):
                 return cluster_admin.elect_preferred(member, wanted, timeout_s)
         try:
-            out = await off_loop(asyncio.get_running_loop().time() + admin_bound_s(self.engine, timeout_s),
+            out = await off_loop(asyncio.get_running_loop().time() + admin_bound_s(self.node, timeout_s),
                                  "a preferred leader election", elect)
         except RequestTimedOutError as e:
             if wanted is None:
@@ -335,7 +335,7 @@ class AdminHandlers:
         req = m.decode(m.ApiKey.LIST_TRANSACTIONS, v, body.buf[body.pos:])
         unknown = [s for s in req.state_filters if s not in _TRANSACTION_STATES]
         duration = getattr(req, "duration_filter", -1)
-        res = await call(self.engine, "list_transactions", list(req.state_filters),
+        res = await call(self.node, "list_transactions", list(req.state_filters),
                          list(req.producer_id_filters), duration if duration is not None else -1)
         code, listings = (ErrorCode.COORDINATOR_NOT_AVAILABLE, []) if res is None else res
         return [m.encode(m.ApiKey.LIST_TRANSACTIONS, v, {
@@ -348,7 +348,7 @@ class AdminHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_TRANSACTIONS, v, body.buf[body.pos:])
         tids = list(req.transactional_ids)
-        res = await call(self.engine, "describe_transactions", tids)
+        res = await call(self.node, "describe_transactions", tids)
         states = []
         for i, tid in enumerate(tids):
             d = res[i] if res is not None else None

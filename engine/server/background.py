@@ -1,10 +1,11 @@
-"""A broker for an Engine the caller already has open, on its own event loop thread.
+"""A broker for a node the caller already has open, on its own event loop thread.
 
 ``Engine.serve()`` returns one: the embedded writer keeps producing and
 consuming in-process while Kafka clients — and read-only opens in other
 processes that join consumer groups — reach the same data directory over the
-wire.  ``stop()`` (or the ``with`` block's end) stops the broker; the Engine
-stays open and is closed by its owner.
+wire.  ``stop()`` (or the ``with`` block's end) stops the broker; the node (and
+the Engine owning it) stays open and is closed by its owner.  It takes the
+:class:`~engine.node.Node` to serve, or an Engine, whose ``node`` it serves.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ __all__ = ["BackgroundBroker"]
 
 
 class BackgroundBroker:
-    """``Broker(engine, host, port, **kwargs)`` served from a daemon thread."""
+    """``Broker(node, host, port, **kwargs)`` served from a daemon thread; `node` may be an
+    Engine (the embedded facade), whose ``node`` is served."""
 
-    def __init__(self, engine, host: str = "127.0.0.1", port: int = 0, **broker_kwargs):
-        self.engine = engine
+    def __init__(self, node, host: str = "127.0.0.1", port: int = 0, **broker_kwargs):
+        self.node = node = getattr(node, "node", node)      # an Engine: the node it owns
         self.loop = asyncio.new_event_loop()
-        self.broker = Broker(engine, host, port, **broker_kwargs)
+        self.broker = Broker(node, host, port, **broker_kwargs)
         started = threading.Event()
         failure: list[BaseException] = []
 

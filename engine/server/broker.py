@@ -1,9 +1,9 @@
-"""Broker: serves one Engine over the Kafka wire protocol on one or more listeners.
+"""Broker: serves one node over the Kafka wire protocol on one or more listeners.
 
 ::
 
-    eng = engine.open("./data")
-    broker = Broker(eng, "127.0.0.1", 9092)
+    node = engine.open("./data").node       # or Node("./data") (engine/node.py)
+    broker = Broker(node, "127.0.0.1", 9092)
     await broker.start()          # broker.port is the bound port (port 0 = any free one)
     ...
     await broker.stop()
@@ -11,9 +11,9 @@
 Several listeners (engine/server/listener.py: ``listeners_from_configs`` reads Kafka's
 ``listeners`` / ``listener.security.protocol.map`` / ``advertised.listeners``)::
 
-    broker = Broker(eng, listeners=[Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092),
-                                    Listener("SASL_PLAINTEXT", "SASL_PLAINTEXT", "127.0.0.1", 9093,
-                                             sasl=factory)])
+    broker = Broker(node, listeners=[Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092),
+                                     Listener("SASL_PLAINTEXT", "SASL_PLAINTEXT", "127.0.0.1", 9093,
+                                              sasl=factory)])
 
 Each listener has its own socket and accept loop; a Connection knows its listener, and
 Metadata/FindCoordinator answer that listener's advertised address.  ``broker.host`` /
@@ -21,14 +21,16 @@ Metadata/FindCoordinator answer that listener's advertised address.  ``broker.ho
 (engine/server/sasl_handlers.py); SCRAM credentials are in ``broker.scram_credentials``
 (``scram-credentials.json`` in the data directory).
 
-Partitions are served through a :class:`~engine.replica.ReplicaManager` (``broker.replicas``)
-and the cluster view it was given (``broker.view``; by default the single-node view: this node,
-``node.id`` of the engine's config, leads every partition).  Connections
-are handled by :class:`~engine.server.connection.Connection`.  Long-polling
-fetches park in the broker's DelayedFetch (engine/replica/purgatory.py): a produce
-through this broker wakes them at once; appends by other writers of the same Engine
-(the embedded producer) wake them through the Engine's append listeners; a poll every
-``poll_interval`` seconds remains as a backstop.
+The broker is built on a :class:`~engine.node.Node` (``broker.node``), as Kafka's socket server
+and request handlers are on what ``BrokerServer`` builds: the handlers reach the topics, the
+logs and the coordinators through it.  Partitions are served through the node's
+:class:`~engine.replica.ReplicaManager` (``broker.replicas``) and the cluster view it was given
+(``broker.view``; by default the single-node view: this node, ``node.id`` of its config, leads
+every partition).  Connections are handled by :class:`~engine.server.connection.Connection`.
+Long-polling fetches park in the broker's DelayedFetch (engine/replica/purgatory.py): a produce
+through this broker wakes them at once; appends by other writers of the same node (the embedded
+producer) wake them through the node's append listeners; a poll every ``poll_interval`` seconds
+remains as a backstop.
 
 Concurrency: all state lives on the event loop that called ``start()``;
 ``start``/``stop`` must be awaited on that loop.
@@ -56,23 +58,23 @@ log = logging.getLogger("engine.server")
 
 
 class Broker:
-    def __init__(self, engine, host: str = "127.0.0.1", port: int = 9092, *,
+    def __init__(self, node, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, advertised_port: int | None = None,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, max_inflight: int = 16,
                  max_queued_bytes: int = 64 * 1024 * 1024,
                  idle_timeout: float = 600.0, poll_interval: float = 0.1,
                  use_sendfile: bool = True, view=None, replica_manager=None, cluster=None,
                  listeners: list[Listener] | None = None, scram_credentials=None):
-        self.engine = engine
+        self.node = node
         # the replica layer: who leads what (view), appends/reads/replication (replicas); the
-        # engine's own, which its coordinators and in-process producers write through too
+        # node's own, which its coordinators and in-process producers write through too
         if replica_manager is None:
             if view is not None:
-                engine.node.use_view(view)
-            replica_manager = engine.node.replicas
+                node.use_view(view)
+            replica_manager = node.replicas
         self.replicas = replica_manager
         # KIP-890: the replica layer verifies transactional produces at the transaction coordinator
-        self.replicas.use_transaction_verifier(coordinator_verifier(engine))
+        self.replicas.use_transaction_verifier(coordinator_verifier(node))
         # cluster mode: the membership (engine/cluster/member.py ClusterMember) through which
         # topic administration goes to ZooKeeper; None for a node alone
         self.cluster = cluster
@@ -87,8 +89,8 @@ class Broker:
         self.port = first.port
         self.advertised_host = first.advertised_host
         self.advertised_port = first.advertised_port
-        # SASL (Kafka's keys, read from the engine's configuration)
-        explicit = getattr(engine.config, "explicit", {})
+        # SASL (Kafka's keys, read from the node's configuration)
+        explicit = getattr(node.config, "explicit", {})
         self.failed_auth_delay_ms = int(explicit.get("connection.failed.authentication.delay.ms",
                                                      DEFAULT_FAILED_AUTH_DELAY_MS))
         self.sasl_max_receive_size = int(explicit.get("sasl.server.max.receive.size",
@@ -118,11 +120,11 @@ class Broker:
         """The SCRAM credential store (engine/security/credentials.py) in the data directory."""
         if self._scram_credentials is None:
             from ..security.credentials import ScramCredentialStore
-            self._scram_credentials = ScramCredentialStore(self.engine.path)
+            self._scram_credentials = ScramCredentialStore(self.node.path)
         return self._scram_credentials
 
     def enable_metrics(self):
-        """Count requests and expose the engine's state as Prometheus metrics (idempotent)."""
+        """Count requests and expose the node's state as Prometheus metrics (idempotent)."""
         if self.metrics is None:
             from .metrics import BrokerMetrics
             self.metrics = BrokerMetrics(self)
@@ -131,14 +133,14 @@ class Broker:
 
     # -- lifecycle -----------------------------------------------------------
     def _appended_elsewhere(self) -> None:
-        """Engine append listener: may run on any thread."""
+        """The node's append listener: may run on any thread."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.notify_appended)
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.engine.add_append_listener(self._appended_elsewhere)
+        self.node.add_append_listener(self._appended_elsewhere)
         self.replicas.start(self._loop, self.notify_appended)
         try:
             for listener in self.listeners:
@@ -151,29 +153,29 @@ class Broker:
         self._accept_task = self._loop.create_task(self._accept_all())
         self.watchdog = RequestWatchdog(self._loop, lambda: self._connections)
         self.watchdog.start()
-        if not self.engine.read_only:
+        if not self.node.read_only:
             # the group coordinator runs on this loop (no thread hop per group request) unless
-            # the engine already has one; it starts loading __consumer_offsets now
-            self._own_coordinator = await self.engine.node.host_coordinator("group")
-            self._own_txn_coordinator = await self.engine.node.host_coordinator("transaction")
-            self.engine.advertise_listener(self.listeners[0].address())
+            # the node already has one; it starts loading __consumer_offsets now
+            self._own_coordinator = await self.node.host_coordinator("group")
+            self._own_txn_coordinator = await self.node.host_coordinator("transaction")
+            self.node.advertise_listener(self.listeners[0].address())
         for listener in self.listeners:
             log.info("broker listening on %s:%d (%s, %s)", listener.host, listener.port,
                      listener.name, listener.security_protocol)
 
     async def stop(self) -> None:
-        self.engine.remove_append_listener(self._appended_elsewhere)
+        self.node.remove_append_listener(self._appended_elsewhere)
         if self.watchdog is not None:
             self.watchdog.stop()
         await self.replicas.stop()
         if self._own_txn_coordinator is not None:
-            await self.engine.node.release_coordinator("transaction", self._own_txn_coordinator)
+            await self.node.release_coordinator("transaction", self._own_txn_coordinator)
             self._own_txn_coordinator = None
         if self._own_coordinator is not None:
-            await self.engine.node.release_coordinator("group", self._own_coordinator)
+            await self.node.release_coordinator("group", self._own_coordinator)
             self._own_coordinator = None
-        if not self.engine.read_only and not self.engine.closed:
-            self.engine.advertise_listener(None)
+        if not self.node.read_only and not self.node.closed:
+            self.node.advertise_listener(None)
         if self._accept_task is not None:
             self._accept_task.cancel()
             try:

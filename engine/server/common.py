@@ -152,32 +152,32 @@ def _finished_late(fut: asyncio.Future, what: str) -> None:
         log.warning("%s: failed after its request was answered: %s: %s", what, type(e).__name__, e)
 
 
-def _config(engine, key: str, default: Any) -> Any:
+def _config(node, key: str, default: Any) -> Any:
     try:
-        return engine.config[key]
-    except Exception:  # noqa: BLE001 - an Engine stand-in without the key
+        return node.config[key]
+    except Exception:  # noqa: BLE001 - a node stand-in without the key
         return default
 
 
-def coordinator_bound_s(engine) -> float:
+def coordinator_bound_s(node) -> float:
     """How long a handler waits for a coordinator's answer (not a rebalance):
     ``offsets.commit.timeout.ms``, Kafka's bound of a coordinator operation (its group coordinator
     schedules each write with it; ours bounds each replicated write of the internal topics with
     it), twice over -- a TxnOffsetCommit verifies at the transaction coordinator, maybe another
     broker, and then writes, each bounded by it.  On expiry: COORDINATOR_NOT_AVAILABLE, Kafka's
     answer for a coordinator write that timed out."""
-    return 2 * _config(engine, "offsets.commit.timeout.ms", 5000) / 1000.0
+    return 2 * _config(node, "offsets.commit.timeout.ms", 5000) / 1000.0
 
 
-def zookeeper_bound_s(engine) -> float:
+def zookeeper_bound_s(node) -> float:
     """``zookeeper.session.timeout.ms``: how long one ZooKeeper round trip may take (each is
     bounded by it, engine/cluster/zk.py; past it ZooKeeper has expired the session anyway)."""
-    return _config(engine, "zookeeper.session.timeout.ms", 18000) / 1000.0
+    return _config(node, "zookeeper.session.timeout.ms", 18000) / 1000.0
 
 
-def admin_bound_s(engine, timeout_s: float) -> float:
+def admin_bound_s(node, timeout_s: float) -> float:
     """The bound of an admin request that carries a timeout (CreateTopics, DeleteTopics,
     CreatePartitions, ElectLeaders, the reassignments): that timeout, but never less than one
     ZooKeeper round trip, which even a request with timeout 0 (do not wait for the outcome) makes.
     On expiry: REQUEST_TIMED_OUT."""
-    return max(timeout_s, zookeeper_bound_s(engine))
+    return max(timeout_s, zookeeper_bound_s(node))

@@ -48,7 +48,7 @@ class GroupHandlers:
 
     def __init__(self, handlers):
         self.handlers = handlers
-        self.engine = handlers.engine
+        self.node = handlers.node
 
     def table(self) -> dict:
         return {
@@ -68,11 +68,11 @@ class GroupHandlers:
     async def _call(self, fn_name: str, *args, timeout_s: float | None = None, **kwargs):
         """Run a group coordinator method on its loop, bounded (txn_handlers.call); None when
         there is no coordinator, it failed or it did not answer in time."""
-        return await call(self.engine, fn_name, *args, kind="group", timeout_s=timeout_s, **kwargs)
+        return await call(self.node, fn_name, *args, kind="group", timeout_s=timeout_s, **kwargs)
 
     def _rebalance_bound_s(self, rebalance_timeout_ms: int) -> float:
         """A JoinGroup's or SyncGroup's bound: the rebalance it waits for, then the write."""
-        return max(rebalance_timeout_ms, 0) / 1000.0 + coordinator_bound_s(self.engine)
+        return max(rebalance_timeout_ms, 0) / 1000.0 + coordinator_bound_s(self.node)
 
     @staticmethod
     def _decode(key: int, header, body):
@@ -88,7 +88,7 @@ class GroupHandlers:
         answers = []
         for key in keys:
             if key_type == 1:
-                res = await call(self.engine, "find_coordinator", key)
+                res = await call(self.node, "find_coordinator", key)
                 code, message = res if res is not None else (
                     ErrorCode.COORDINATOR_NOT_AVAILABLE, "no transaction coordinator")
             else:
@@ -99,7 +99,7 @@ class GroupHandlers:
             node, khost, kport = self._node_id(), host, port
             if ok:
                 # the leader of the key's internal-topic partition coordinates it
-                coord = coordinator(self.engine, "transaction" if key_type == 1 else "group")
+                coord = coordinator(self.node, "transaction" if key_type == 1 else "group")
                 node = coord.coordinator_node(key) if coord is not None else -1
                 addr = self.handlers.view.brokers().get(node)
                 if addr is None:
@@ -154,7 +154,7 @@ class GroupHandlers:
     async def sync_group(self, header, body, conn):
         v = header.api_version
         req = self._decode(m.ApiKey.SYNC_GROUP, header, body)
-        coord = coordinator(self.engine, "group")
+        coord = coordinator(self.node, "group")
         rebalance = coord.rebalance_timeout_ms(req.group_id) if coord is not None else -1
         res = await self._call(
             "sync_group", req.group_id, req.generation_id, req.member_id,

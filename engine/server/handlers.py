@@ -74,7 +74,7 @@ class Handlers:
 
     def __init__(self, broker):
         self.broker = broker
-        self.engine = broker.engine
+        self.node = broker.node
         self.replicas = broker.replicas       # engine/replica: leaders, appends, reads
         self.view = broker.view
         self._table = {
@@ -119,13 +119,13 @@ class Handlers:
     async def metadata(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.METADATA, v, body.buf[body.pos:])
-        eng = self.engine
-        auto = eng.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
+        node = self.node
+        auto = node.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
         topics = []
         topic_ops = authz.authorized(getattr(req, "include_topic_authorized_operations", False),
                                      authz.TOPIC_OPERATIONS)
         if req.topics is None or (v == 0 and not req.topics):
-            names = eng.list_topics()
+            names = node.list_topics()
         else:   # v10+ may name a topic by id: a non-zero id wins over the name, as in Kafka
             names, by_id = [], None     # (Java's by-id describe sends the id with name "")
             for t in req.topics:
@@ -135,7 +135,7 @@ class Handlers:
                     names.append(t.name)
                     continue
                 if by_id is None:
-                    by_id = {_topic_uuid(eng.topic_metadata(n).topic_id): n for n in eng.list_topics()}
+                    by_id = {_topic_uuid(node.topic_metadata(n).topic_id): n for n in node.list_topics()}
                 if t.topic_id in by_id:
                     names.append(by_id[t.topic_id])
                 else:
@@ -146,12 +146,12 @@ class Handlers:
             try:
                 internal = name in _INTERNAL_TOPICS     # made by the coordinators, never auto-created
                 try:
-                    meta = eng.topic_metadata(name)
+                    meta = node.topic_metadata(name)
                 except UnknownTopicOrPartitionError:
                     if not auto or internal:
                         raise
                     if deadline is None:
-                        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(eng)
+                        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(node)
                     meta = await self._auto_create(name, deadline)
                 parts = [partition_entry(self.view, name, p) for p in range(meta.partitions)]
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
@@ -167,7 +167,7 @@ class Handlers:
                         e = bad
                 topics.append({"error_code": _code(e), "name": name, "topic_id": _ZERO_UUID,
                                "is_internal": False, "partitions": []})
-        cluster_id = eng.cluster_id
+        cluster_id = node.cluster_id
         return [m.encode(m.ApiKey.METADATA, v, {
             "throttle_time": 0,
             "brokers": broker_entries(self.view, conn),
@@ -183,7 +183,7 @@ class Handlers:
         for the whole request); LEADER_NOT_AVAILABLE past it, as while a topic is being made (the
         client asks again)."""
         try:
-            return await off_loop(deadline, f"auto-creating topic {name!r}", self.engine.ensure_topic, name)
+            return await off_loop(deadline, f"auto-creating topic {name!r}", self.node.ensure_topic, name)
         except RequestTimedOutError as e:
             raise LeaderNotAvailableError(f"topic {name!r} is being created ({e})") from None
 
@@ -355,7 +355,7 @@ class Handlers:
     async def create_topics(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.CREATE_TOPICS, v, body.buf[body.pos:])
-        eng = self.engine
+        node = self.node
         results = []
         seen: set[str] = set()
         # one bound for the whole request (admin_bound_s); each topic waits for its leaders only
@@ -363,7 +363,7 @@ class Handlers:
         loop = asyncio.get_running_loop()
         timeout_s = req.timeout.total_seconds()
         until = loop.time() + timeout_s
-        deadline = loop.time() + admin_bound_s(eng, timeout_s)
+        deadline = loop.time() + admin_bound_s(node, timeout_s)
         for t in req.topics:
             res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
                    "num_partitions": -1, "replication_factor": -1, "configs": []}
@@ -375,12 +375,12 @@ class Handlers:
                     raise InvalidRequestError("both num_partitions and assignments given")
                 n = len(t.assignments) if t.assignments else (
                     None if t.num_partitions == -1 else t.num_partitions)
-                rf = eng.config["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
+                rf = node.config["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
                 config = {c.name: c.value for c in t.configs if c.value is not None}
                 plan = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
                 # where the node records topics: this data directory, or ZooKeeper (cluster)
                 tid, n, rf = await off_loop(
-                    deadline, f"creating topic {t.name!r}", eng.node.topics.create_topic, t.name, n, rf, config,
+                    deadline, f"creating topic {t.name!r}", node.topics.create_topic, t.name, n, rf, config,
                     plan, req.validate_only, max(until - loop.time(), 0.0))
                 res["topic_id"] = _topic_uuid(tid) if tid else uuid.uuid4()  # validate_only: a fresh id, as Kafka
                 res["num_partitions"] = n
@@ -399,11 +399,11 @@ class Handlers:
         loop = asyncio.get_running_loop()
         timeout_s = req.timeout.total_seconds()
         until = loop.time() + timeout_s
-        deadline = loop.time() + admin_bound_s(self.engine, timeout_s)
+        deadline = loop.time() + admin_bound_s(self.node, timeout_s)
         for name in req.topic_names:
             res = {"name": name, "error_code": 0, "error_message": None}
             try:
-                await off_loop(deadline, f"deleting topic {name!r}", self.engine.node.topics.delete_topic, name,
+                await off_loop(deadline, f"deleting topic {name!r}", self.node.topics.delete_topic, name,
                                max(until - loop.time(), 0.0))
             except Exception as e:
                 _record_error(res, e, "delete topic %r failed", name)
@@ -450,7 +450,7 @@ class Handlers:
         if req.transactional_id is not None:
             timeout = req.transaction_timeout
             timeout = timeout if isinstance(timeout, int) else round(timeout.total_seconds() * 1000)
-            out = await txn_handlers.call(self.engine, "init_producer_id", req.transactional_id, timeout,
+            out = await txn_handlers.call(self.node, "init_producer_id", req.transactional_id, timeout,
                                           getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
             if out is None:
                 res["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -466,8 +466,8 @@ class Handlers:
             else:
                 try:        # in a cluster a new block of ids comes from ZooKeeper: bounded
                     res["producer_id"] = await off_loop(
-                        asyncio.get_running_loop().time() + zookeeper_bound_s(self.engine), "a new producer id",
-                        self.engine.allocate_producer_id)
+                        asyncio.get_running_loop().time() + zookeeper_bound_s(self.node), "a new producer id",
+                        self.node.allocate_producer_id)
                     res["producer_epoch"] = 0
                 except KafkaApiError as e:
                     # none to be had now: Kafka's producer id manager answers COORDINATOR_LOAD_IN_PROGRESS
@@ -497,26 +497,26 @@ class Handlers:
     async def describe_configs(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_CONFIGS, v, body.buf[body.pos:])
-        eng = self.engine
+        node = self.node
         results = []
         for r in req.resources:
             res = {"error_code": 0, "error_message": "", "resource_type": r.resource_type,
                    "resource_name": r.resource_name, "configs": []}     # Kafka: "" when no error
             try:
                 if r.resource_type == _RESOURCE_TOPIC:
-                    cfg = eng.topic_config(r.resource_name)
+                    cfg = node.topic_config(r.resource_name)
                     values = dict(cfg)
 
                     # this resource's values, bound now
                     entry = functools.partial(config_describe.topic_entry, values=values, overrides=cfg.overrides,
-                                              broker=eng.config, synonyms=req.include_synonyms)
+                                              broker=node.config, synonyms=req.include_synonyms)
                 elif r.resource_type == _RESOURCE_BROKER:
-                    node = self.view.node_id
-                    if r.resource_name not in ("", str(node)):
-                        raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({node})")
-                    values = {k: v for k, v in eng.config.values.items() if k not in INTERNAL_BROKER_KEYS}
+                    node_id = self.view.node_id
+                    if r.resource_name not in ("", str(node_id)):
+                        raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({node_id})")
+                    values = {k: v for k, v in node.config.values.items() if k not in INTERNAL_BROKER_KEYS}
 
-                    entry = functools.partial(config_describe.broker_entry, broker=eng.config,
+                    entry = functools.partial(config_describe.broker_entry, broker=node.config,
                                               synonyms=req.include_synonyms)
                 else:
                     raise InvalidRequestError(f"resource type {r.resource_type} is not supported")
@@ -534,17 +534,17 @@ class Handlers:
     async def create_partitions(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.CREATE_PARTITIONS, v, body.buf[body.pos:])
-        eng = self.engine
+        node = self.node
         results = []
         loop = asyncio.get_running_loop()
         timeout_s = req.timeout.total_seconds()
         until = loop.time() + timeout_s
-        deadline = loop.time() + admin_bound_s(eng, timeout_s)
+        deadline = loop.time() + admin_bound_s(node, timeout_s)
         for t in req.topics:
             res = {"name": t.name, "error_code": 0, "error_message": None}
             try:
                 plan = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
-                await off_loop(deadline, f"adding partitions to {t.name!r}", eng.node.topics.create_partitions,
+                await off_loop(deadline, f"adding partitions to {t.name!r}", node.topics.create_partitions,
                                t.name, t.count, plan, req.validate_only, max(until - loop.time(), 0.0))
             except Exception as e:
                 _record_error(res, e, "create partitions of %r failed", t.name)
@@ -555,10 +555,10 @@ class Handlers:
     async def incremental_alter_configs(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.INCREMENTAL_ALTER_CONFIGS, v, body.buf[body.pos:])
-        eng = self.engine
+        node = self.node
         responses = []
         # a topic's change goes to ZooKeeper in a cluster: one round trip's bound for the request
-        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(eng)
+        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(node)
         for r in req.resources:
             res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
@@ -571,13 +571,13 @@ class Handlers:
                     continue
                 if r.resource_type != _RESOURCE_TOPIC:
                     raise InvalidRequestError(f"Unknown resource type {r.resource_type}")
-                current = dict(eng.topic_metadata(r.resource_name).config)
-                sets, deletes = config_describe.apply_config_ops(eng.topic_config(r.resource_name), current, r.configs)
+                current = dict(node.topic_metadata(r.resource_name).config)
+                sets, deletes = config_describe.apply_config_ops(node.topic_config(r.resource_name), current, r.configs)
                 if req.validate_only:
                     merged = {k: x for k, x in {**current, **sets}.items() if k not in deletes}
-                    eng.config.log_config(merged)
+                    node.config.log_config(merged)
                 else:
-                    await off_loop(deadline, f"altering the config of {r.resource_name!r}", eng.alter_topic_config,
+                    await off_loop(deadline, f"altering the config of {r.resource_name!r}", node.alter_topic_config,
                                    r.resource_name, sets, deletes)
             except Exception as e:
                 _record_error(res, e, "incremental alter configs of %r failed", r.resource_name)
@@ -592,7 +592,7 @@ class Handlers:
         error = ErrorCode.NONE if endpoint_type in (1, 2) else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         return [m.encode(m.ApiKey.DESCRIBE_CLUSTER, v, {
             "throttle_time": 0, "error_code": error, "error_message": None,
-            "endpoint_type": endpoint_type, "cluster_id": self.engine.cluster_id or "",
+            "endpoint_type": endpoint_type, "cluster_id": self.node.cluster_id or "",
             "controller_id": self.view.controller_id(),
             "brokers": broker_entries(self.view, conn, "broker_id") if not error else [],
             "cluster_authorized_operations": authz.authorized(

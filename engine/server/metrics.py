@@ -166,7 +166,7 @@ class EngineCollector:
 
     def __init__(self, broker):
         self.broker = broker
-        self.engine = broker.engine
+        self.node = broker.node
         self._baseline: dict[tuple[str, int], int] | None = None
         self._lock = threading.Lock()
 
@@ -176,14 +176,14 @@ class EngineCollector:
             self._baseline = {key: lg.log_end_offset for key, lg in self._logs()}
 
     def _logs(self):
-        return sorted(self.engine.logs.logs().items())
+        return sorted(self.node.logs.logs().items())
 
     def describe(self):
         return []
 
     def collect(self):
-        eng = self.engine
-        if eng.closed:
+        node = self.node
+        if node.closed:
             return
         labels = ["topic", "partition"]
         size = GaugeMetricFamily("kafka_log_log_size", "Partition size in bytes (Kafka: Log.Size)", labels=labels)
@@ -215,7 +215,7 @@ class EngineCollector:
         yield _one("kafka_server_socket_server_metrics_connection_count", "Open client connections",
                    ["listener"], ["PLAINTEXT"], self.broker.connection_count)
         yield from self._group_metrics(hw)
-        lm = eng.logs
+        lm = node.logs
         scanned = sum(lg.recovery_stats.segments_scanned for _k, lg in logs)
         scanned_bytes = sum(lg.recovery_stats.bytes_scanned for _k, lg in logs)
         yield GaugeMetricFamily("engine_recovery_segments_scanned",
@@ -286,7 +286,7 @@ class EngineCollector:
 
     def group_offsets(self) -> list[tuple[str, dict]]:
         """[(group id, {(topic, partition): committed offset})] from the group coordinator."""
-        coord = self.engine.node.hosted("group")
+        coord = self.node.hosted("group")
         if coord is None or not getattr(coord, "running", False) or getattr(coord, "on_current_loop", False):
             return []
         try:

@@ -30,7 +30,7 @@ class ProducerHandlers:
 
     def __init__(self, handlers):
         self.handlers = handlers
-        self.engine = handlers.engine
+        self.node = handlers.node
 
     def table(self) -> dict:
         return {m.ApiKey.DESCRIBE_PRODUCERS: self.describe_producers}

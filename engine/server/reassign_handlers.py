@@ -35,7 +35,7 @@ class ReassignmentHandlers:
 
     def __init__(self, handlers):
         self.handlers = handlers
-        self.engine = handlers.engine
+        self.node = handlers.node
 
     def table(self) -> dict:
         return {m.ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
@@ -50,7 +50,7 @@ class ReassignmentHandlers:
         within the request's timeout (admin_bound_s: the controller may be in the middle of a
         pass of ZooKeeper round trips); a call not begun by then is dropped (Controller.call)."""
         from ..cluster.zk import answered_as_timeout
-        bound = admin_bound_s(self.engine, timeout_s)
+        bound = admin_bound_s(self.node, timeout_s)
 
         def run():
             with answered_as_timeout("a call to the controller"):     # (its ZooKeeper round trips)
@@ -87,7 +87,7 @@ class ReassignmentHandlers:
 
     def _single_node(self, topic: str, partition: int, replicas) -> tuple[int, str | None]:
         try:
-            count = self.engine.topic_metadata(topic).partitions
+            count = self.node.topic_metadata(topic).partitions
         except KafkaApiError:
             count = None
         err = validate(topic, count, partition, replicas, self.handlers.view.brokers())

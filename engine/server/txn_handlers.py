@@ -40,29 +40,29 @@ def fenced(code: int, version: int, first_version: int) -> int:
     return code
 
 
-def coordinator(engine, kind: str = "transaction"):
-    if engine.read_only or engine.closed:
+def coordinator(node, kind: str = "transaction"):
+    if node.read_only or node.closed:
         return None
     try:
-        coord = engine.node.coordinator(kind)
+        coord = node.coordinator(kind)
     except Exception:
         log.exception("the %s coordinator is not available", kind)
         return None
     return coord if coord.running else None
 
 
-async def call(engine, fn_name: str, *args, kind: str = "transaction", timeout_s: float | None = None,
+async def call(node, fn_name: str, *args, kind: str = "transaction", timeout_s: float | None = None,
                **kwargs):
     """Run a coordinator coroutine on its loop, waiting at most `timeout_s` (default
     :func:`~.common.coordinator_bound_s`); None when there is no coordinator, when it failed, or
     when it gave no answer in time -- every caller answers None as COORDINATOR_NOT_AVAILABLE
     (Produce's verification as NOT_ENOUGH_REPLICAS), Kafka's answer for a coordinator operation
     that timed out.  What was under way goes on (common.bounded)."""
-    coord = coordinator(engine, kind)
+    coord = coordinator(node, kind)
     if coord is None:
         return None
     if timeout_s is None:
-        timeout_s = coordinator_bound_s(engine)
+        timeout_s = coordinator_bound_s(node)
     try:
         if coord.on_current_loop:           # the broker hosts it: no thread hop
             work = getattr(coord, fn_name)(*args, **kwargs)
@@ -87,13 +87,13 @@ def has_transactional_records(req) -> bool:
                for _name, parts in req.topics for p in parts)
 
 
-def coordinator_verifier(engine):
+def coordinator_verifier(node):
     """The KIP-890 verification the broker gives its replica manager
     (``ReplicaManager.use_transaction_verifier``, engine/replica/verification.py): the transaction
     coordinator's ``verify_anywhere`` -- this node's, or the id's coordinator on another broker --
     through :func:`call` (bounded; None when it gave no answer)."""
     async def ask(transactional_id: str, producer_id: int, producer_epoch: int, partitions: list):
-        return await call(engine, "verify_anywhere", transactional_id, producer_id, producer_epoch, partitions)
+        return await call(node, "verify_anywhere", transactional_id, producer_id, producer_epoch, partitions)
     return ask
 
 
@@ -102,7 +102,7 @@ class TxnHandlers:
 
     def __init__(self, handlers):
         self.handlers = handlers
-        self.engine = handlers.engine
+        self.node = handlers.node
 
     def table(self) -> dict:
         return {
@@ -137,7 +137,7 @@ class TxnHandlers:
 
     async def _add(self, tid, pid, epoch, tps, verify_only: bool, v: int) -> dict:
         fn = "verify_partitions" if verify_only else "add_partitions"
-        res = await call(self.engine, fn, tid, pid, epoch, tps)
+        res = await call(self.node, fn, tid, pid, epoch, tps)
         if res is None:
             return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in tps}
         # (v4+ verify-only answers TRANSACTION_ABORTABLE as it is: Kafka's brokers map it)
@@ -147,7 +147,7 @@ class TxnHandlers:
     async def add_offsets_to_txn(self, header, body, conn):
         v = header.api_version
         req = self._decode(m.ApiKey.ADD_OFFSETS_TO_TXN, header, body)
-        code = await call(self.engine, "add_offsets", req.transactional_id, req.producer_id,
+        code = await call(self.node, "add_offsets", req.transactional_id, req.producer_id,
                           req.producer_epoch, req.group_id)
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
         return [m.encode(m.ApiKey.ADD_OFFSETS_TO_TXN, v, {"throttle_time": 0, "error_code": code})]
@@ -156,7 +156,7 @@ class TxnHandlers:
     async def end_txn(self, header, body, conn):
         v = header.api_version
         req = self._decode(m.ApiKey.END_TXN, header, body)
-        code = await call(self.engine, "end_txn", req.transactional_id, req.producer_id,
+        code = await call(self.node, "end_txn", req.transactional_id, req.producer_id,
                           req.producer_epoch, bool(req.committed))
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
         # v5 (transaction.version 2) answers the producer's id and epoch; at level 0 they stay
@@ -173,7 +173,7 @@ class TxnHandlers:
             for p in t.partitions:
                 offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                     p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "")
-        res = await call(self.engine, "txn_offset_commit", req.transactional_id, req.group_id,
+        res = await call(self.node, "txn_offset_commit", req.transactional_id, req.group_id,
                          req.producer_id, req.producer_epoch, offsets,
                          generation_id=getattr(req, "generation_id", -1),
                          member_id=getattr(req, "member_id", "") or "",
@@ -204,7 +204,7 @@ class TxnHandlers:
                     code = 0
                     try:
                         if t.name == OFFSETS_TOPIC:
-                            res = await call(self.engine, "complete_txn", mk.producer_id, mk.producer_epoch, p,
+                            res = await call(self.node, "complete_txn", mk.producer_id, mk.producer_epoch, p,
                                              bool(mk.transaction_result), mk.coordinator_epoch, kind="group")
                             if res is None:
                                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE

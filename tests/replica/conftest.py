@@ -30,7 +30,7 @@ class Node:
         self.engine = engine.open(self.path, {**config, "log.cleaner.enable": False}, background=False,
                                   replicated=True)
         try:
-            self.bg = BackgroundBroker(self.engine, "127.0.0.1", 0, view=cluster.view.for_node(node_id))
+            self.bg = BackgroundBroker(self.engine.node, "127.0.0.1", 0, view=cluster.view.for_node(node_id))
         except BaseException:
             self.engine.close()
             raise

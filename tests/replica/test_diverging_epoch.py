@@ -63,7 +63,7 @@ def single(tmp_path):
     eng = engine.open(str(tmp_path / "d"), background=False)
     eng.create_topic(T, 1)
     _craft(eng.log(T, 0), [(0, [b"a", b"b"]), (2, [b"c", b"d", b"e"]), (5, [b"f", b"g"])])
-    bg = BackgroundBroker(eng, "127.0.0.1", 0)
+    bg = BackgroundBroker(eng.node, "127.0.0.1", 0)
     yield ("127.0.0.1", bg.port), eng
     bg.stop()
     eng.close()

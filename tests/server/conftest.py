@@ -18,7 +18,7 @@ class BrokerThread:
 
         self.engine = engine.open(data_dir, config, background=False)
         try:
-            self._bg = BackgroundBroker(self.engine, "127.0.0.1", 0, **broker_kwargs)
+            self._bg = BackgroundBroker(self.engine.node, "127.0.0.1", 0, **broker_kwargs)
         except BaseException:
             self.engine.close()
             raise

@@ -230,7 +230,7 @@ def test_engine_closed_on_the_broker_loop_without_stopping_the_broker(tmp_path):
 
     async def main():
         eng = engine.open(path, {"offsets.topic.num.partitions": 1})
-        broker = Broker(eng, "127.0.0.1", 0)
+        broker = Broker(eng.node, "127.0.0.1", 0)
         await broker.start()
         assert eng.group_coordinator.on_current_loop
         eng.close()
