@@ -221,7 +221,7 @@ _SERVER_TLS_KEYS = frozenset({
 SERVER_APPLIED_KEYS = frozenset({
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
-    "connection.failed.authentication.delay.ms", *_SERVER_TLS_KEYS,
+    "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", *_SERVER_TLS_KEYS,
 })
 
 
@@ -230,7 +230,8 @@ def _server_applied(key: str) -> bool:
         return True
     if key.startswith("listener.name."):
         rest = key[len("listener.name."):].partition(".")[2]
-        return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config") or rest in _SERVER_TLS_KEYS
+        return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config", "connections.max.reauth.ms") \
+            or rest in _SERVER_TLS_KEYS
     return False
 
 

@@ -88,7 +88,8 @@ class Connection:
             self.tls = TlsChannel(listener.ssl_context, sock)
         if listener is not None and listener.sasl is not None:
             self.sasl = SaslSession(listener.sasl, max_receive_size=broker.sasl_max_receive_size,
-                                    failed_delay_ms=broker.failed_auth_delay_ms)
+                                    failed_delay_ms=broker.failed_auth_delay_ms,
+                                    reauth_ms=listener.reauth_ms)
         self.loop = asyncio.get_running_loop()
         # Unbounded so the end-of-stream marker can always be queued; the reader
         # enforces max_inflight / max_queued_bytes itself before adding a frame.
@@ -299,6 +300,11 @@ class Connection:
                         supported = m.SUPPORTED.get(key)
                         sasl.admit(key, supported is not None and
                                    supported[0] <= version <= supported[1])
+                    elif sasl is not None and sasl.expired(clock()):
+                        key = peek_header(frame)[0]
+                        if key != m.ApiKey.SASL_HANDSHAKE:    # KIP-368: re-authenticate or go
+                            log.info("connection %s: SASL session expired: closing", self.peer)
+                            return
                     key, version, corr = peek_header(frame)
                     supported = m.SUPPORTED.get(key)
                     if supported is None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidConfigError
-from ..security.listeners import ListenerSettings
+from ..security.listeners import ListenerSettings, listener_config
 from ..security.sasl import SaslServerFactory
 from ..security.tls import SslPrincipalMapper, server_context
 
@@ -53,6 +53,7 @@ class Listener:
     sasl: SaslServerFactory | None = None   # SASL_* listeners: the mechanisms served
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)   # SSL, SASL_SSL
     principal_mapper: SslPrincipalMapper | None = field(default=None, repr=False)   # SSL
+    reauth_ms: int = 0                      # connections.max.reauth.ms (SASL; 0: no re-auth)
     sock: socket.socket | None = field(default=None, repr=False)
     task: Any = field(default=None, repr=False)     # the accept loop
 
@@ -80,6 +81,12 @@ def listeners_from_configs(configs: Mapping[str, Any], *,
             if not ep.is_sasl:
                 mapper = SslPrincipalMapper.from_configs(configs, ep.name)
         adv = settings.advertised_for(ep.name)
+        reauth = listener_config(configs, ep.name, "connections.max.reauth.ms", 0) or 0
+        try:
+            reauth_ms = int(reauth)
+        except (TypeError, ValueError):
+            raise InvalidConfigError(f"connections.max.reauth.ms must be a number, not {reauth!r}") from None
         out.append(Listener(ep.name, ep.security_protocol, ep.bind_host, ep.port,
-                            adv.host or None, adv.port or None, sasl, context, mapper))
+                            adv.host or None, adv.port or None, sasl, context, mapper,
+                            reauth_ms=max(0, reauth_ms)))
     return out, settings

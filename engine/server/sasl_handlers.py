@@ -25,8 +25,15 @@ SaslServerAuthenticator states)::
   (default 524288): the reader closes the connection on its size prefix, before allocating it.
 
 After authentication (and on listeners without SASL) SaslHandshake and SaslAuthenticate are
-answered ILLEGAL_SASL_STATE, as Kafka's KafkaApis does; re-authentication (KIP-368,
-``connections.max.reauth.ms``) is not served: the session lifetime answered is 0.
+answered ILLEGAL_SASL_STATE, as Kafka's KafkaApis does -- except for re-authentication.
+
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 (or its
+``listener.name.<l>.`` form) a completed SaslAuthenticate answers that session lifetime; a
+request other than SaslHandshake after it has passed closes the connection.  A SaslHandshake
+v1 on an authenticated connection whose session has a lifetime (at most one a second, as in
+Kafka) starts a new exchange: the same mechanism (another is answered NONE, then fails at its
+SaslAuthenticate with Kafka's message), and it must end with the same principal ("Cannot
+change principals during re-authentication"); meanwhile only SaslAuthenticate is taken.
 
 Concurrency: runs on the broker's event loop; a session belongs to one connection.
 """
@@ -36,7 +43,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..errors import ErrorCode, InvalidRequestError, KafkaApiError, UnsupportedSaslMechanismError
+from ..errors import (
+    ErrorCode,
+    InvalidRequestError,
+    KafkaApiError,
+    SaslAuthenticationError,
+    UnsupportedSaslMechanismError,
+)
 from ..protocol import messages as m
 
 __all__ = ["DEFAULT_FAILED_AUTH_DELAY_MS", "DEFAULT_MAX_RECEIVE_SIZE", "SaslHandlers", "SaslSession"]
@@ -54,16 +67,29 @@ class SaslSession:
     """The SASL state of one connection on a SASL listener (see the module doc)."""
 
     __slots__ = ("factory", "max_receive_size", "failed_delay", "state", "authenticator",
-                 "raw_tokens")
+                 "raw_tokens", "reauth", "expires_at", "mechanism", "reauth_started",
+                 "reauth_error")
 
     def __init__(self, factory, *, max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE,
-                 failed_delay_ms: int = DEFAULT_FAILED_AUTH_DELAY_MS) -> None:
+                 failed_delay_ms: int = DEFAULT_FAILED_AUTH_DELAY_MS, reauth_ms: int = 0) -> None:
         self.factory = factory                    # engine.security.sasl.SaslServerFactory
         self.max_receive_size = max_receive_size
         self.failed_delay = max(0, failed_delay_ms) / 1000.0
         self.state = _HANDSHAKE_OR_VERSIONS
         self.authenticator = None
         self.raw_tokens = False                   # after a v0 handshake: tokens without header
+        self.reauth = reauth_ms / 1000.0          # connections.max.reauth.ms in seconds; 0: never
+        self.expires_at: float | None = None      # loop time the session ends (KIP-368)
+        self.mechanism: str | None = None         # of the completed authentication
+        self.reauth_started = 0.0                 # loop time of the last re-authentication
+        self.reauth_error: str | None = None      # a re-authentication with another mechanism
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now > self.expires_at
+
+    def can_reauthenticate(self, now: float) -> bool:
+        """KIP-368: a completed session with a lifetime, at most one re-authentication a second."""
+        return self.complete and self.expires_at is not None and now - self.reauth_started >= 1.0
 
     @property
     def complete(self) -> bool:
@@ -100,6 +126,8 @@ class SaslSession:
         KafkaApiError (SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE) ends the exchange."""
         auth = self.authenticator
         assert auth is not None                   # state AUTHENTICATE
+        if self.reauth_error is not None:
+            raise SaslAuthenticationError(self.reauth_error)
         try:
             reply = auth.evaluate(bytes(token))
         except KafkaApiError:
@@ -107,9 +135,16 @@ class SaslSession:
                      auth.mechanism, auth.failure or "invalid token")
             raise
         if auth.complete:
+            if self.mechanism is not None and auth.principal != conn.principal:
+                old, new = conn.principal.replace(":", "."), auth.principal.replace(":", ".")
+                raise SaslAuthenticationError(
+                    f"Cannot change principals during re-authentication from {old}: {new}")
             self.state = _COMPLETE
             self.raw_tokens = False
             self.authenticator = None
+            self.mechanism = auth.mechanism
+            if self.reauth:
+                self.expires_at = asyncio.get_running_loop().time() + self.reauth
             conn.principal = auth.principal
             log.debug("connection %s: authenticated as %s (%s)", conn.peer, auth.principal,
                       auth.mechanism)
@@ -141,6 +176,15 @@ class SaslHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.SASL_HANDSHAKE, v, body.buf[body.pos:])
         session = conn.sasl
+        now = asyncio.get_running_loop().time()
+        if session is not None and v >= 1 and session.can_reauthenticate(now):
+            session.reauth_started = now          # KIP-368: a new exchange on this connection
+            session.reauth_error = None
+            if req.mechanism != session.mechanism:
+                session.reauth_error = (f"SASL mechanism '{req.mechanism}' requested by client is not "
+                                        f"supported for re-authentication of mechanism "
+                                        f"'{session.mechanism}'")
+            session.state = _HANDSHAKE
         if session is None or session.state not in (_HANDSHAKE_OR_VERSIONS, _HANDSHAKE):
             # KafkaApis: a handshake on an authenticated (or non-SASL) connection
             return _handshake_response(v, ErrorCode.ILLEGAL_SASL_STATE, [])
@@ -168,7 +212,10 @@ class SaslHandlers:
         except KafkaApiError as e:
             await session.fail()
             return _authenticate_response(v, e.code, str(e))
-        return _authenticate_response(v, ErrorCode.NONE, None, reply)
+        lifetime = 0
+        if session.complete and session.expires_at is not None:
+            lifetime = int(session.reauth * 1000)
+        return _authenticate_response(v, ErrorCode.NONE, None, reply, lifetime)
 
 
 def _handshake_response(version: int, code: int, mechanisms: list[str]) -> list:
@@ -177,7 +224,7 @@ def _handshake_response(version: int, code: int, mechanisms: list[str]) -> list:
 
 
 def _authenticate_response(version: int, code: int, message: str | None,
-                           auth_bytes: bytes = b"") -> list:
+                           auth_bytes: bytes = b"", lifetime_ms: int = 0) -> list:
     return [m.encode(m.ApiKey.SASL_AUTHENTICATE, version,
                      {"error_code": code, "error_message": message, "auth_bytes": auth_bytes,
-                      "session_lifetime": 0})]
+                      "session_lifetime": lifetime_ms})]

@@ -374,3 +374,69 @@ def test_aiokafka_over_sasl(sasl_broker, mechanism, user, password):
             await c.stop()
 
     assert asyncio.run(run()) == [b"v0", b"v1", b"v2"]
+
+
+# -- re-authentication (KIP-368) ---------------------------------------------------------------
+@pytest.fixture
+def reauth_broker(tmp_path):
+    b = SaslBroker(str(tmp_path / "data"), {"connections.max.reauth.ms": "1500",
+                                            "connection.failed.authentication.delay.ms": "0"})
+    yield b
+    b.stop()
+
+
+def test_session_lifetime_and_reauthentication(reauth_broker):
+    with socket.create_connection(("127.0.0.1", reauth_broker.sasl_port), timeout=5) as s:
+        assert _handshake(s, "PLAIN").error_code == 0
+        resp = _authenticate(s, b"\0alice\0alice-secret")
+        assert resp.error_code == 0 and resp.session_lifetime == 1500
+        assert _metadata(s) is not None
+        time.sleep(1.1)                          # re-authentication at most once a second
+        assert _handshake(s, "PLAIN").error_code == 0
+        resp = _authenticate(s, b"\0alice\0alice-secret")
+        assert resp.error_code == 0 and resp.session_lifetime == 1500
+        time.sleep(1.0)                          # 2.1 s after the first login: the new session holds
+        assert _metadata(s) is not None
+
+
+def test_expired_session_closes_at_the_next_request(reauth_broker):
+    with socket.create_connection(("127.0.0.1", reauth_broker.sasl_port), timeout=5) as s:
+        assert _handshake(s, "PLAIN").error_code == 0
+        assert _authenticate(s, b"\0alice\0alice-secret").error_code == 0
+        time.sleep(1.7)
+        assert _metadata(s) is None
+        assert _closed(s)
+
+
+@pytest.mark.parametrize("mechanism,token,message", [
+    ("PLAIN", b"\0admin\0admin-secret", "Cannot change principals during re-authentication"),
+    ("SCRAM-SHA-256", b"n,,n=alice,r=abc", "not supported for re-authentication of mechanism 'PLAIN'"),
+])
+def test_reauthentication_keeps_mechanism_and_principal(reauth_broker, mechanism, token, message):
+    with socket.create_connection(("127.0.0.1", reauth_broker.sasl_port), timeout=5) as s:
+        assert _handshake(s, "PLAIN").error_code == 0
+        assert _authenticate(s, b"\0alice\0alice-secret").error_code == 0
+        time.sleep(1.1)
+        assert _handshake(s, mechanism).error_code == 0
+        resp = _authenticate(s, token)
+        assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert message in resp.error_message
+        assert _closed(s)
+
+
+def test_confluent_kafka_reauthenticates_and_keeps_producing(reauth_broker, caplog):
+    import logging
+
+    from confluent_kafka import Producer
+    caplog.set_level(logging.INFO, logger="engine.server")
+    p = Producer({"bootstrap.servers": reauth_broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"})
+    topic = f"re-{uuid.uuid4().hex[:8]}"
+    delivered = []
+    deadline = time.time() + 4.5                 # three session lifetimes
+    while time.time() < deadline:
+        p.produce(topic, b"x", on_delivery=lambda err, msg: delivered.append(err))
+        p.poll(0.2)
+    assert p.flush(30) == 0
+    assert delivered and all(err is None for err in delivered)
+    assert "SASL session expired" not in caplog.text      # re-authenticated, never cut off
