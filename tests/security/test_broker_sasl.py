@@ -440,3 +440,45 @@ def test_confluent_kafka_reauthenticates_and_keeps_producing(reauth_broker, capl
     assert p.flush(30) == 0
     assert delivered and all(err is None for err in delivered)
     assert "SASL session expired" not in caplog.text      # re-authenticated, never cut off
+
+
+# -- fuzz: mangled handshakes never crash the broker or leave it unable to serve ----------------
+def test_fuzzed_sasl_exchanges(reauth_broker, caplog):
+    sasl_broker = reauth_broker                   # (no failed-authentication delay)
+    import logging
+    import random
+    caplog.set_level(logging.INFO, logger="engine.server")
+    rnd = random.Random(19)
+    scram_first = b"n,,n=alice,r=" + b"A" * 24
+    seeds = [b"\0alice\0alice-secret", scram_first, b"", b"\0\0", b"n,a=bob,n=alice,r=x"]
+    for i in range(150):
+        token = bytearray(rnd.choice(seeds))
+        for _ in range(rnd.randint(0, 4)):
+            op = rnd.randint(0, 2)
+            pos = rnd.randint(0, len(token)) if token else 0
+            if op == 0:
+                token[pos:pos] = bytes([rnd.randint(0, 255)])
+            elif op == 1 and token:
+                del token[min(pos, len(token) - 1)]
+            elif token:
+                token[min(pos, len(token) - 1)] = rnd.randint(0, 255)
+        mechanism = rnd.choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "plain", "", "X" * 300])
+        version = rnd.choice([0, 1])
+        with socket.create_connection(("127.0.0.1", sasl_broker.sasl_port), timeout=5) as s:
+            hs = _handshake(s, mechanism, version)
+            if hs.error_code:
+                assert hs.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+                continue
+            if version == 0:
+                s.sendall(struct.pack(">i", len(token)) + bytes(token))
+                _read_frame(s)                    # an answer or the close
+            else:
+                resp = _authenticate(s, bytes(token), rnd.choice([0, 1, 2]))
+                assert resp is None or resp.error_code in (
+                    0, ErrorCode.SASL_AUTHENTICATION_FAILED, ErrorCode.ILLEGAL_SASL_STATE)
+    assert "authentication failed" in caplog.text          # (the broker's log is captured)
+    assert "Traceback" not in caplog.text and "crashed" not in caplog.text
+    with socket.create_connection(("127.0.0.1", sasl_broker.sasl_port), timeout=5) as s:
+        assert _handshake(s, "PLAIN").error_code == 0
+        assert _authenticate(s, b"\0alice\0alice-secret").error_code == 0
+        assert _metadata(s) is not None

@@ -159,3 +159,40 @@ def test_certificate_of_another_ca_or_none_is_refused(tls_broker, pki, cert):
                 s.sendall(_api_versions_frame())          # TLS 1.3: the refusal comes after
                 if not s.recv(4):
                     raise ConnectionError("closed")
+
+
+def test_kafka_python_over_sasl_ssl_scram(tls_broker, pki):
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=tls_broker.sasl_ssl, security_protocol="SASL_SSL",
+                      ssl_cafile=pki.path("ca.pem"), sasl_mechanism="SCRAM-SHA-256",
+                      sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    topic = f"kps-{uuid.uuid4().hex[:8]}"
+    meta = p.send(topic, b"over SASL_SSL").get(timeout=30)
+    p.close()
+    assert meta.offset == 0
+
+
+def test_aiokafka_over_mtls(tls_broker, pki):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    ctx = _client_ctx(pki)
+    topic = f"aks-{uuid.uuid4().hex[:8]}"
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=tls_broker.ssl, security_protocol="SSL", ssl_context=ctx)
+        await p.start()
+        try:
+            await p.send_and_wait(topic, b"v" * 100_000)       # a fetch of ~100 KB through TLS
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, bootstrap_servers=tls_broker.ssl, security_protocol="SSL",
+                             ssl_context=ctx, auto_offset_reset="earliest")
+        await c.start()
+        try:
+            record = await asyncio.wait_for(c.getone(), 30)
+            return record.value
+        finally:
+            await c.stop()
+
+    assert asyncio.run(run()) == b"v" * 100_000
