@@ -451,7 +451,7 @@ def test_fuzzed_sasl_exchanges(reauth_broker, caplog):
     rnd = random.Random(19)
     scram_first = b"n,,n=alice,r=" + b"A" * 24
     seeds = [b"\0alice\0alice-secret", scram_first, b"", b"\0\0", b"n,a=bob,n=alice,r=x"]
-    for i in range(150):
+    for _ in range(150):
         token = bytearray(rnd.choice(seeds))
         for _ in range(rnd.randint(0, 4)):
             op = rnd.randint(0, 2)
