@@ -5,14 +5,14 @@ OffsetCommit 2-9, OffsetFetch 1-9 (v8+ several groups), JoinGroup 0-9,
 Heartbeat 0-4, LeaveGroup 0-5 (v3+ several members), SyncGroup 0-5,
 DescribeGroups 0-5, ListGroups 0-5, DeleteGroups 0-2, OffsetDelete 0.
 
-The coordinator lives on its own loop (``Engine.group_coordinator``) or the broker's; a
+The coordinator lives on its own loop (``node.group_coordinator``) or the broker's; a
 handler calls it through txn_handlers.call, bounded (common.bounded): by
 ``offsets.commit.timeout.ms`` twice over (common.coordinator_bound_s), and a JoinGroup or
 SyncGroup, which waits for the rebalance, by the rebalance timeout (JoinGroup's own, SyncGroup's
 the group's longest) plus that.  Like Kafka, that connection answers nothing else meanwhile
 (responses stay in order); other connections are not affected.  No answer in time is
 COORDINATOR_NOT_AVAILABLE (the client finds the coordinator again and retries), as is a read-only
-Engine, which has no coordinator.
+node, which has no coordinator.
 FindCoordinator with key type 1 (a transactional id) asks the TransactionCoordinator;
 OffsetFetch v7+ with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for partitions with
 transactional offsets not yet committed (TxnOffsetCommit is txn_handlers.py's).

@@ -14,12 +14,12 @@ answers NOT_LEADER_OR_FOLLOWER for a partition this broker does not lead and che
 UNKNOWN_LEADER_EPOCH 75 above).  With the single-node view (the default) this broker leads every
 partition and the leader epoch is its log's latest epoch (0 for a new log).
 
-Concurrency: runs on the broker's event loop.  Engine calls are synchronous.
+Concurrency: runs on the broker's event loop.  Node calls are synchronous.
 A plain append (validate, ``pwrite``, index update) runs inline; an append to
 a log with a flush policy (``flush.messages`` set, e.g. durable mode, where it
 may fdatasync) and the fsync-ing admin calls (CreateTopics, DeleteTopics) run
 in the loop's default thread pool so one slow disk never stalls every
-connection.  PartitionLog and Engine are thread-safe.
+connection.  PartitionLog and Node are thread-safe.
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ _SAMPLED = {
 
 
 class EngineCollector:
-    """Per-partition, per-group and engine gauges, read from the Engine at scrape time."""
+    """Per-partition, per-group and engine gauges, read from the broker's node at scrape time."""
 
     def __init__(self, broker):
         self.broker = broker
