@@ -231,7 +231,7 @@ def _server_applied(key: str) -> bool:
     if key.startswith("listener.name."):
         rest = key[len("listener.name."):].partition(".")[2]
         return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config", "connections.max.reauth.ms") \
-            or rest in _SERVER_TLS_KEYS
+            or rest in _SERVER_TLS_KEYS or rest.endswith(".connections.max.reauth.ms")
     return False
 
 

@@ -89,7 +89,7 @@ class Connection:
         if listener is not None and listener.sasl is not None:
             self.sasl = SaslSession(listener.sasl, max_receive_size=broker.sasl_max_receive_size,
                                     failed_delay_ms=broker.failed_auth_delay_ms,
-                                    reauth_ms=listener.reauth_ms)
+                                    reauth_ms_by_mechanism=listener.reauth_ms)
         self.loop = asyncio.get_running_loop()
         # Unbounded so the end-of-stream marker can always be queued; the reader
         # enforces max_inflight / max_queued_bytes itself before adding a frame.

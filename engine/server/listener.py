@@ -53,13 +53,30 @@ class Listener:
     sasl: SaslServerFactory | None = None   # SASL_* listeners: the mechanisms served
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)   # SSL, SASL_SSL
     principal_mapper: SslPrincipalMapper | None = field(default=None, repr=False)   # SSL
-    reauth_ms: int = 0                      # connections.max.reauth.ms (SASL; 0: no re-auth)
+    reauth_ms: dict[str, int] = field(default_factory=dict)   # mechanism -> connections.max.reauth.ms
     sock: socket.socket | None = field(default=None, repr=False)
     task: Any = field(default=None, repr=False)     # the accept loop
 
     def address(self) -> str:
         """HOST:PORT as advertised (the bound one where nothing is advertised)."""
         return f"{self.advertised_host or self.host}:{self.advertised_port or self.port}"
+
+
+def _reauth_ms(configs: Mapping[str, Any], listener: str, sasl) -> dict[str, int]:
+    """connections.max.reauth.ms per enabled mechanism: Kafka's
+    ``listener.name.<l>.<mechanism>.connections.max.reauth.ms``, else the listener's, else the
+    broker's (0: sessions do not expire)."""
+    if sasl is None:
+        return {}
+    base = listener_config(configs, listener, "connections.max.reauth.ms", 0) or 0
+    out = {}
+    for mech in sasl.enabled_mechanisms:
+        raw = configs.get(f"listener.name.{listener.lower()}.{mech.lower()}.connections.max.reauth.ms", base)
+        try:
+            out[mech] = max(0, int(raw or 0))
+        except (TypeError, ValueError):
+            raise InvalidConfigError(f"connections.max.reauth.ms must be a number, not {raw!r}") from None
+    return out
 
 
 def listeners_from_configs(configs: Mapping[str, Any], *,
@@ -81,12 +98,7 @@ def listeners_from_configs(configs: Mapping[str, Any], *,
             if not ep.is_sasl:
                 mapper = SslPrincipalMapper.from_configs(configs, ep.name)
         adv = settings.advertised_for(ep.name)
-        reauth = listener_config(configs, ep.name, "connections.max.reauth.ms", 0) or 0
-        try:
-            reauth_ms = int(reauth)
-        except (TypeError, ValueError):
-            raise InvalidConfigError(f"connections.max.reauth.ms must be a number, not {reauth!r}") from None
         out.append(Listener(ep.name, ep.security_protocol, ep.bind_host, ep.port,
                             adv.host or None, adv.port or None, sasl, context, mapper,
-                            reauth_ms=max(0, reauth_ms)))
+                            reauth_ms=_reauth_ms(configs, ep.name, sasl)))
     return out, settings

@@ -28,12 +28,13 @@ After authentication (and on listeners without SASL) SaslHandshake and SaslAuthe
 answered ILLEGAL_SASL_STATE, as Kafka's KafkaApis does -- except for re-authentication.
 
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 (or its
-``listener.name.<l>.`` form) a completed SaslAuthenticate answers that session lifetime; a
-request other than SaslHandshake after it has passed closes the connection.  A SaslHandshake
-v1 on an authenticated connection whose session has a lifetime (at most one a second, as in
-Kafka) starts a new exchange: the same mechanism (another is answered NONE, then fails at its
-SaslAuthenticate with Kafka's message), and it must end with the same principal ("Cannot
-change principals during re-authentication"); meanwhile only SaslAuthenticate is taken.
+``listener.name.<l>.`` and ``listener.name.<l>.<mechanism>.`` forms) a completed
+SaslAuthenticate answers that session lifetime; a request other than SaslHandshake after it has
+passed closes the connection.  A SaslHandshake v1 on an authenticated connection whose session
+has a lifetime (at most one a second, as in Kafka) starts a new exchange: the same mechanism
+(another is answered NONE, then fails at its SaslAuthenticate with Kafka's message), and it
+must end with the same principal ("Cannot change principals during re-authentication");
+meanwhile only SaslAuthenticate is taken.
 
 Concurrency: runs on the broker's event loop; a session belongs to one connection.
 """
@@ -71,14 +72,15 @@ class SaslSession:
                  "reauth_error")
 
     def __init__(self, factory, *, max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE,
-                 failed_delay_ms: int = DEFAULT_FAILED_AUTH_DELAY_MS, reauth_ms: int = 0) -> None:
+                 failed_delay_ms: int = DEFAULT_FAILED_AUTH_DELAY_MS,
+                 reauth_ms_by_mechanism: dict[str, int] | None = None) -> None:
         self.factory = factory                    # engine.security.sasl.SaslServerFactory
         self.max_receive_size = max_receive_size
         self.failed_delay = max(0, failed_delay_ms) / 1000.0
         self.state = _HANDSHAKE_OR_VERSIONS
         self.authenticator = None
         self.raw_tokens = False                   # after a v0 handshake: tokens without header
-        self.reauth = reauth_ms / 1000.0          # connections.max.reauth.ms in seconds; 0: never
+        self.reauth = reauth_ms_by_mechanism or {}   # connections.max.reauth.ms; 0: never
         self.expires_at: float | None = None      # loop time the session ends (KIP-368)
         self.mechanism: str | None = None         # of the completed authentication
         self.reauth_started = 0.0                 # loop time of the last re-authentication
@@ -143,8 +145,9 @@ class SaslSession:
             self.raw_tokens = False
             self.authenticator = None
             self.mechanism = auth.mechanism
-            if self.reauth:
-                self.expires_at = asyncio.get_running_loop().time() + self.reauth
+            lifetime_ms = self.reauth.get(auth.mechanism, 0)
+            if lifetime_ms:
+                self.expires_at = asyncio.get_running_loop().time() + lifetime_ms / 1000.0
             conn.principal = auth.principal
             log.debug("connection %s: authenticated as %s (%s)", conn.peer, auth.principal,
                       auth.mechanism)
@@ -214,7 +217,7 @@ class SaslHandlers:
             return _authenticate_response(v, e.code, str(e))
         lifetime = 0
         if session.complete and session.expires_at is not None:
-            lifetime = int(session.reauth * 1000)
+            lifetime = session.reauth.get(session.mechanism or "", 0)
         return _authenticate_response(v, ErrorCode.NONE, None, reply, lifetime)
 
 

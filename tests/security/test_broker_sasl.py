@@ -399,6 +399,20 @@ def test_session_lifetime_and_reauthentication(reauth_broker):
         assert _metadata(s) is not None
 
 
+def test_reauth_lifetime_per_mechanism(tmp_path):
+    b = SaslBroker(str(tmp_path / "d"), {
+        "connections.max.reauth.ms": "1500",
+        "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "60000"})
+    try:
+        with socket.create_connection(("127.0.0.1", b.sasl_port), timeout=5) as s:
+            assert _handshake(s, "PLAIN").error_code == 0
+            assert _authenticate(s, b"\0alice\0alice-secret").session_lifetime == 60000
+        log = b.engine.config.ignored
+        assert "listener.name.sasl_plaintext.plain.connections.max.reauth.ms" not in log
+    finally:
+        b.stop()
+
+
 def test_expired_session_closes_at_the_next_request(reauth_broker):
     with socket.create_connection(("127.0.0.1", reauth_broker.sasl_port), timeout=5) as s:
         assert _handshake(s, "PLAIN").error_code == 0
