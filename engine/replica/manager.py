@@ -2,7 +2,7 @@
 
 ::
 
-    rm = ReplicaManager(engine, view)             # view: engine/replica/view.py
+    rm = ReplicaManager(node, view)               # view: engine/replica/view.py
     rm.start(loop, notify)                         # notify(): wake long-polling fetches
     info, log_start, waiter = await rm.append(topic, p, buf, acks)
     await rm.wait_for_acks([waiter, ...], timeout_ms)   # acks=all: raises per waiter
@@ -70,15 +70,15 @@ _FETCHER_KEYS = {"replica.fetch.wait.max.ms": "max_wait_ms", "replica.fetch.min.
 class ReplicaManager:
     """See the module docstring."""
 
-    def __init__(self, engine, view=None, *, node_id: int | None = None,
+    def __init__(self, node, view=None, *, node_id: int | None = None,
                  replica_lag_time_max_ms: int | None = None, fetcher_config: dict | None = None,
                  log_for=None):
-        self.engine = engine
+        self.node = node
         if view is None:
-            view = LocalClusterView(engine, engine.config["node.id"] if node_id is None else node_id)
+            view = LocalClusterView(node, node.config["node.id"] if node_id is None else node_id)
         self.view = view
         self.node_id = view.node_id
-        given = getattr(engine.config, "explicit", {})     # Kafka's replica.* broker keys
+        given = getattr(node.config, "explicit", {})     # Kafka's replica.* broker keys
         self.replica_lag_time_max_ms = int(replica_lag_time_max_ms if replica_lag_time_max_ms is not None
                                            else given.get("replica.lag.time.max.ms", 30_000))
         self.fetcher_config = {arg: int(given[key]) for key, arg in _FETCHER_KEYS.items() if key in given}
@@ -137,7 +137,7 @@ class ReplicaManager:
 
     def _default_log_for(self, topic: str, partition: int):
         """The local log of a partition this broker is told to host, created when absent."""
-        eng = self.engine
+        eng = self.node
         try:
             return eng.log(topic, partition)
         except UnknownTopicOrPartitionError:
@@ -195,7 +195,7 @@ class ReplicaManager:
         (empty: append them all).  Off with ``transaction.partition.verification.enable=false``
         or without a verifier (an embedded node alone: its in-process producers are verified
         by their own transaction)."""
-        if self._verifier is None or not self.engine.config["transaction.partition.verification.enable"]:
+        if self._verifier is None or not self.node.config["transaction.partition.verification.enable"]:
             return {}
         return await self._verifier.refused(transactional_id, entries)
 
@@ -485,7 +485,7 @@ class ReplicaManager:
             self._roles_changed(topic, partition, False)
         if delete:
             try:
-                self.engine.logs.delete_log(topic, partition)
+                self.node.logs.delete_log(topic, partition)
             except UnknownTopicOrPartitionError:
                 pass
 

@@ -66,19 +66,19 @@ class ClusterView:
 
 
 class LocalClusterView(ClusterView):
-    """One node that leads every partition of `engine`'s local metadata: a cluster of one."""
+    """One node that leads every partition of `node`'s local metadata: a cluster of one."""
 
     local = True
 
-    def __init__(self, engine, node_id: int = 0):
-        self.engine = engine
+    def __init__(self, node, node_id: int = 0):
+        self.node = node
         self.node_id = node_id
 
     def brokers(self):
         return {self.node_id: (None, None, None)}     # the address the client used
 
     def partition_state(self, topic, partition):
-        log = self.engine.log(topic, partition)       # UnknownTopicOrPartitionError if absent
+        log = self.node.log(topic, partition)       # UnknownTopicOrPartitionError if absent
         epoch = max(log.leader_epoch_cache.latest_epoch, 0)
         return self.node_id, epoch, [self.node_id], [self.node_id]
 
@@ -87,7 +87,7 @@ class LocalClusterView(ClusterView):
 
     def partition_count(self, topic):
         try:
-            return self.engine.topic_metadata(topic).partitions
+            return self.node.topic_metadata(topic).partitions
         except UnknownTopicOrPartitionError:
             return None
 
