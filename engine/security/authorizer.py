@@ -46,6 +46,7 @@ from engine.security.acl import (
     validate_binding,
     validate_filter,
 )
+from engine.storage.checkpoint import write_atomic
 
 AUTHORIZER_CLASS_NAME = "authorizer.class.name"
 SUPER_USERS = "super.users"
@@ -211,21 +212,7 @@ class AclFileStore:
     def save(self, bindings: Iterable[AclBinding]) -> None:
         acls = [binding_to_json(b) for b in sorted(bindings, key=_sort_key)]
         data = json.dumps({"version": self.VERSION, "acls": acls}, indent=1).encode("utf-8")
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomic(self.path, data, 0o644)
 
 
 def _sort_key(b: AclBinding) -> tuple:

@@ -36,6 +36,7 @@ from engine.security.scram import (
     MIN_ITERATIONS,
     ScramCredential,
 )
+from engine.storage.checkpoint import write_atomic
 
 Key = tuple[str, str]       # (user, mechanism name)
 
@@ -213,21 +214,7 @@ class ScramCredentialStore:
         for (user, mech), cred in sorted(self._creds.items()):
             users.setdefault(user, {})[mech] = cred.to_kafka_string()
         data = json.dumps({"version": self.VERSION, "users": users}, indent=1).encode("utf-8")
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomic(self.path, data, 0o600)
 
     def __call__(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.get(user, mechanism)

@@ -52,10 +52,10 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """temp file + fsync + rename + fsync of the directory."""
+def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
+    """temp file (created with `mode`) + fsync + rename + fsync of the directory."""
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)
         while view:
