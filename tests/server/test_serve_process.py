@@ -171,9 +171,12 @@ def test_kafka_keys_are_type_checked_and_unknown_keys_name_the_closest(tmp_path)
     from engine.config import EngineConfig
     from engine.errors import InvalidConfigError
     cfg = EngineConfig.from_mapping({"num.io.threads": "8", "delete.topic.enable": "false",
+                                     "listener.name.internal.socket.send.buffer.bytes": "1024",
                                      "listener.name.internal.ssl.keystore.location": "/k"})
+    # (listener.name.<l>.ssl.* has its effect on TLS listeners: not in the ignored list)
     assert cfg.ignored == {"num.io.threads": 8, "delete.topic.enable": False,
-                           "listener.name.internal.ssl.keystore.location": "/k"}
+                           "listener.name.internal.socket.send.buffer.bytes": "1024"}
+    assert cfg.explicit["listener.name.internal.ssl.keystore.location"] == "/k"
     with pytest.raises(InvalidConfigError, match="num.io.threads: expected an integer"):
         EngineConfig.from_mapping({"num.io.threads": "eight"})
     with pytest.raises(InvalidConfigError, match="did you mean 'num.network.threads'"):
