@@ -152,8 +152,10 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             if effective:
                 log.info("effective non-default configuration: %s",
                          ", ".join(f"{k}={v}" for k, v in sorted(effective.items())))
+            from .cluster.scram_zk import ZkScramCredentials
             from .security.credentials import ScramCredentialStore
-            scram = ScramCredentialStore(eng.path)
+            # in cluster mode shared through ZooKeeper once the broker joined (share below)
+            scram = ZkScramCredentials(ScramCredentialStore(eng.path))
             listeners, lsettings = listeners_from_configs(settings, scram_credentials=scram)
             # cluster mode registers the inter-broker listener's address (one endpoint per broker)
             inter = next((li for li in listeners if li.name == lsettings.inter_broker_listener),
@@ -185,6 +187,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                     await asyncio.get_running_loop().run_in_executor(
                         None, start_member, member, broker, eng.node, adv_port or inter.port)
                     started = member
+                    await asyncio.get_running_loop().run_in_executor(None, scram.share, member.store)
                 http = _start_operator_endpoints(broker, eng, args, cfg)
                 loop = asyncio.get_running_loop()
                 for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,6 +1,6 @@
 """DescribeUserScramCredentials (50) and AlterUserScramCredentials (51) over the broker's SCRAM
-credential store (engine/security/credentials.py ScramCredentialStore, ``broker.scram_credentials``:
-``scram-credentials.json`` in the data directory).
+credential store (``broker.scram_credentials``: engine/security/credentials.py's
+ScramCredentialStore, ``scram-credentials.json`` in the data directory).
 
 Kafka's rules are the store's (those of Kafka 4.0's ScramControlManager): per-user results,
 deletions first, DUPLICATE_RESOURCE for a user named twice, UNACCEPTABLE_CREDENTIAL for an
@@ -9,9 +9,9 @@ other than SCRAM-SHA-256 (1) / SCRAM-SHA-512 (2), RESOURCE_NOT_FOUND for deletin
 describing what is not there.  A change is written to disk (fsync) off the event loop before
 the answer, and the SASL listeners authenticate with it from the next exchange on.
 
-Cluster mode: credentials are kept by the broker that took the request, in its data directory;
-they are not shared through ZooKeeper yet (docs/security.md), so in a cluster a user must be
-added on each broker a client authenticates to.
+Cluster mode: ``broker.scram_credentials`` is then engine/cluster/scram_zk.py's
+ZkScramCredentials (given by serve), which writes a change to ZooKeeper's ``/config/users``,
+where every broker's watch takes it.
 
 Concurrency: runs on the broker's event loop; the store is thread-safe.
 """
