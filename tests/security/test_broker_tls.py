@@ -23,7 +23,7 @@ def pki(tmp_path_factory):
 
 
 class TlsBroker:
-    def __init__(self, data_dir: str, pki):
+    def __init__(self, data_dir: str, pki, extra: dict | None = None):
         import engine
         from engine.security.credentials import ScramCredentialStore
         from engine.server import BackgroundBroker
@@ -31,7 +31,7 @@ class TlsBroker:
                "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca.pem"),
                "listener.name.ssl.ssl.client.auth": "required",
                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-               "connection.failed.authentication.delay.ms": "0"}
+               "connection.failed.authentication.delay.ms": "0", **(extra or {})}
         self.engine = engine.open(data_dir, cfg, background=False)
         self.store = ScramCredentialStore(data_dir)
         self.store.set_password("alice", "SCRAM-SHA-256", "alice-secret")
@@ -196,3 +196,18 @@ def test_aiokafka_over_mtls(tls_broker, pki):
             await c.stop()
 
     assert asyncio.run(run()) == b"v" * 100_000
+
+
+@pytest.mark.parametrize("cert,principal", [
+    ("client.pem", "User:alice"), (None, "User:ANONYMOUS")])
+def test_requested_client_auth_and_mapping_rules(tmp_path, pki, cert, principal):
+    b = TlsBroker(str(tmp_path / "d"), pki, {"listener.name.ssl.ssl.client.auth": "requested",
+                                             "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/L,DEFAULT"})
+    try:
+        with socket.create_connection(("127.0.0.1", b.ports[1]), timeout=5) as raw:
+            with _client_ctx(pki, cert).wrap_socket(raw, server_hostname="localhost") as s:
+                s.sendall(_api_versions_frame())
+                assert len(s.recv(4)) == 4
+                assert ("SSL", principal) in b.principals()
+    finally:
+        b.stop()
