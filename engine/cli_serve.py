@@ -127,7 +127,14 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
     if advertised:
         settings["advertised.listeners"] = advertised
     from .server.listener import listeners_from_configs
-    listeners_from_configs(settings, scram_credentials=lambda user, mech: None)   # errors before opening
+    _, lsettings = listeners_from_configs(settings, scram_credentials=lambda user, mech: None)
+    if settings.get("zookeeper.connect") and lsettings.inter_broker_protocol != "PLAINTEXT":
+        # the replica fetcher and the controller's client speak PLAINTEXT only (docs/security.md)
+        from .errors import InvalidConfigError
+        raise InvalidConfigError(f"inter-broker listener {lsettings.inter_broker_listener} is "
+                                 f"{lsettings.inter_broker_protocol}: brokers talk to each other over "
+                                 "PLAINTEXT only here (yet); name a PLAINTEXT listener in "
+                                 "inter.broker.listener.name")
 
     import engine
 

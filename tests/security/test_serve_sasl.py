@@ -155,3 +155,13 @@ def test_serve_with_a_sasl_ssl_listener(tmp_path):
         _code, log = srv.stop()
     assert "Traceback" not in log, log[-4000:]
     assert "accepted without effect" not in log, log[-4000:]
+
+
+def test_cluster_mode_refuses_a_secured_inter_broker_listener(tmp_path):
+    args = [sys.executable, "-m", "engine", "serve", "--data-dir", str(tmp_path / "d"),
+            "--listen", f"SASL_PLAINTEXT://127.0.0.1:{free_port()}", "--zookeeper", "127.0.0.1:1",
+            "--config", "sasl.enabled.mechanisms=SCRAM-SHA-256",
+            "--config", "inter.broker.listener.name=SASL_PLAINTEXT"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode != 0
+    assert "brokers talk to each other over PLAINTEXT only" in out.stderr, out.stderr[-2000:]
