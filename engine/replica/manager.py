@@ -94,6 +94,7 @@ class ReplicaManager:
         self.on_storage_error = None        # see "Storage errors" in the module docstring
         self.offline: str | None = None     # why this broker stopped serving its replicas
         self._verifier: TransactionVerifier | None = None     # KIP-890 (verification.py)
+        self._verify = False                # transaction.partition.verification.enable
 
     def add_role_listener(self, fn) -> None:
         """Call ``fn(topic, partition, leader: bool)`` after every role change of a hosted
@@ -188,6 +189,7 @@ class ReplicaManager:
         """Verify transactional produce requests with `ask` (verification.py), given by the
         composition that builds the broker: the transaction coordinator wherever the id is."""
         self._verifier = TransactionVerifier(ask)
+        self._verify = bool(self.node.config["transaction.partition.verification.enable"])
 
     async def verify_transactional(self, transactional_id: str | None, entries) -> dict[tuple[str, int], int]:
         """KIP-890, before a produce request's appends: {(topic, partition): error code} of the
@@ -195,7 +197,7 @@ class ReplicaManager:
         (empty: append them all).  Off with ``transaction.partition.verification.enable=false``
         or without a verifier (an embedded node alone: its in-process producers are verified
         by their own transaction)."""
-        if self._verifier is None or not self.node.config["transaction.partition.verification.enable"]:
+        if self._verifier is None or not self._verify or transactional_id is None:
             return {}
         return await self._verifier.refused(transactional_id, entries)
 

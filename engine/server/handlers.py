@@ -204,7 +204,7 @@ class Handlers:
         # KIP-890: transactional batches the replica layer must not append
         refused = (await self.replicas.verify_transactional(
             req.transactional_id, [(name, p.index, p.records) for name, parts in req.topics for p in parts])
-            if not error else None)
+            if not error and req.transactional_id is not None else None)
         for name, parts in req.topics:
             results = []
             for p in parts:
