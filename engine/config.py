@@ -218,7 +218,11 @@ _SERVER_TLS_KEYS = frozenset({
     "ssl.truststore.certificates", "ssl.truststore.password", "ssl.enabled.protocols", "ssl.protocol",
     "ssl.cipher.suites", "ssl.client.auth", "ssl.principal.mapping.rules",
 })
+# The ACL authorizer's keys (Kafka passes every broker key to its authorizer; these two are not in
+# its broker key list): engine/server/access.py reads them when authorizer.class.name names it.
+AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
 SERVER_APPLIED_KEYS = frozenset({
+    "authorizer.class.name", *AUTHORIZER_KEYS,
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
     "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", *_SERVER_TLS_KEYS,
@@ -342,7 +346,7 @@ class EngineConfig:
             elif key in _BROKER_TO_TOPIC:
                 tkey = _BROKER_TO_TOPIC[key]
                 values[key] = explicit[key] = _TOPIC_KEYS[tkey][1](key, raw)
-            elif key in KAFKA_BROKER_KEYS or key.startswith("listener.name."):
+            elif key in KAFKA_BROKER_KEYS or key in AUTHORIZER_KEYS or key.startswith("listener.name."):
                 explicit[key] = _kafka_typed(key, raw)
                 if not _server_applied(key):
                     ignored[key] = explicit[key]

@@ -10,8 +10,6 @@ Served (see messages.SUPPORTED, Kafka 4.0's version ranges):
   the request's (keys not named go back to their defaults).  Every broker config of this broker
   is static (read at start), so a broker resource with any key gets Kafka's answer for static
   configs: INVALID_REQUEST "Cannot update these configs dynamically".
-* DescribeAcls / CreateAcls / DeleteAcls 1-3: SECURITY_DISABLED with Kafka's messages -- what a
-  Kafka broker without ``authorizer.class.name`` answers.
 * DescribeTopicPartitions 0: Metadata's partition data, paginated as Kafka (names sorted, a cursor,
   ``response_partition_limit`` capped at 2000 and at least 1).
 * ElectLeaders 0-2: this node is every partition's only replica and leader, so every existing
@@ -56,7 +54,6 @@ __all__ = ["AdminHandlers"]
 
 log = logging.getLogger("engine.server")
 
-_NO_AUTHORIZER = "No Authorizer is configured."
 _MAX_PARTITIONS_PER_PAGE = 2000        # Kafka's max.request.partition.size.limit default
 # Kafka's answer for topic_authorized_operations without an authorizer: every topic operation
 # (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) is allowed.
@@ -74,9 +71,6 @@ class AdminHandlers:
         return {
             m.ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
             m.ApiKey.ALTER_CONFIGS: self.alter_configs,
-            m.ApiKey.DESCRIBE_ACLS: self.describe_acls,
-            m.ApiKey.CREATE_ACLS: self.create_acls,
-            m.ApiKey.DELETE_ACLS: self.delete_acls,
             m.ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.describe_topic_partitions,
             m.ApiKey.ELECT_LEADERS: self.elect_leaders,
             m.ApiKey.LIST_TRANSACTIONS: self.list_transactions,
@@ -177,27 +171,6 @@ class AdminHandlers:
                 node.alter_topic_config(r.resource_name, new, [k for k in current if k not in new])
         await off_loop(deadline, f"altering the config of {r.resource_name!r}", replace)
         return 0, None
-
-    # -- ACLs (29, 30, 31): no authorizer --------------------------------------------
-    async def describe_acls(self, header, body, conn):
-        v = header.api_version
-        m.decode(m.ApiKey.DESCRIBE_ACLS, v, body.buf[body.pos:])
-        return [m.encode(m.ApiKey.DESCRIBE_ACLS, v, {
-            "throttle_time": 0, "error_code": ErrorCode.SECURITY_DISABLED,
-            "error_message": "No Authorizer is configured on the broker", "resources": []})]
-
-    async def create_acls(self, header, body, conn):
-        v = header.api_version
-        req = m.decode(m.ApiKey.CREATE_ACLS, v, body.buf[body.pos:])
-        return [m.encode(m.ApiKey.CREATE_ACLS, v, {"throttle_time": 0, "results": [
-            {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_AUTHORIZER} for _ in req.creations]})]
-
-    async def delete_acls(self, header, body, conn):
-        v = header.api_version
-        req = m.decode(m.ApiKey.DELETE_ACLS, v, body.buf[body.pos:])
-        return [m.encode(m.ApiKey.DELETE_ACLS, v, {"throttle_time": 0, "filter_results": [
-            {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_AUTHORIZER, "matching_acls": []}
-            for _ in req.filters]})]
 
     # -- DescribeTopicPartitions (75) ------------------------------------------------
     async def describe_topic_partitions(self, header, body, conn):

@@ -44,6 +44,7 @@ import socket
 
 from ..protocol.frames import DEFAULT_MAX_REQUEST_BYTES
 from ..replica.purgatory import DelayedFetch
+from .access import Access
 from .buffers import BufferPool
 from .connection import Connection
 from .handlers import Handlers
@@ -64,7 +65,7 @@ class Broker:
                  max_queued_bytes: int = 64 * 1024 * 1024,
                  idle_timeout: float = 600.0, poll_interval: float = 0.1,
                  use_sendfile: bool = True, view=None, replica_manager=None, cluster=None,
-                 listeners: list[Listener] | None = None, scram_credentials=None):
+                 listeners: list[Listener] | None = None, scram_credentials=None, access=None):
         self.node = node
         # the replica layer: who leads what (view), appends/reads/replication (replicas); the
         # node's own, which its coordinators and in-process producers write through too
@@ -96,6 +97,9 @@ class Broker:
         self.sasl_max_receive_size = int(explicit.get("sasl.server.max.receive.size",
                                                       DEFAULT_MAX_RECEIVE_SIZE))
         self._scram_credentials = scram_credentials
+        # authorization (engine/server/access.py): authorizer.class.name, super.users, ...;
+        # the ACLs in the data directory unless the caller gives one (cluster mode: ZooKeeper)
+        self.access = access if access is not None else Access.from_configs(explicit, node.path)
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
         self.max_queued_bytes = max_queued_bytes

@@ -106,6 +106,8 @@ class Handlers:
         self._table.update(SaslHandlers(self).table())
         from .scram_handlers import ScramHandlers
         self._table.update(ScramHandlers(self).table())
+        from .acl_handlers import AclHandlers
+        self._table.update(AclHandlers(self).table())
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)
