@@ -47,6 +47,7 @@ exception names with ``Error`` for ``Exception``.
     │       (48-55, 105, 120), the controller's (39, 80, 83-85), fetch sessions' (70, 71) and
     │       13, 18, 46, 100, 115
     ├── SslPrincipalMappingError               no ssl.principal.mapping.rules rule fits a certificate
+    ├── SslAuthenticationError                 a client's TLS handshake failed (certificate not trusted, ...)
     ├── DataDirLockedError                     a second writer opened a data directory
     ├── ReadOnlyError                          a write through a read-only open
     ├── ClosedError                            use of a closed log, engine, producer or consumer
@@ -819,6 +820,13 @@ class AuthorizerConfigError(InvalidConfigError):
 class AclFormatError(InvalidConfigError):
     """A stored ACL that is not Kafka's form: the broker's ACL file, or a ZooKeeper
     ``/kafka-acl...`` node or ACL change notification; the message names the file or node."""
+
+
+class SslAuthenticationError(EngineError):
+    """A client's TLS handshake with a broker failed: the broker's certificate does not chain
+    to the trust store or does not name the host (``ssl.endpoint.identification.algorithm=https``),
+    or the broker refused the client's certificate (Kafka's SslAuthenticationException).  Not
+    retried: the configuration must change."""
 
 
 class SslPrincipalMappingError(EngineError):
