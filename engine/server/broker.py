@@ -21,6 +21,12 @@ Metadata/FindCoordinator answer that listener's advertised address.  ``broker.ho
 (engine/server/sasl_handlers.py); SCRAM credentials are in ``broker.scram_credentials``
 (``scram-credentials.json`` in the data directory).
 
+Connection limits (engine/server/connection_quotas.py, Kafka's ``max.connections``,
+``max.connections.per.ip`` (+ ``.overrides``), ``max.connection.creation.rate`` and their
+``listener.name.<l>.`` forms) are applied in the accept loops: a listener at its limit or over
+its creation rate stops accepting (clients wait in the backlog), a connection over its address's
+limit is closed at once; ``broker.connection_quotas`` holds the counts.
+
 The broker is built on a :class:`~engine.node.Node` (``broker.node``), as Kafka's socket server
 and request handlers are on what ``BrokerServer`` builds: the handlers reach the topics, the
 logs and the coordinators through it.  Partitions are served through the node's
@@ -47,6 +53,7 @@ from ..replica.purgatory import DelayedFetch
 from .access import Access
 from .buffers import BufferPool
 from .connection import Connection
+from .connection_quotas import ConnectionQuotas
 from .handlers import Handlers
 from .listener import Listener
 from .sasl_handlers import DEFAULT_FAILED_AUTH_DELAY_MS, DEFAULT_MAX_RECEIVE_SIZE
@@ -100,6 +107,8 @@ class Broker:
         # authorization (engine/server/access.py): authorizer.class.name, super.users, ...;
         # the ACLs in the data directory unless the caller gives one (cluster mode: ZooKeeper)
         self.access = access if access is not None else Access.from_configs(explicit, node.path)
+        # connection limits (engine/server/connection_quotas.py); InvalidConfigError at startup
+        self.connection_quotas = ConnectionQuotas.from_configs(explicit, [li.name for li in self.listeners])
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
         self.max_queued_bytes = max_queued_bytes
@@ -110,6 +119,7 @@ class Broker:
         self.delayed_fetch = DelayedFetch(poll_interval)    # long-polling fetches (replica/purgatory.py)
         self._accept_task: asyncio.Task | None = None      # the accept loops, gathered
         self._conn_tasks: set[asyncio.Task] = set()
+        self._conn_by_task: dict[asyncio.Task, Connection] = {}   # accepted connections' tasks
         self._connections: set[Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._own_coordinator = None
@@ -228,6 +238,7 @@ class Broker:
 
     async def _accept_loop(self, listener: Listener) -> None:
         loop = self._loop
+        quotas = self.connection_quotas
         while True:
             try:
                 conn_sock, peer = await loop.sock_accept(listener.sock)
@@ -237,12 +248,42 @@ class Broker:
                 log.warning("accept failed: %s", e)
                 await asyncio.sleep(0.1)
                 continue
+            try:
+                # Kafka's Acceptor: wait out the creation-rate throttle and for a free slot
+                # (this listener accepts nothing meanwhile), then the per-IP limit
+                await quotas.wait_for_slot(listener.name)
+            except BaseException:
+                conn_sock.close()
+                raise
+            if not quotas.inc(listener.name, peer[0]):
+                conn_sock.close()
+                continue
             conn_sock.setblocking(False)
             conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = Connection(self, conn_sock, peer, listener)
             task = loop.create_task(self._run_connection(conn))
             self._conn_tasks.add(task)
             task.add_done_callback(self._conn_tasks.discard)
+            task.add_done_callback(self._conn_by_task.pop)
+            task.add_done_callback(lambda _t, name=listener.name, ip=peer[0]: quotas.dec(name, ip))
+            self._conn_by_task[task] = conn
+            excess = quotas.excess(listener.name)
+            if excess:
+                self._close_least_active(listener.name, excess)
+
+    def _close_least_active(self, protected: str, n: int) -> None:
+        """Close the ``n`` least recently active connections of listeners other than
+        ``protected`` (Kafka: an inter-broker connection past max.connections closes one of
+        another listener, Selector.lowestPriorityChannel)."""
+        victims = sorted((conn.last_active, id(task), task) for task, conn in self._conn_by_task.items()
+                         if conn.listener is not None and conn.listener.name != protected
+                         and not task.done() and not task.cancelling())
+        for _, _, task in victims[:n]:
+            conn = self._conn_by_task[task]
+            log.info("closing connection %s on %s: max.connections reached and an inter-broker "
+                     "connection came in on %s", conn.peer, conn.listener.name, protected)
+            self.connection_quotas.stats(conn.listener.name).closed_for_inter_broker += 1
+            task.cancel()
 
     async def _run_connection(self, conn: Connection) -> None:
         self._connections.add(conn)

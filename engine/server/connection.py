@@ -100,6 +100,7 @@ class Connection:
         self.requests = 0
         self.queued_bytes = 0
         self.inflight: InFlight | None = None     # the request being processed (watchdog.py)
+        self.last_active = self.loop.time()       # the last request taken (connection_quotas.py)
         self._drained = asyncio.Event()
 
     def advertised_address(self) -> tuple[str, int]:
@@ -283,7 +284,7 @@ class Connection:
             frame = await self.queue.get()
             if frame is _EOF:
                 return
-            t0 = clock()
+            t0 = self.last_active = clock()
             key = -1
             self.queued_bytes -= len(frame)
             self._drained.set()
