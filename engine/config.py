@@ -221,11 +221,17 @@ _SERVER_TLS_KEYS = frozenset({
 # The ACL authorizer's keys (Kafka passes every broker key to its authorizer; these two are not in
 # its broker key list): engine/server/access.py reads them when authorizer.class.name names it.
 AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+# Connection limits (engine/server/connection_quotas.py); the quota windows shape the creation rate
+_CONNECTION_QUOTA_KEYS = frozenset({
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    "max.connection.creation.rate", "quota.window.num", "quota.window.size.seconds",
+})
 SERVER_APPLIED_KEYS = frozenset({
     "authorizer.class.name", *AUTHORIZER_KEYS,
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
     "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", *_SERVER_TLS_KEYS,
+    *_CONNECTION_QUOTA_KEYS,
 })
 
 
@@ -234,7 +240,8 @@ def _server_applied(key: str) -> bool:
         return True
     if key.startswith("listener.name."):
         rest = key[len("listener.name."):].partition(".")[2]
-        return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config", "connections.max.reauth.ms") \
+        return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config", "connections.max.reauth.ms",
+                        "max.connections", "max.connection.creation.rate") \
             or rest in _SERVER_TLS_KEYS or rest.endswith(".connections.max.reauth.ms")
     return False
 
