@@ -25,11 +25,8 @@ connection.  PartitionLog and Node are thread-safe.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import uuid
 
-from ..config import INTERNAL_BROKER_KEYS
 from ..coordinator.records import OFFSETS_TOPIC
 from ..coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from ..errors import (
@@ -45,17 +42,13 @@ from ..metadata import validate_topic_name
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
-from . import authz, config_describe, txn_handlers
-from .common import (  # noqa: F401  (_topic_uuid, partition_entry: also used by importers)
-    _RESOURCE_BROKER,
-    _RESOURCE_TOPIC,
+from . import authz, txn_handlers
+from .common import (
     _ZERO_UUID,
     _code,
     _record_error,
     _replica_id,
     _topic_uuid,
-    admin_bound_s,
-    broker_config_change,
     broker_entries,
     off_loop,
     partition_entry,
@@ -83,14 +76,8 @@ class Handlers:
             m.ApiKey.LIST_OFFSETS: self.list_offsets,
             m.ApiKey.METADATA: self.metadata,
             m.ApiKey.API_VERSIONS: self.api_versions,
-            m.ApiKey.CREATE_TOPICS: self.create_topics,
-            m.ApiKey.DELETE_TOPICS: self.delete_topics,
-            m.ApiKey.DELETE_RECORDS: self.delete_records,
             m.ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             m.ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
-            m.ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
-            m.ApiKey.CREATE_PARTITIONS: self.create_partitions,
-            m.ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
             m.ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
         from .group_handlers import GroupHandlers
@@ -108,6 +95,10 @@ class Handlers:
         self._table.update(ScramHandlers(self).table())
         from .acl_handlers import AclHandlers
         self._table.update(AclHandlers(self).table())
+        from .topic_handlers import TopicHandlers
+        self._table.update(TopicHandlers(self).table())
+        from .config_handlers import ConfigHandlers
+        self._table.update(ConfigHandlers(self).table())
 
     async def handle(self, header: RequestHeader, body: Reader, conn) -> list | None:
         return await self._table[header.api_key](header, body, conn)
@@ -353,93 +344,6 @@ class Handlers:
         topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
         return [m.encode(m.ApiKey.LIST_OFFSETS, v, {"throttle_time": 0, "topics": topics})]
 
-    # -- CreateTopics (19) ---------------------------------------------------------------
-    async def create_topics(self, header, body, conn):
-        v = header.api_version
-        req = m.decode(m.ApiKey.CREATE_TOPICS, v, body.buf[body.pos:])
-        node = self.node
-        results = []
-        seen: set[str] = set()
-        # one bound for the whole request (admin_bound_s); each topic waits for its leaders only
-        # what is left of the request's own timeout
-        loop = asyncio.get_running_loop()
-        timeout_s = req.timeout.total_seconds()
-        until = loop.time() + timeout_s
-        deadline = loop.time() + admin_bound_s(node, timeout_s)
-        for t in req.topics:
-            res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
-                   "num_partitions": -1, "replication_factor": -1, "configs": []}
-            try:
-                if t.name in seen:
-                    raise InvalidRequestError(f"topic {t.name!r} appears twice in the request")
-                seen.add(t.name)
-                if t.assignments and t.num_partitions != -1:
-                    raise InvalidRequestError("both num_partitions and assignments given")
-                n = len(t.assignments) if t.assignments else (
-                    None if t.num_partitions == -1 else t.num_partitions)
-                rf = node.config["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
-                config = {c.name: c.value for c in t.configs if c.value is not None}
-                plan = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
-                # where the node records topics: this data directory, or ZooKeeper (cluster)
-                tid, n, rf = await off_loop(
-                    deadline, f"creating topic {t.name!r}", node.topics.create_topic, t.name, n, rf, config,
-                    plan, req.validate_only, max(until - loop.time(), 0.0))
-                res["topic_id"] = _topic_uuid(tid) if tid else uuid.uuid4()  # validate_only: a fresh id, as Kafka
-                res["num_partitions"] = n
-                res["replication_factor"] = rf
-                res["configs"] = []
-            except Exception as e:
-                _record_error(res, e, "create topic %r failed", t.name)
-            results.append(res)
-        return [m.encode(m.ApiKey.CREATE_TOPICS, v, {"throttle_time": 0, "topics": results})]
-
-    # -- DeleteTopics (20) -------------------------------------------------------------
-    async def delete_topics(self, header, body, conn):
-        v = header.api_version
-        req = m.decode(m.ApiKey.DELETE_TOPICS, v, body.buf[body.pos:])
-        results = []
-        loop = asyncio.get_running_loop()
-        timeout_s = req.timeout.total_seconds()
-        until = loop.time() + timeout_s
-        deadline = loop.time() + admin_bound_s(self.node, timeout_s)
-        for name in req.topic_names:
-            res = {"name": name, "error_code": 0, "error_message": None}
-            try:
-                await off_loop(deadline, f"deleting topic {name!r}", self.node.topics.delete_topic, name,
-                               max(until - loop.time(), 0.0))
-            except Exception as e:
-                _record_error(res, e, "delete topic %r failed", name)
-            results.append(res)
-        return [m.encode(m.ApiKey.DELETE_TOPICS, v, {"throttle_time": 0, "responses": results})]
-
-    # -- DeleteRecords (21) ------------------------------------------------------------
-    async def delete_records(self, header, body, conn):
-        v = header.api_version
-        req = m.decode(m.ApiKey.DELETE_RECORDS, v, body.buf[body.pos:])
-        topics = []
-        waiting = []        # replicated partitions: (result, waiter) until every replica moved
-        for t in req.topics:
-            parts = []
-            for p in t.partitions:
-                res = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
-                try:
-                    res["low_watermark"], waiter = self.replicas.delete_records(t.name, p.partition_index, p.offset)
-                    if waiter is not None:
-                        waiting.append((res, waiter))
-                except Exception as e:
-                    _record_error(res, e, "delete records of %s-%d failed", t.name, p.partition_index, message=False)
-                parts.append(res)
-            topics.append({"name": t.name, "partitions": parts})
-        if waiting:
-            timeout_ms = int(req.timeout.total_seconds() * 1000)
-            outcomes = await self.replicas.wait_for_acks([w for _, w in waiting], timeout_ms)
-            for (res, waiter), failure in zip(waiting, outcomes, strict=True):
-                if failure is not None:
-                    res["low_watermark"], res["error_code"] = -1, _code(failure)
-                else:
-                    res["low_watermark"] = waiter.result()
-        return [m.encode(m.ApiKey.DELETE_RECORDS, v, {"throttle_time": 0, "topics": topics})]
-
     # -- InitProducerId (22) -------------------------------------------------------------
     async def init_producer_id(self, header, body, conn):
         """Idempotent producers get a fresh id (epoch 0); v3+ callers that send their
@@ -494,97 +398,6 @@ class Handlers:
                 parts.append(res)
             topics.append({"topic": t.topic, "partitions": parts})
         return [m.encode(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, v, {"throttle_time": 0, "topics": topics})]
-
-    # -- DescribeConfigs (32) ---------------------------------------------------------
-    async def describe_configs(self, header, body, conn):
-        v = header.api_version
-        req = m.decode(m.ApiKey.DESCRIBE_CONFIGS, v, body.buf[body.pos:])
-        node = self.node
-        results = []
-        for r in req.resources:
-            res = {"error_code": 0, "error_message": "", "resource_type": r.resource_type,
-                   "resource_name": r.resource_name, "configs": []}     # Kafka: "" when no error
-            try:
-                if r.resource_type == _RESOURCE_TOPIC:
-                    cfg = node.topic_config(r.resource_name)
-                    values = dict(cfg)
-
-                    # this resource's values, bound now
-                    entry = functools.partial(config_describe.topic_entry, values=values, overrides=cfg.overrides,
-                                              broker=node.config, synonyms=req.include_synonyms)
-                elif r.resource_type == _RESOURCE_BROKER:
-                    node_id = self.view.node_id
-                    if r.resource_name not in ("", str(node_id)):
-                        raise InvalidRequestError(f"broker {r.resource_name!r} is not this broker ({node_id})")
-                    values = {k: v for k, v in node.config.values.items() if k not in INTERNAL_BROKER_KEYS}
-
-                    entry = functools.partial(config_describe.broker_entry, broker=node.config,
-                                              synonyms=req.include_synonyms)
-                else:
-                    raise InvalidRequestError(f"resource type {r.resource_type} is not supported")
-                # null or empty both mean every key (Kafka's ConfigHelper; kafka-python sends [])
-                wanted = set(r.configuration_keys) if r.configuration_keys else None
-                for name in sorted(values):
-                    if wanted is None or name in wanted:
-                        res["configs"].append(entry(name))
-            except Exception as e:
-                _record_error(res, e, "describe configs of %r failed", r.resource_name)
-            results.append(res)
-        return [m.encode(m.ApiKey.DESCRIBE_CONFIGS, v, {"throttle_time": 0, "results": results})]
-
-    # -- CreatePartitions (37) ----------------------------------------------------------
-    async def create_partitions(self, header, body, conn):
-        v = header.api_version
-        req = m.decode(m.ApiKey.CREATE_PARTITIONS, v, body.buf[body.pos:])
-        node = self.node
-        results = []
-        loop = asyncio.get_running_loop()
-        timeout_s = req.timeout.total_seconds()
-        until = loop.time() + timeout_s
-        deadline = loop.time() + admin_bound_s(node, timeout_s)
-        for t in req.topics:
-            res = {"name": t.name, "error_code": 0, "error_message": None}
-            try:
-                plan = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
-                await off_loop(deadline, f"adding partitions to {t.name!r}", node.topics.create_partitions,
-                               t.name, t.count, plan, req.validate_only, max(until - loop.time(), 0.0))
-            except Exception as e:
-                _record_error(res, e, "create partitions of %r failed", t.name)
-            results.append(res)
-        return [m.encode(m.ApiKey.CREATE_PARTITIONS, v, {"throttle_time": 0, "results": results})]
-
-    # -- IncrementalAlterConfigs (44) -----------------------------------------------------
-    async def incremental_alter_configs(self, header, body, conn):
-        v = header.api_version
-        req = m.decode(m.ApiKey.INCREMENTAL_ALTER_CONFIGS, v, body.buf[body.pos:])
-        node = self.node
-        responses = []
-        # a topic's change goes to ZooKeeper in a cluster: one round trip's bound for the request
-        deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(node)
-        for r in req.resources:
-            res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
-                   "resource_name": r.resource_name}
-            try:
-                if r.resource_type == _RESOURCE_BROKER:
-                    names = [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE]
-                    res["error_code"], res["error_message"] = broker_config_change(
-                        r.resource_name, names, self.view.node_id)
-                    responses.append(res)
-                    continue
-                if r.resource_type != _RESOURCE_TOPIC:
-                    raise InvalidRequestError(f"Unknown resource type {r.resource_type}")
-                current = dict(node.topic_metadata(r.resource_name).config)
-                sets, deletes = config_describe.apply_config_ops(node.topic_config(r.resource_name), current, r.configs)
-                if req.validate_only:
-                    merged = {k: x for k, x in {**current, **sets}.items() if k not in deletes}
-                    node.config.log_config(merged)
-                else:
-                    await off_loop(deadline, f"altering the config of {r.resource_name!r}", node.alter_topic_config,
-                                   r.resource_name, sets, deletes)
-            except Exception as e:
-                _record_error(res, e, "incremental alter configs of %r failed", r.resource_name)
-            responses.append(res)
-        return [m.encode(m.ApiKey.INCREMENTAL_ALTER_CONFIGS, v, {"throttle_time": 0, "responses": responses})]
 
     # -- DescribeCluster (60) -------------------------------------------------------
     async def describe_cluster(self, header, body, conn):

@@ -167,7 +167,7 @@ def test_describe_topic_partitions_pages_as_kafka(abroker):
     assert t.topic_authorized_operations == 3576 and not t.is_internal
     assert [(p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes)
             for p in t.partitions] == [(0, 0, (0,), (0,))] * 2
-    from engine.server.handlers import _topic_uuid
+    from engine.server.common import _topic_uuid
     assert t.topic_id == _topic_uuid(abroker.call(lambda: abroker.engine.topic_metadata("t").topic_id))
 
 
