@@ -127,7 +127,10 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
     if advertised:
         settings["advertised.listeners"] = advertised
     from .server.listener import listeners_from_configs
-    _, lsettings = listeners_from_configs(settings, scram_credentials=lambda user, mech: None)
+    checked, lsettings = listeners_from_configs(settings, scram_credentials=lambda user, mech: None)
+    # the connection limits' keys too, before anything is created (the Broker reads them again)
+    from .server.connection_quotas import ConnectionQuotas
+    ConnectionQuotas.from_configs(settings, [li.name for li in checked])
     if settings.get("zookeeper.connect") and lsettings.inter_broker_protocol != "PLAINTEXT":
         # the replica fetcher and the controller's client speak PLAINTEXT only (docs/security.md)
         from .errors import InvalidConfigError
