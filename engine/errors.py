@@ -63,6 +63,7 @@ from enum import IntEnum
 
 __all__ = [
     "ClosedError",
+    "ClusterAuthorizationError",
     "CommitFailedError",
     "ConcurrentTransactionsError",
     "CoordinatorLoadInProgressError",
@@ -78,6 +79,7 @@ __all__ = [
     "FencedInstanceIdError",
     "FencedLeaderEpochError",
     "FetchSessionIdNotFoundError",
+    "GroupAuthorizationError",
     "GroupIdNotFoundError",
     "GroupMaxSizeReachedError",
     "GroupNotEmptyError",
@@ -126,6 +128,7 @@ __all__ = [
     "TopicAlreadyExistsError",
     "TransactionAbortableError",
     "TransactionCoordinatorFencedError",
+    "TopicAuthorizationError",
     "TransactionalIdAuthorizationError",
     "TransactionalIdNotFoundError",
     "UnknownLeaderEpochError",
@@ -590,6 +593,24 @@ class TransactionCoordinatorFencedError(KafkaApiError):
     """A marker from an older transaction coordinator epoch than the partition has seen."""
 
     code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+class TopicAuthorizationError(KafkaApiError):
+    """Kafka's TOPIC_AUTHORIZATION_FAILED: the caller may not do this to the topic."""
+
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationError(KafkaApiError):
+    """Kafka's GROUP_AUTHORIZATION_FAILED: the caller may not do this to the group."""
+
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationError(KafkaApiError):
+    """Kafka's CLUSTER_AUTHORIZATION_FAILED: the caller may not do this to the cluster."""
+
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 class TransactionalIdAuthorizationError(KafkaApiError):
