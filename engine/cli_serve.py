@@ -173,13 +173,16 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             adv_host, adv_port = inter.advertised_host, inter.advertised_port
             host = inter.host or "0.0.0.0"
             member = make_member(eng.node, adv_host or host)  # cluster mode: zookeeper.connect
+            access = acl_store = None   # a node alone: the ACLs in its data directory (Broker's)
             if member is not None:      # the node serves the cluster's view, its coordinators join it
                 eng.node.use_view(member.view)
                 eng.node.use_cluster(cluster_link(member, eng.node))
+                access, acl_store = _cluster_access(cfg.explicit)
             broker = Broker(eng.node, listeners=listeners, scram_credentials=scram,
                             max_request_bytes=cfg["socket.request.max.bytes"],
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
-                            view=member.view if member is not None else None, cluster=member)
+                            view=member.view if member is not None else None, cluster=member,
+                            access=access)
             await broker.start()
             http = []
             started = None
@@ -198,6 +201,9 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                         None, start_member, member, broker, eng.node, adv_port or inter.port)
                     started = member
                     await asyncio.get_running_loop().run_in_executor(None, scram.share, member.store)
+                    if acl_store is not None:   # the cluster's ACLs from now on (none before)
+                        await asyncio.get_running_loop().run_in_executor(
+                            None, acl_store.share, member.store, broker.access.authorizer)
                 http = _start_operator_endpoints(broker, eng, args, cfg)
                 loop = asyncio.get_running_loop()
                 for sig in (signal.SIGINT, signal.SIGTERM):
@@ -214,6 +220,8 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                 if failed:
                     await _halt(log, member if started is not None else None, eng, *failed[0])
             finally:
+                if acl_store is not None:
+                    acl_store.close()
                 if started is not None:     # controlled shutdown while still serving
                     await asyncio.get_running_loop().run_in_executor(None, stop_member, started, eng.node)
                 for server in http:
@@ -223,6 +231,18 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
 
     asyncio.run(run())
     return 0
+
+
+def _cluster_access(explicit):
+    """Cluster mode with the ACL authorizer (``authorizer.class.name``): its ACLs in ZooKeeper
+    (engine/cluster/acl_zk_store.py), shared once the broker joined; (None, None) without one."""
+    from .security.authorizer import Authorizer, acl_authorizer_configured
+    if not acl_authorizer_configured(explicit):
+        return None, None
+    from .cluster.acl_zk_store import ZkAclStore
+    from .server.access import Access
+    store = ZkAclStore()
+    return Access(Authorizer.from_configs(explicit, store=store)), store
 
 
 # a data directory a broker cannot write: full, read-only, failing, or not ours to write

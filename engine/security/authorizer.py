@@ -15,18 +15,28 @@ The request path calls :meth:`Authorizer.authorize` for every resource of every 
 the ACLs are indexed per resource type: a dict per literal name and per prefix (looked up by
 the distinct prefix lengths), each holding per (principal, host) the OR of the operations its
 ALLOW and DENY ACLs cover; answers are memoised until the next ACL change.  Changes are
-serialised by a lock and written to the ACL file before they take effect.
+serialised by a lock and written to the store before they take effect.
+
+The store (:class:`AclStore`) keeps the ACLs: :class:`AclFileStore` (``acls.json`` in the data
+directory) for a node alone, engine/cluster/acl_zk_store.py (Kafka's ``/kafka-acl...`` znodes)
+in cluster mode.  A change is given to it as one transform per changed resource pattern
+("these ACLs added", "the ones these filters match removed"), which it applies to the ACLs as
+IT holds them (a ZooKeeper store re-reads and retries on a conflicting write), answering what
+each pattern held before and after; the authorizer then takes the "after".  A store that hears
+of a change made elsewhere asks :meth:`Authorizer.refresh` to re-read those patterns.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine.errors import AclFormatError, AuthorizerConfigError, InvalidRequestError, KafkaApiError
 from engine.security.acl import (
@@ -60,6 +70,8 @@ _CACHE_MAX = 200_000
 
 Masks = dict[tuple[str, str], tuple[int, int]]    # (principal, host) -> (allow bits, deny bits)
 PatternKey = tuple[ResourceType, PatternType, str]
+Transform = Callable[[frozenset[AclBinding]], frozenset[AclBinding]]
+Change = tuple[frozenset[AclBinding], frozenset[AclBinding]]      # a pattern's ACLs (before, after)
 
 
 def acl_authorizer_configured(configs: Mapping[str, object]) -> bool:
@@ -183,6 +195,26 @@ class AclDeleteResult:
     bindings: tuple[AclBinding, ...] = ()
 
 
+class AclStore(Protocol):
+    """Where an :class:`Authorizer` keeps its ACLs (called with the authorizer's lock held)."""
+
+    def load(self) -> Iterable[AclBinding]:
+        """Every ACL (at start, and on :meth:`Authorizer.reload`)."""
+
+    def read(self, pattern: PatternKey) -> Iterable[AclBinding]:
+        """One pattern's ACLs as the store holds them now (:meth:`Authorizer.refresh`)."""
+
+    def validate(self, binding: AclBinding) -> None:
+        """Raise InvalidRequestError for an ACL this store cannot keep."""
+
+    def update(self, transforms: Mapping[PatternKey, Transform],
+               current: Mapping[PatternKey, frozenset[AclBinding]]
+               ) -> tuple[dict[PatternKey, Change], dict[PatternKey, Exception]]:
+        """Apply each pattern's transform to its ACLs as the store holds them (``current``:
+        the authorizer's) and keep the result: (before, after) of each pattern that changed,
+        and the exception of each that could not be changed (or raise: nothing changed)."""
+
+
 class AclFileStore:
     """The broker's ACLs in ``acls.json`` in a directory: ``{"version": 1, "acls": [...]}``
     with each binding's fields in Kafka's enum names, rewritten atomically (temporary file,
@@ -214,6 +246,34 @@ class AclFileStore:
         data = json.dumps({"version": self.VERSION, "acls": acls}, indent=1).encode("utf-8")
         write_atomic(self.path, data, 0o644)
 
+    def read(self, pattern: PatternKey) -> list[AclBinding]:
+        return [b for b in self.load() if (b.resource_type, b.pattern_type, b.name) == pattern]
+
+    def validate(self, binding: AclBinding) -> None:
+        return None
+
+    def update(self, transforms: Mapping[PatternKey, Transform],
+               current: Mapping[PatternKey, frozenset[AclBinding]]
+               ) -> tuple[dict[PatternKey, Change], dict[PatternKey, Exception]]:
+        """The whole file rewritten once with every change (an OSError: nothing changed)."""
+        changes = _transformed(transforms, current)
+        if changes:
+            after = dict(current)
+            after.update({k: new for k, (_old, new) in changes.items()})
+            self.save(b for bs in after.values() for b in bs)
+        return changes, {}
+
+
+def _transformed(transforms: Mapping[PatternKey, Transform],
+                 current: Mapping[PatternKey, frozenset[AclBinding]]) -> dict[PatternKey, Change]:
+    out = {}
+    for key, transform in transforms.items():
+        old = current.get(key, frozenset())
+        new = transform(old)
+        if new != old:
+            out[key] = (old, new)
+    return out
+
 
 def _sort_key(b: AclBinding) -> tuple:
     return (b.resource_type, b.pattern_type, b.name, b.principal, b.host, b.operation,
@@ -222,11 +282,11 @@ def _sort_key(b: AclBinding) -> tuple:
 
 class Authorizer:
     """Kafka's ACL authorizer: decisions, authorized-operations bitfields and the ACL admin
-    operations.  ``store`` (an :class:`AclFileStore`) keeps the ACLs across restarts; without
-    one they live in memory (tests, or a cluster that keeps them in ZooKeeper)."""
+    operations.  ``store`` (an :class:`AclStore`: the ACL file, or ZooKeeper in cluster mode)
+    keeps the ACLs across restarts; without one they live in memory (tests)."""
 
     def __init__(self, *, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False,
-                 store: AclFileStore | None = None):
+                 store: AclStore | None = None):
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.store = store
@@ -235,16 +295,20 @@ class Authorizer:
         self._index: dict[ResourceType, _TypeIndex] = {rt: _TypeIndex() for rt in SUPPORTED_OPERATIONS}
         self._cache: dict[tuple, bool] = {}
         if store is not None:
-            self._apply(store.load(), (), persist=False)
+            self._install(_by_pattern(store.load()))
 
     @classmethod
-    def from_configs(cls, configs: Mapping[str, object], directory: str | None = None) -> Authorizer:
+    def from_configs(cls, configs: Mapping[str, object], directory: str | None = None,
+                     store: AclStore | None = None) -> Authorizer:
         """The authorizer from Kafka's keys (``super.users``, ``allow.everyone.if.no.acl.found``),
-        its ACLs kept in ``directory`` if given.  Call only when :func:`acl_authorizer_configured`."""
+        its ACLs kept in ``store``, else in ``directory`` if given.  Call only when
+        :func:`acl_authorizer_configured`."""
+        if store is None and directory is not None:
+            store = AclFileStore(directory)
         return cls(super_users=parse_super_users(configs.get(SUPER_USERS)),
                    allow_everyone_if_no_acl_found=parse_allow_everyone(
                        configs.get(ALLOW_EVERYONE_IF_NO_ACL_FOUND)),
-                   store=AclFileStore(directory) if directory is not None else None)
+                   store=store)
 
     # -- decisions ------------------------------------------------------------------------
 
@@ -363,56 +427,102 @@ class Authorizer:
         return sorted((b for b in self._candidates(flt) if flt.matches(b)), key=_sort_key)
 
     def create(self, bindings: Iterable[AclBinding]) -> list[KafkaApiError | None]:
-        """CreateAcls: per binding None (created, or already there) or its InvalidRequestError.
-        The valid ones are saved together before they take effect; a failed save (OSError)
-        raises and changes nothing."""
+        """CreateAcls: per binding None (created, or already there) or its error: its
+        InvalidRequestError, or why the store could not keep its pattern's ACLs.  A store that
+        raises (a failed write of the ACL file) changes nothing."""
+        bindings = list(bindings)
         results: list[KafkaApiError | None] = []
-        valid: list[AclBinding] = []
+        added: dict[PatternKey, set[AclBinding]] = {}
         for b in bindings:
             try:
                 validate_binding(b)
+                if self.store is not None:
+                    self.store.validate(b)
             except InvalidRequestError as e:
                 results.append(e)
                 continue
             results.append(None)
-            valid.append(b)
+            added.setdefault(_pattern(b), set()).add(b)
+        transforms = {key: functools.partial(_with, frozenset(bs)) for key, bs in added.items()}
         with self._lock:
-            self._apply([b for b in dict.fromkeys(valid) if not self._has(b)], ())
+            _changes, failures = self._update(transforms)
+        for i, b in enumerate(bindings):
+            if results[i] is None and _pattern(b) in failures:
+                results[i] = _api_error(failures[_pattern(b)])
         return results
 
     def delete(self, filters: Iterable[AclBindingFilter]) -> list[AclDeleteResult]:
-        """DeleteAcls: per filter the ACLs it matched (all filters see the ACLs as they were
-        before the request) or its InvalidRequestError; all deletions are saved at once."""
-        results: list[AclDeleteResult] = []
-        doomed: dict[AclBinding, None] = {}
+        """DeleteAcls: per filter the ACLs it deleted (all filters see the ACLs as they were
+        before the request: the store's, pattern by pattern) or its error (InvalidRequestError,
+        or why the store could not change a pattern it matched); the patterns to change are the
+        ones this broker knows that a filter matches."""
+        valid: list[AclBindingFilter | None] = []
+        errors: list[KafkaApiError | None] = []
+        for flt in filters:
+            try:
+                validate_filter(flt)
+            except InvalidRequestError as e:
+                valid.append(None)
+                errors.append(e)
+                continue
+            valid.append(flt)
+            errors.append(None)
         with self._lock:
-            for flt in filters:
-                try:
-                    validate_filter(flt)
-                except InvalidRequestError as e:
-                    results.append(AclDeleteResult(e))
-                    continue
-                matched = tuple(sorted((b for b in self._candidates(flt) if flt.matches(b)),
-                                       key=_sort_key))
-                doomed.update(dict.fromkeys(matched))
-                results.append(AclDeleteResult(None, matched))
-            self._apply((), list(doomed))
+            targets: dict[PatternKey, list[AclBindingFilter]] = {}
+            touched: list[set[PatternKey]] = []
+            for maybe in valid:
+                keys: set[PatternKey] = set()
+                if maybe is not None:
+                    keys = {_pattern(b) for b in self._candidates(maybe) if maybe.matches(b)}
+                    for key in keys:
+                        targets.setdefault(key, []).append(maybe)
+                touched.append(keys)
+            transforms = {key: functools.partial(_without, tuple(fs)) for key, fs in targets.items()}
+            changes, failures = self._update(transforms)
+        deleted = [b for old, new in changes.values() for b in old - new]
+        results = []
+        for one, error, keys in zip(valid, errors, touched, strict=True):
+            failed = [failures[k] for k in keys if k in failures]
+            if error is None and failed:
+                error = _api_error(failed[0])
+            if error is not None or one is None:
+                results.append(AclDeleteResult(error))
+                continue
+            results.append(AclDeleteResult(None, tuple(sorted((b for b in deleted if one.matches(b)),
+                                                              key=_sort_key))))
         return results
 
     def set_pattern_acls(self, resource_type: ResourceType, pattern_type: PatternType, name: str,
                          bindings: Iterable[AclBinding]) -> None:
-        """Make the ACLs of one resource pattern exactly ``bindings`` (what a ZooKeeper ACL change
-        notification asks: re-read ``/kafka-acl.../<type>/<name>`` and take it as it is)."""
+        """Make the ACLs of one resource pattern exactly ``bindings`` here, without writing the
+        store (what the store holds already: a pattern re-read from ZooKeeper)."""
+        key = (resource_type, pattern_type, name)
         new = frozenset(bindings)
         for b in new:
-            if (b.resource_type, b.pattern_type, b.name) != (resource_type, pattern_type, name):
+            if _pattern(b) != key:
                 raise ValueError(f"{b} is not an ACL of {resource_type.name}:{pattern_type.name}:{name}")
         with self._lock:
-            old = self._by_pattern.get((resource_type, pattern_type, name), frozenset())
-            self._apply(list(new - old), list(old - new))
+            self._install({key: new})
 
-    def _has(self, b: AclBinding) -> bool:
-        return b in self._by_pattern.get((b.resource_type, b.pattern_type, b.name), ())
+    def refresh(self, patterns: Iterable[PatternKey]) -> None:
+        """Re-read these patterns from the store and take them as they are (a change made
+        elsewhere was announced).  Under the lock, so that a re-read and this broker's own
+        changes take effect in the order the store saw them."""
+        store = self.store
+        if store is None:
+            return
+        with self._lock:
+            self._install({key: frozenset(store.read(key)) for key in dict.fromkeys(patterns)})
+
+    def reload(self) -> None:
+        """Take every ACL from the store again (a store that now holds the cluster's ACLs)."""
+        store = self.store
+        if store is None:
+            return
+        with self._lock:
+            loaded = _by_pattern(store.load())
+            loaded.update({key: frozenset() for key in self._by_pattern if key not in loaded})
+            self._install(loaded)
 
     def _candidates(self, flt: AclBindingFilter) -> Iterable[AclBinding]:
         """The ACLs a filter may match, looked up by pattern where the filter names one."""
@@ -427,24 +537,25 @@ class Authorizer:
                 return [b for k in dict.fromkeys(keys) for b in by_pattern.get(k, ())]
         return [b for bs in list(by_pattern.values()) for b in bs]
 
-    def _apply(self, added: Iterable[AclBinding], removed: Iterable[AclBinding], *,
-               persist: bool = True) -> None:
-        """Add and remove ACLs (the caller holds the lock or is the constructor): the file
-        first, then the index, then a fresh answer cache."""
-        changed: dict[PatternKey, set[AclBinding]] = {}
-        for b in removed:
-            key = (b.resource_type, b.pattern_type, b.name)
-            changed.setdefault(key, set(self._by_pattern.get(key, ()))).discard(b)
-        for b in added:
-            key = (b.resource_type, b.pattern_type, b.name)
-            changed.setdefault(key, set(self._by_pattern.get(key, ()))).add(b)
-        if not changed:
+    def _update(self, transforms: Mapping[PatternKey, Transform]
+                ) -> tuple[dict[PatternKey, Change], dict[PatternKey, Exception]]:
+        """Change patterns (the caller holds the lock): the store first, then here."""
+        if not transforms:
+            return {}, {}
+        if self.store is None:
+            changes = _transformed(transforms, self._by_pattern)
+            failures: dict[PatternKey, Exception] = {}
+        else:
+            changes, failures = self.store.update(transforms, self._by_pattern)
+        self._install({key: new for key, (_old, new) in changes.items()})
+        return changes, failures
+
+    def _install(self, patterns: Mapping[PatternKey, frozenset[AclBinding]]) -> None:
+        """Make each pattern's ACLs these (the caller holds the lock or is the constructor):
+        the index, then a fresh answer cache."""
+        if not patterns:
             return
-        if persist and self.store is not None:
-            after = dict(self._by_pattern)
-            after.update({k: frozenset(v) for k, v in changed.items()})
-            self.store.save(b for bs in after.values() for b in bs)
-        for key, bs in changed.items():
+        for key, bs in patterns.items():
             rt, pt, name = key
             if bs:
                 self._by_pattern[key] = frozenset(bs)
@@ -452,3 +563,28 @@ class Authorizer:
                 self._by_pattern.pop(key, None)
             self._index.setdefault(rt, _TypeIndex()).put(pt, name, _masks(bs) if bs else None)
         self._cache = {}
+
+
+def _pattern(b: AclBinding) -> PatternKey:
+    return (b.resource_type, b.pattern_type, b.name)
+
+
+def _by_pattern(bindings: Iterable[AclBinding]) -> dict[PatternKey, frozenset[AclBinding]]:
+    out: dict[PatternKey, set[AclBinding]] = {}
+    for b in bindings:
+        out.setdefault(_pattern(b), set()).add(b)
+    return {key: frozenset(bs) for key, bs in out.items()}
+
+
+def _with(added: frozenset[AclBinding], current: frozenset[AclBinding]) -> frozenset[AclBinding]:
+    return current | added
+
+
+def _without(filters: tuple[AclBindingFilter, ...], current: frozenset[AclBinding]) -> frozenset[AclBinding]:
+    return frozenset(b for b in current if not any(f.matches(b) for f in filters))
+
+
+def _api_error(e: Exception) -> KafkaApiError:
+    """A store's failure as a per-ACL error (Kafka's ApiException: UNKNOWN_SERVER_ERROR when
+    it has no code of its own)."""
+    return e if isinstance(e, KafkaApiError) else KafkaApiError(f"{type(e).__name__}: {e}")
