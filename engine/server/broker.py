@@ -19,7 +19,8 @@ Each listener has its own socket and accept loop; a Connection knows its listene
 Metadata/FindCoordinator answer that listener's advertised address.  ``broker.host`` /
 ``broker.port`` are the first listener's.  SASL listeners authenticate every connection first
 (engine/server/sasl_handlers.py); SCRAM credentials are in ``broker.scram_credentials``
-(``scram-credentials.json`` in the data directory).
+(``scram-credentials.json`` in the data directory).  Client quotas (``client-quotas.json``)
+are enforced by ``broker.quotas`` (engine/server/quotas.py).
 
 Connection limits (engine/server/connection_quotas.py, Kafka's ``max.connections``,
 ``max.connections.per.ip`` (+ ``.overrides``), ``max.connection.creation.rate`` and their
@@ -50,12 +51,14 @@ import socket
 
 from ..protocol.frames import DEFAULT_MAX_REQUEST_BYTES
 from ..replica.purgatory import DelayedFetch
+from ..security.quotas import ClientQuotaStore
 from .access import Access
 from .buffers import BufferPool
 from .connection import Connection
 from .connection_quotas import ConnectionQuotas
 from .handlers import Handlers
 from .listener import Listener
+from .quotas import QuotaManager
 from .sasl_handlers import DEFAULT_FAILED_AUTH_DELAY_MS, DEFAULT_MAX_RECEIVE_SIZE
 from .txn_handlers import coordinator_verifier
 from .watchdog import RequestWatchdog
@@ -72,7 +75,8 @@ class Broker:
                  max_queued_bytes: int = 64 * 1024 * 1024,
                  idle_timeout: float = 600.0, poll_interval: float = 0.1,
                  use_sendfile: bool = True, view=None, replica_manager=None, cluster=None,
-                 listeners: list[Listener] | None = None, scram_credentials=None, access=None):
+                 listeners: list[Listener] | None = None, scram_credentials=None, access=None,
+                 client_quotas=None):
         self.node = node
         # the replica layer: who leads what (view), appends/reads/replication (replicas); the
         # node's own, which its coordinators and in-process producers write through too
@@ -107,6 +111,11 @@ class Broker:
         # authorization (engine/server/access.py): authorizer.class.name, super.users, ...;
         # the ACLs in the data directory unless the caller gives one (cluster mode: ZooKeeper)
         self.access = access if access is not None else Access.from_configs(explicit, node.path)
+        # client quotas (engine/server/quotas.py), enforced per request while any is configured;
+        # kept in client-quotas.json unless the caller gives a store (cluster mode: ZooKeeper)
+        if client_quotas is None:
+            client_quotas = ClientQuotaStore(node.path)
+        self.quotas = QuotaManager.from_configs(explicit, client_quotas)
         # connection limits (engine/server/connection_quotas.py); InvalidConfigError at startup
         self.connection_quotas = ConnectionQuotas.from_configs(explicit, [li.name for li in self.listeners])
         self.max_request_bytes = max_request_bytes
