@@ -35,10 +35,10 @@ from ..security.credentials import (
     decode_zk_user_config,
     encode_zk_user_config,
     plan_alter,
-    zk_change_notification,
     zk_user_path,
 )
 from ..security.scram import ScramCredential
+from .config_zk import update_config_node
 from .zk import answered_as_timeout
 
 __all__ = ["ZkScramCredentials"]
@@ -46,7 +46,6 @@ __all__ = ["ZkScramCredentials"]
 log = logging.getLogger("engine.cluster")
 
 USERS = "/config/users"
-CHANGES = "/config/changes/config_change_"
 
 
 class ZkScramCredentials:
@@ -84,25 +83,24 @@ class ZkScramCredentials:
     # -- ZooKeeper ----------------------------------------------------------------------------
     def _write_user(self, zk, user: str, mechs: dict[str, ScramCredential | None]) -> None:
         path = zk_user_path(user)
-        creds: dict[str, ScramCredential] = {}
-        other: dict[str, str] = {}
-        stat = zk.bounded("exists", path)
-        if stat is not None:
-            data, _ = zk.bounded("get", path)
-            creds, other = decode_zk_user_config(data)
-        for mech, cred in mechs.items():
-            if cred is None:
-                creds.pop(mech, None)
-            else:
-                creds[mech] = cred
-        payload = encode_zk_user_config(creds, other)
-        if stat is None:
-            zk.bounded("create", path, payload, makepath=True)
-        else:
-            zk.bounded("set", path, payload)
-        zk.bounded("create", CHANGES, zk_change_notification(user), sequence=True, makepath=True)
-        self.store.replace_user(user, creds)
-        log.info("SCRAM credentials of %s written to ZooKeeper (%s)", user, ", ".join(sorted(creds)) or "none")
+        final: dict[str, ScramCredential] = {}
+
+        def change(data: bytes | None) -> bytes:
+            # the node's other keys (quotas, engine/cluster/quota_zk.py) are kept as they are
+            creds, other = decode_zk_user_config(data) if data is not None else ({}, {})
+            for mech, cred in mechs.items():
+                if cred is None:
+                    creds.pop(mech, None)
+                else:
+                    creds[mech] = cred
+            final.clear()
+            final.update(creds)
+            return encode_zk_user_config(creds, other)
+
+        # conditional on the version read: a quota change to the same node is never lost
+        update_config_node(zk, path, zk_user_path(user)[len("/config/"):], change)
+        self.store.replace_user(user, final)
+        log.info("SCRAM credentials of %s written to ZooKeeper (%s)", user, ", ".join(sorted(final)) or "none")
 
     def share(self, zk) -> None:
         """Take the cluster's credentials from now on: load every user node and watch them."""
