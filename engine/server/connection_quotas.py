@@ -154,14 +154,16 @@ def _int_key(configs: Mapping[str, Any], key: str, default: int) -> int:
         value = int(str(raw).strip())
     except ValueError:
         raise InvalidConfigError(f"{key}: expected an integer, got {raw!r}") from None
-    if not 0 <= value <= INT_MAX:
-        raise InvalidConfigError(f"{key}: {value} is outside [0, {INT_MAX}]")
+    if value < 0:
+        raise InvalidConfigError(f"{key}: {value} is below the minimum 0")
+    if value > INT_MAX:
+        raise InvalidConfigError(f"{key}: {value} is above the maximum {INT_MAX}")
     return value
 
 
 def _resolve(host: str, key: str) -> set[str]:
     try:
-        return {_normal_ip(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+        return {_normal_ip(str(info[4][0])) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
     except (OSError, UnicodeError) as e:
         raise InvalidConfigError(f"{key}: cannot resolve host {host!r}: {e}") from None
 
