@@ -23,7 +23,12 @@ and alerts written for Kafka work unchanged where a Kafka metric exists:
                                                       per ``topic``, ``partition``
 ``kafka_consumergroup_lag`` / ``_current_offset``     per ``consumergroup``, ``topic``,
                                                       ``partition`` (kafka_exporter's names)
-``kafka_server_socket_server_metrics_connection_count``  open client connections
+``kafka_server_socket_server_metrics_connection_count``  open client connections, per ``listener``
+``kafka_server_socket_server_metrics_connection_accept_throttle_time``  mean delay (ms) of the
+                                                      connections the creation rate delayed
+``engine_server_connections_rejected_total``          per ``listener``, ``reason``: ``per_ip``
+                                                      (max.connections.per.ip), ``inter_broker``
+                                                      (closed for the protected listener)
 ``engine_recovery_segments_scanned`` ...              the embedded engine's own counters
 ====================================================  =========================================
 
@@ -212,8 +217,7 @@ class EngineCollector:
             msgs.add_metric([topic], n)
         yield from (size, segs, start, end, msgs)
         yield from self._replica_metrics(len(logs))
-        yield _one("kafka_server_socket_server_metrics_connection_count", "Open client connections",
-                   ["listener"], ["PLAINTEXT"], self.broker.connection_count)
+        yield from self._connection_metrics()
         yield from self._group_metrics(hw)
         lm = node.logs
         scanned = sum(lg.recovery_stats.segments_scanned for _k, lg in logs)
@@ -232,6 +236,26 @@ class EngineCollector:
                                 value=pool._bytes)
         yield CounterMetricFamily("engine_server_buffer_pool_reused",
                                   "Large receive buffers served from the pool", value=pool.reused)
+
+    def _connection_metrics(self):
+        """Per listener: open connections and what the connection limits did
+        (engine/server/connection_quotas.py)."""
+        quotas = self.broker.connection_quotas
+        count = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
+                                  "Open client connections", labels=["listener"])
+        throttle = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_accept_throttle_time",
+                                     "Mean delay (ms) of the connections the creation rate delayed",
+                                     labels=["listener"])
+        rejected = CounterMetricFamily("engine_server_connections_rejected",
+                                       "Connections closed by the connection limits",
+                                       labels=["listener", "reason"])
+        for name, quota in sorted(list(quotas.listeners.items())):
+            stats = quota.stats
+            count.add_metric([name], quota.count)
+            throttle.add_metric([name], stats.throttle_ms / stats.throttled if stats.throttled else 0.0)
+            rejected.add_metric([name, "per_ip"], stats.rejected)
+            rejected.add_metric([name, "inter_broker"], stats.closed_for_inter_broker)
+        yield from (count, throttle, rejected)
 
     def _replica_metrics(self, n_logs: int):
         """ReplicaManager's gauges and each led partition's UnderReplicated flag, from the replica

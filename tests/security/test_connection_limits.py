@@ -329,3 +329,19 @@ def test_serve_refuses_a_bad_limit_before_creating_anything(tmp_path):
     assert "max.connections.per.ip.overrides" in out.stderr, out.stderr[-2000:]
     assert "Traceback" not in out.stderr
     assert not os.path.exists(data)
+
+
+def test_the_metrics_count_rejections_and_connections_per_listener(plain_broker):
+    from prometheus_client.parser import text_string_to_metric_families
+    b = plain_broker(max_connections_per_ip=1)
+    metrics = b._bg.call(b.broker.enable_metrics)
+    first = _connect(b.port)
+    assert _answered(first)
+    assert not _answered(_connect(b.port))
+    assert not _answered(_connect(b.port))
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(metrics.scrape().decode()) for s in fam.samples}
+    assert samples[("engine_server_connections_rejected_total",
+                    (("listener", "PLAINTEXT"), ("reason", "per_ip")))] == 2
+    assert samples[("kafka_server_socket_server_metrics_connection_count", (("listener", "PLAINTEXT"),))] == 1
+    first.close()
