@@ -166,6 +166,9 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             from .security.credentials import ScramCredentialStore
             # in cluster mode shared through ZooKeeper once the broker joined (share below)
             scram = ZkScramCredentials(ScramCredentialStore(eng.path))
+            from .cluster.quota_zk import ZkClientQuotas
+            from .security.quotas import ClientQuotaStore
+            quotas = ZkClientQuotas(ClientQuotaStore(eng.path))     # client quotas: the same
             listeners, lsettings = listeners_from_configs(settings, scram_credentials=scram)
             # cluster mode registers the inter-broker listener's address (one endpoint per broker)
             inter = next((li for li in listeners if li.name == lsettings.inter_broker_listener),
@@ -178,7 +181,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                 eng.node.use_view(member.view)
                 eng.node.use_cluster(cluster_link(member, eng.node))
                 access, acl_store = _cluster_access(cfg.explicit)
-            broker = Broker(eng.node, listeners=listeners, scram_credentials=scram,
+            broker = Broker(eng.node, listeners=listeners, scram_credentials=scram, client_quotas=quotas,
                             max_request_bytes=cfg["socket.request.max.bytes"],
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
                             view=member.view if member is not None else None, cluster=member,
@@ -201,6 +204,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                         None, start_member, member, broker, eng.node, adv_port or inter.port)
                     started = member
                     await asyncio.get_running_loop().run_in_executor(None, scram.share, member.store)
+                    await asyncio.get_running_loop().run_in_executor(None, quotas.share, member.store)
                     if acl_store is not None:   # the cluster's ACLs from now on (none before)
                         await asyncio.get_running_loop().run_in_executor(
                             None, acl_store.share, member.store, broker.access.authorizer)

@@ -1,0 +1,79 @@
+"""Client quotas in cluster mode (engine/cluster/quota_zk.py): a quota set through one broker is
+written to ZooKeeper as Kafka's ZooKeeper-mode brokers kept it (/config/users/<user>[/clients/<id>],
+/config/clients/<id>, <default> entries, a /config/changes notification), every broker takes it,
+and a user's SCRAM credentials in the same node are never lost to a quota change (nor the other
+way round)."""
+
+from __future__ import annotations
+
+from engine.cluster.quota_zk import ZkClientQuotas
+from engine.cluster.scram_zk import ZkScramCredentials
+from engine.cluster.zk import ZkStore
+from engine.security.credentials import ScramCredentialStore, ScramUpsertion
+from engine.security.quotas import ClientQuotaStore, QuotaAlteration
+from tests.cluster.conftest import wait_for, zk_json
+
+ALICE = (("user", "alice"),)
+ALICE_C1 = (("user", "alice"), ("client-id", "c1"))
+DEFAULT_CLIENT = (("client-id", None),)
+
+
+def test_quotas_shared_through_zookeeper(tmp_path, zk, zk_client):
+    stores, sessions = [], []
+    for i in (1, 2):
+        (tmp_path / f"b{i}").mkdir()
+        session = ZkStore(zk.connect).start()
+        sessions.append(session)
+        q = ZkClientQuotas(ClientQuotaStore(str(tmp_path / f"b{i}")))
+        q.share(session)
+        stores.append(q)
+    q1, q2 = stores
+    scram = ZkScramCredentials(ScramCredentialStore(str(tmp_path / "b1")))
+    scram.share(sessions[0])
+    try:
+        # a SCRAM credential first: the quota change keeps it
+        assert scram.alter([], [ScramUpsertion("alice", 2, 4096, b"salt" * 4, b"p" * 64)])[0].error_code == 0
+        res = q1.alter([
+            QuotaAlteration(tuple(ALICE), (("producer_byte_rate", 1048576.0), ("request_percentage", 12.5))),
+            QuotaAlteration(tuple(ALICE_C1), (("consumer_byte_rate", 2048.0),)),
+            QuotaAlteration(tuple(DEFAULT_CLIENT), (("producer_byte_rate", 1000.0),)),
+            QuotaAlteration((("user", "bad"),), (("producer_byte_rate", -1.0),))])
+        assert [code for code, _ in res] == [0, 0, 0, 42]
+        node, _ = zk_json(zk_client, "/config/users/alice")
+        assert node["version"] == 1
+        assert node["config"]["producer_byte_rate"] == "1048576"
+        assert node["config"]["request_percentage"] == "12.5"
+        assert node["config"]["SCRAM-SHA-512"].startswith("salt=")
+        assert zk_json(zk_client, "/config/users/alice/clients/c1")[0]["config"] == {"consumer_byte_rate": "2048"}
+        assert zk_json(zk_client, "/config/clients/<default>")[0]["config"] == {"producer_byte_rate": "1000"}
+        assert zk_client.exists("/config/users/bad") is None
+        changes = [zk_json(zk_client, f"/config/changes/{n}")[0] for n in zk_client.get_children("/config/changes")]
+        for path in ("users/alice", "users/alice/clients/c1", "clients/<default>"):
+            assert {"version": 2, "entity_path": path} in changes
+        # the other broker takes them
+        expected = {ALICE: {"producer_byte_rate": 1048576.0, "request_percentage": 12.5},
+                    ALICE_C1: {"consumer_byte_rate": 2048.0}, DEFAULT_CLIENT: {"producer_byte_rate": 1000.0}}
+        wait_for(lambda: q2.snapshot() == expected, 30, "the quotas on broker 2")
+        assert q1.snapshot() == expected
+        # a SCRAM change keeps the quotas; a quota removal keeps the SCRAM credential
+        assert scram.alter([], [ScramUpsertion("alice", 1, 4096, b"salt" * 4, b"q" * 32)])[0].error_code == 0
+        config = zk_json(zk_client, "/config/users/alice")[0]["config"]
+        assert config["producer_byte_rate"] == "1048576" and "SCRAM-SHA-256" in config
+        assert q2.alter([QuotaAlteration(tuple(ALICE), (("producer_byte_rate", None), ("request_percentage", None)))]) \
+            == [(0, None)]
+        config = zk_json(zk_client, "/config/users/alice")[0]["config"]
+        assert set(config) == {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+        wait_for(lambda: ALICE not in q1.snapshot(), 30, "the removal on broker 1")
+        assert scram.get("alice", "SCRAM-SHA-512") is not None
+        # a quota written by another tool (Kafka's ZooKeeper-mode form) is taken too
+        zk_client.create("/config/clients/tool", b'{"version":1,"config":{"consumer_byte_rate":"5000"}}',
+                         makepath=True)
+        zk_client.create("/config/changes/config_change_", b'{"version":2,"entity_path":"clients/tool"}',
+                         sequence=True)
+        wait_for(lambda: q1.snapshot().get((("client-id", "tool"),)) == {"consumer_byte_rate": 5000.0}, 30,
+                 "a quota written by another tool")
+        # the local file is a cache of ZooKeeper's: a restart starts from it
+        assert ClientQuotaStore(str(tmp_path / "b2")).snapshot() == q2.snapshot()
+    finally:
+        for s in sessions:
+            s.close()
