@@ -143,8 +143,8 @@ class ChangeListener:
                 if data is not None:
                     self.handler(data)
             except KazooException as e:
-                log.warning("change notification %s/%s: ZooKeeper failed (%s); trying again",
-                            self.root, child, e)
+                log.warning("change notification %s/%s: ZooKeeper failed (%s%s); trying again",
+                            self.root, child, type(e).__name__, f": {e}" if str(e) else "")
                 return False
             except Exception as e:      # a malformed notification must not stop the others
                 log.warning("change notification %s/%s ignored: %s", self.root, child, e)
