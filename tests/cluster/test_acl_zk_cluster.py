@@ -232,3 +232,32 @@ def test_change_listener_purges_old_notifications(zk):
         assert seen == [b"n0", b"n1", b"n2"]
     finally:
         s.close()
+
+
+def test_a_malformed_node_or_notification_fails_only_its_pattern(zk):
+    """Another writer's malformed pattern node refuses the ACLs of that pattern (the node named),
+    the others are created; a malformed change notification is skipped, the next ones applied."""
+    from engine.cluster.acl_zk_store import ZkAclStore
+    from engine.cluster.zk import ZkStore
+    s = ZkStore(zk.connect).start()
+    store = ZkAclStore()
+    a = Authorizer(store=store)
+    try:
+        store.share(s, a)
+        s.client.create("/kafka-acl/Topic/broken", b"{not json", makepath=True)
+        bad = AclBinding(R.TOPIC, "broken", P.LITERAL, "User:x", "*", Op.READ, A.ALLOW)
+        good = AclBinding(R.TOPIC, "fine", P.LITERAL, "User:x", "*", Op.READ, A.ALLOW)
+        with pytest.raises(Exception, match="/kafka-acl/Topic/broken"):
+            a.reload()
+        err, ok = a.create([bad, good])
+        assert ok is None and err is not None and "/kafka-acl/Topic/broken" in str(err)
+        assert a.bindings() == [good]
+        s.client.create("/kafka-acl-changes/acl_changes_", b"no colon here", sequence=True)
+        other = b'{"version":1,"acls":[{"principal":"User:y","permissionType":"Deny","operation":"All","host":"*"}]}'
+        s.client.create("/kafka-acl/Group/g", other, makepath=True)
+        s.client.create("/kafka-acl-changes/acl_changes_", b"GROUP:g", sequence=True)
+        wait_for(lambda: len(a) == 2, 15, "the valid notification after the malformed one")
+        assert not a.authorize("User:y", "h", Op.READ, R.GROUP, "g")
+    finally:
+        store.close()
+        s.close()
