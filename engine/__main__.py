@@ -115,8 +115,9 @@ def cmd_topics(args: argparse.Namespace) -> int:
     create_topic / list_topics / delete_topic / create_partitions / alter_topic_config."""
     remote = _remote(args) if args.action != "clean" else None
     if remote:
+        from .cli_remote import command_security
         from .client.admin import WireAdmin
-        backend = WireAdmin(remote)
+        backend = WireAdmin(remote, security=command_security(args))
     else:
         backend = _open(args, read_only=args.action in ("list", "describe"))
     with backend as b:
@@ -195,7 +196,8 @@ def cmd_groups(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: groups {args.action} needs a GROUP")
     if not args.bootstrap_server and not os.path.isdir(args.data_dir):
         raise SystemExit(f"error: data directory {args.data_dir} does not exist")
-    with GroupAdmin(args.data_dir, bootstrap=args.bootstrap_server) as admin:
+    from .cli_remote import command_security
+    with GroupAdmin(args.data_dir, bootstrap=args.bootstrap_server, security=command_security(args)) as admin:
         if args.action == "list":
             for gid, ptype, state in admin.list():
                 print(f"{gid}\t{ptype or '-'}\t{state}")
@@ -339,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="data directory (default ./data); through its broker when one owns it")
         sp.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
                         help="talk to this running broker (ours or Kafka) instead of a data directory")
+        sp.add_argument("--command-config", default=None, metavar="FILE",
+                        help="client properties for TLS / SASL (security.protocol, ssl.*, sasl.*), "
+                             "as Kafka's tools take")
         sp.add_argument("--config", action="append", metavar="KEY=VALUE",
                         help="engine config (Kafka broker keys), repeatable")
 
@@ -361,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--data-dir", default="./data", help="data directory (default ./data)")
     g.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
                    help="ask this running broker's group coordinator")
+    g.add_argument("--command-config", default=None, metavar="FILE",
+                   help="client properties for TLS / SASL (security.protocol, ssl.*, sasl.*)")
     g.add_argument("action", choices=["list", "describe", "delete"], help="what to do")
     g.add_argument("group", nargs="?", help="the consumer group (describe, delete)")
     g.set_defaults(func=cmd_groups)

@@ -6,6 +6,13 @@ to a running broker (ours or Apache Kafka) with the project's wire client
 same commands with ``--data-dir`` of a directory a broker owns go through that broker
 (``engine.broker_address``), since its writer lock keeps other writers out.  Output formats are
 those of the in-process paths, plus Kafka's Leader / Replicas / Isr columns in ``describe``.
+
+``--command-config FILE``, as Kafka's tools take it: a properties file of client keys for TLS and
+SASL (``security.protocol``, ``ssl.truststore.*``, ``ssl.keystore.*``,
+``ssl.endpoint.identification.algorithm``, ``sasl.mechanism``, ``sasl.jaas.config``;
+engine/client/security.py) that every connection of the command uses (:func:`command_security`).
+Other client keys in the file (``client.id``, ``request.timeout.ms``, ...) are ignored, as tools'
+own settings; a key that is neither a Kafka client key nor a security key is an error.
 """
 
 from __future__ import annotations
@@ -17,7 +24,33 @@ import time
 
 from . import _native
 
-__all__ = ["configs", "consume", "describe_topics", "format_record", "produce"]
+__all__ = ["command_security", "configs", "consume", "describe_topics", "format_record", "produce"]
+
+# client keys a --command-config file may hold that the CLI's own flags govern (taken, no effect)
+_TOOL_KEYS = frozenset({"client.id", "request.timeout.ms", "retry.backoff.ms", "metadata.max.age.ms",
+                        "default.api.timeout.ms", "connections.max.idle.ms", "bootstrap.servers",
+                        "retries", "reconnect.backoff.ms", "reconnect.backoff.max.ms"})
+
+
+def command_security(args: argparse.Namespace):
+    """The :class:`~engine.client.security.ClientSecurity` of ``--command-config`` (None
+    without the flag, or for PLAINTEXT)."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return None
+    from .client.security import CLIENT_SECURITY_KEYS, ClientSecurity
+    from .config import parse_properties
+    from .errors import InvalidConfigError
+    try:
+        with open(path) as f:
+            props = parse_properties(f.read(), path)
+    except OSError as e:
+        raise InvalidConfigError(f"--command-config {path}: {e.strerror or e}") from None
+    unknown = sorted(k for k in props if k not in CLIENT_SECURITY_KEYS and k not in _TOOL_KEYS)
+    if unknown:
+        raise InvalidConfigError(f"--command-config {path}: unknown client key(s) {', '.join(unknown)} "
+                                 "(security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config, ...)")
+    return ClientSecurity.from_config({k: v for k, v in props.items() if k in CLIENT_SECURITY_KEYS})
 
 
 def format_record(fmt: str, topic: str, partition: int, offset: int, timestamp: int,
@@ -83,7 +116,7 @@ def configs(args: argparse.Namespace, bootstrap: str, parse_kv) -> int:
     from .client.admin import WireAdmin
 
     resource = "topic" if args.entity_type == "topics" else "broker"
-    with WireAdmin(bootstrap) as admin:
+    with WireAdmin(bootstrap, security=command_security(args)) as admin:
         if args.alter:
             admin.alter_configs(resource, args.entity_name, set=parse_kv(args.add_config),
                                 delete=args.delete_config or ())
@@ -112,7 +145,7 @@ def produce(args: argparse.Namespace, bootstrap: str, lines, progress) -> int:
     sep = args.key_separator.encode() if args.key_separator else None
     headers = [(k, v.encode()) for k, v in (h.split("=", 1) for h in (args.header or []))]
     n = 0
-    with WireClient(bootstrap, client_id="kafka-engine-cli") as client:
+    with WireClient(bootstrap, client_id="kafka-engine-cli", security=command_security(args)) as client:
         count = client.partition_count(args.topic, auto_create=True)
         builders: dict[int, _native.BatchBuilder] = {}
         sticky = random.randrange(count)
@@ -154,13 +187,14 @@ def consume(args: argparse.Namespace, bootstrap: str, emit) -> int:
     from .client.wire import EARLIEST, LATEST, WireClient
     from .errors import ErrorCode
 
-    client = WireClient(bootstrap, client_id="kafka-engine-cli")
+    security = command_security(args)
+    client = WireClient(bootstrap, client_id="kafka-engine-cli", security=security)
     member = None
     try:
         count = client.partition_count(args.topic)
         if args.group:
             from .client.group import GroupMember, WireTransport
-            member = GroupMember(WireTransport(bootstrap, client_id="kafka-engine-cli"), args.group,
+            member = GroupMember(WireTransport(bootstrap, client_id="kafka-engine-cli", security=security), args.group,
                                  partitions_for=lambda t: client.partition_count(t))
             member.subscribe([args.topic])
             positions = _group_positions(client, member, args)

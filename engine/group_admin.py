@@ -43,15 +43,15 @@ class GroupState(NamedTuple):
 class GroupAdmin:
     """See the module docstring.  A context manager."""
 
-    def __init__(self, path: str | None, bootstrap: str | None = None):
+    def __init__(self, path: str | None, bootstrap: str | None = None, security=None):
         self._wire = None
         self._eng = None
         if bootstrap is not None:          # a running broker, ours or Kafka (CLI --bootstrap-server)
-            self._wire = WireTransport(bootstrap, client_id="kafka-engine-groups")
+            self._wire = WireTransport(bootstrap, client_id="kafka-engine-groups", security=security)
             return
         address = broker_address(path)
         if address is not None:
-            self._wire = WireTransport(address, client_id="kafka-engine-groups")
+            self._wire = WireTransport(address, client_id="kafka-engine-groups", security=security)
             self._eng = open_engine(path, read_only=True)
         else:
             self._eng = open_engine(path, background=False)

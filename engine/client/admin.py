@@ -67,8 +67,9 @@ class WireAdmin:
     """See the module docstring.  A context manager."""
 
     def __init__(self, bootstrap: str, *, client_id: str = "kafka-engine-admin",
-                 request_timeout_ms: int = 30_000):
-        self.client = WireClient(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms)
+                 request_timeout_ms: int = 30_000, security=None):
+        self.client = WireClient(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                                 security=security)
         self.timeout_ms = request_timeout_ms
 
     def close(self) -> None:

@@ -73,7 +73,7 @@ class RemoteConsumer:
             from .group import GroupMember, WireTransport
             self._group = GroupMember(
                 WireTransport(bootstrap, client_id=cfg["client.id"],
-                              request_timeout_ms=cfg["request.timeout.ms"]),
+                              request_timeout_ms=cfg["request.timeout.ms"], security=self._client.security),
                 str(cfg["group.id"]), partitions_for=self._client.partition_count,
                 group_instance_id=cfg.get("group.instance.id"),
                 session_timeout_ms=cfg["session.timeout.ms"], rebalance_timeout_ms=cfg["max.poll.interval.ms"],

@@ -10,37 +10,58 @@ Used by :class:`engine.client.wire.WireClient`, the producer pipeline
 (engine/client/produce_pipeline.py) and, broker to broker, the follower's
 :class:`engine.replica.fetcher.ReplicaFetcher`; it sits below both (house layering: the connection
 module next to metadata), so it imports only the protocol codecs and errors.
+
+TLS and SASL: given a ``security`` (an :class:`engine.client.security.ClientSecurity`, which sits
+above this module), the socket is wrapped in TLS and the SASL exchange done right after the TCP
+connect, before the connection is handed out.  A TLS socket cannot ``sendmsg``: its parts are
+joined and sent with ``sendall``.  A TLS error while reading or writing (TLS 1.3 tells the client
+that its certificate was refused only then) raises :class:`~engine.errors.SslAuthenticationError`,
+not retried.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
+from typing import Any
 
-from ..errors import EngineError, InvalidRequestError
+from ..errors import EngineError, InvalidRequestError, SslAuthenticationError
 from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _entity, read_struct
 from ..protocol.primitives import Reader
 
-__all__ = ["Connection", "KafkaConnectionError", "read_response"]
+__all__ = ["Connection", "KafkaConnectionError", "read_response", "tls_refused"]
 
 
 class KafkaConnectionError(EngineError, ConnectionError):
     """The broker could not be reached, closed the connection, timed out or sent garbage."""
 
 
+def tls_refused(e: BaseException) -> bool:
+    """A TLS error that is a refusal (an alert: unknown CA, certificate required, bad
+    certificate, handshake failure), not a connection that went away."""
+    return isinstance(e, ssl.SSLError) and not isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
+
+
 class Connection:
     """One blocking TCP connection to a broker (see the module docstring)."""
 
-    def __init__(self, host: str, port: int, client_id: bytes, timeout_s: float):
+    def __init__(self, host: str, port: int, client_id: bytes, timeout_s: float, security: Any = None):
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout_s)
+            sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as e:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {e}") from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self.corr = 0
         self.rbuf: bytearray | None = None    # the reused receive buffer (receive(reuse=True))
+        self.sock = sock
+        self.tls = False
+        if security is not None:    # engine.client.security.ClientSecurity: TLS, then SASL
+            self.sock = security.wrap(sock, host)
+            self.tls = isinstance(self.sock, ssl.SSLSocket)
+            security.authenticate(self)
 
     def request(self, api_key: int, version: int, body_parts: list, expect_response: bool = True,
                 reuse: bool = False):
@@ -61,6 +82,8 @@ class Connection:
             self._send_all([struct.pack(">i", size), head, *body_parts])
         except OSError as e:
             self.close()
+            if tls_refused(e):
+                raise SslAuthenticationError(f"{self.address}: TLS: {e}") from None
             raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
         return self.corr
 
@@ -72,6 +95,12 @@ class Connection:
             frame = self._recv_frame(reuse)
         except (OSError, EOFError) as e:
             self.close()
+            if tls_refused(e):      # e.g. the broker refused our certificate (TLS 1.3: now)
+                raise SslAuthenticationError(f"{self.address}: TLS: {e}") from None
+            if self.tls and corr == 1:
+                raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__} (the broker closed the "
+                                           "TLS connection before its first answer: does the listener "
+                                           "require a client certificate? ssl.keystore.*)") from None
             raise KafkaConnectionError(f"{self.address}: {e or type(e).__name__}") from None
         r = Reader(frame)
         flex = version >= FLEXIBLE_FROM[api_key]
@@ -88,6 +117,9 @@ class Connection:
 
     def _send_all(self, parts: list) -> None:
         """sendmsg the parts (no join: record batches are not copied), resuming partial sends."""
+        if self.tls:     # no sendmsg on a TLS socket
+            self.sock.sendall(b"".join(parts))
+            return
         views = [memoryview(p).cast("B") for p in parts if len(p)]
         while views:
             sent = self.sock.sendmsg(views[:512])

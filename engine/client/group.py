@@ -157,10 +157,12 @@ class WireTransport:
     """
 
     def __init__(self, bootstrap: str, client_id: str = "kafka-engine-embedded",
-                 request_timeout_ms: int = 30000):
+                 request_timeout_ms: int = 30000, security=None):
         from .wire import WireClient
-        self._main = WireClient(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms)
-        self._hb = WireClient(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self._main = WireClient(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                                security=security)
+        self._hb = WireClient(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                              security=security)
         self._lock = threading.Lock()
         self._coordinator: dict[str, int] = {}
 

@@ -16,6 +16,17 @@ the same keys with ``_`` for ``.`` (keyword arguments) are both accepted.  Keys
 given to ``connect`` apply to every producer and consumer made from it;
 ``producer(**cfg)`` / ``consumer(**cfg)`` add their own.  An unknown key raises
 ``InvalidConfigError``, as librdkafka does.
+
+TLS and SASL: Kafka's client keys -- ``security.protocol``, ``ssl.truststore.*``,
+``ssl.keystore.*``, ``ssl.endpoint.identification.algorithm``, ``sasl.mechanism``,
+``sasl.jaas.config`` (engine/client/security.py) -- given to ``connect`` apply to every
+connection it makes::
+
+    eng = engine.connect("broker1:9094", **{
+        "security.protocol": "SASL_SSL", "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/etc/kafka/ca.pem", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                            'username="alice" password="alice-secret";'})
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidConfigError, KafkaApiError
+from .security import CLIENT_SECURITY_KEYS, ClientSecurity
 from .wire import EARLIEST, LATEST, KafkaConnectionError, WireClient
 
 __all__ = ["RemoteEngine", "connect"]
@@ -83,6 +95,12 @@ class RemoteEngine:
     """A connection to a Kafka cluster; see the module docstring.  Made by :func:`connect`."""
 
     def __init__(self, bootstrap: str | None = None, **config: Any):
+        security = {}
+        for k in list(config):           # Kafka's dotted names (security_protocol, too)
+            key = str(k).replace("_", ".")
+            if key in CLIENT_SECURITY_KEYS:
+                security[key] = config.pop(k)
+        self.security = ClientSecurity.from_config(security)
         cfg = _normalise(config, {**_COMMON, **_PRODUCER, **_CONSUMER})
         self.bootstrap = bootstrap or cfg.get("bootstrap.servers")
         if not self.bootstrap:
@@ -108,7 +126,8 @@ class RemoteEngine:
                 except (KafkaApiError, KafkaConnectionError):
                     pass
             boot += [f"{host}:{port}" for host, port in own._brokers.values()]
-        return WireClient(",".join(boot), client_id=cfg["client.id"], request_timeout_ms=cfg["request.timeout.ms"])
+        return WireClient(",".join(boot), client_id=cfg["client.id"], request_timeout_ms=cfg["request.timeout.ms"],
+                          security=self.security)
 
     # -- producers and consumers -----------------------------------------------------------
     def producer(self, **settings: Any):

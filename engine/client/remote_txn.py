@@ -133,7 +133,8 @@ class TransactionalProducer(RemoteProducer):
         self._coord_client = WireClient(
             ",".join(f"{host}:{port}" for host, port in client.bootstrap + [
                 b for b in client._brokers.values() if b not in client.bootstrap]),
-            client_id=cfg["client.id"], request_timeout_ms=int(cfg["request.timeout.ms"]))
+            client_id=cfg["client.id"], request_timeout_ms=int(cfg["request.timeout.ms"]),
+            security=client.security)
 
     # -- state ---------------------------------------------------------------------------
     @property

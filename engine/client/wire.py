@@ -110,8 +110,10 @@ def _encode_request(api_key: int, version: int, data: dict) -> bytes:
 class WireClient:
     """See the module docstring."""
 
-    def __init__(self, bootstrap: str, *, client_id: str = "kafka-engine", request_timeout_ms: int = 30_000):
+    def __init__(self, bootstrap: str, *, client_id: str = "kafka-engine", request_timeout_ms: int = 30_000,
+                 security=None):
         self.client_id = client_id.encode()
+        self.security = security            # engine.client.security.ClientSecurity (TLS, SASL) or None
         self.timeout_s = request_timeout_ms / 1000.0
         self.bootstrap = [self._split(a) for a in str(bootstrap).split(",") if a.strip()]
         if not self.bootstrap:
@@ -143,7 +145,7 @@ class WireClient:
         known = [a for a in self._brokers.values() if a not in self.bootstrap]
         for host, port in random.sample(self.bootstrap, len(self.bootstrap)) + random.sample(known, len(known)):
             try:
-                conn = Connection(host, port, self.client_id, self.timeout_s)
+                conn = Connection(host, port, self.client_id, self.timeout_s, self.security)
                 self._negotiate(conn)
                 return conn
             except KafkaConnectionError as e:
@@ -179,7 +181,8 @@ class WireClient:
             return self._boot
         conn = self._conns.get(node)
         if conn is None or conn.sock.fileno() < 0:
-            conn = self._conns[node] = Connection(*self._brokers[node], self.client_id, self.timeout_s)
+            conn = self._conns[node] = Connection(*self._brokers[node], self.client_id, self.timeout_s,
+                                                  self.security)
         return conn
 
     def close(self) -> None:
