@@ -54,6 +54,7 @@ __all__ = ["QuotaManager", "throttle_time_ms"]
 DEFAULT_WINDOW_NUM = 11               # quota.window.num
 DEFAULT_WINDOW_SIZE_S = 1             # quota.window.size.seconds
 _EXPIRY_MS = 3600 * 1000.0            # Kafka's InactiveSensorExpirationTimeSeconds
+_MAX_CACHED = 10000                   # callers whose limits are remembered
 _I32 = struct.Struct(">i")
 # not counted against request_percentage (nor muted for it): version probes and authentication
 _EXEMPT = frozenset({m.ApiKey.API_VERSIONS, m.ApiKey.SASL_HANDSHAKE, m.ApiKey.SASL_AUTHENTICATE})
@@ -110,6 +111,8 @@ class QuotaManager:
         if found is None:
             user = _user(principal)
             found = tuple(resolve(self._quotas, k, user, client_id or "") for k in _KEYS)
+            if len(self._limits) >= _MAX_CACHED:       # many client ids: start again
+                self._limits = {}
             self._limits[key] = found
         return found
 
