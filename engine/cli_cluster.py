@@ -55,12 +55,13 @@ def start_member(member, broker, node, port: int) -> None:
     member.attach(broker.replicas)
 
 
-def cluster_link(member, node):
+def cluster_link(member, node, security=None):
     """What the node's group and transaction coordinators need in cluster mode (given to the
     node with ``node.use_cluster`` before the broker hosts them): their internal topics are
     created through ZooKeeper (replication factor ``offsets.topic.replication.factor`` /
     ``transaction.state.log.replication.factor`` capped by the live brokers, as Kafka), their
-    partitions loaded when this broker becomes leader, their writes replicated with acks=all."""
+    partitions loaded when this broker becomes leader, their writes replicated with acks=all;
+    ``security``: how the link reaches other brokers (the inter-broker listener's TLS / SASL)."""
     from .cluster import admin
     from .coordinator.cluster_link import ClusterLink
     from .errors import TopicAlreadyExistsError
@@ -83,7 +84,7 @@ def cluster_link(member, node):
         while member.view.assignment(topic) is None and time.monotonic() < deadline:
             time.sleep(0.02)        # another broker created it: wait for this broker's watch
 
-    return ClusterLink(node.replicas, member.view, create_topic, cfg["offsets.commit.timeout.ms"])
+    return ClusterLink(node.replicas, member.view, create_topic, cfg["offsets.commit.timeout.ms"], security)
 
 
 def stop_member(member, node) -> None:

@@ -127,17 +127,16 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
     if advertised:
         settings["advertised.listeners"] = advertised
     from .server.listener import listeners_from_configs
-    checked, lsettings = listeners_from_configs(settings, scram_credentials=lambda user, mech: None)
+    checked, _ = listeners_from_configs(settings, scram_credentials=lambda user, mech: None)
     # the connection limits' keys too, before anything is created (the Broker reads them again)
     from .server.connection_quotas import ConnectionQuotas
     ConnectionQuotas.from_configs(settings, [li.name for li in checked])
-    if settings.get("zookeeper.connect") and lsettings.inter_broker_protocol != "PLAINTEXT":
-        # the replica fetcher and the controller's client speak PLAINTEXT only (docs/security.md)
-        from .errors import InvalidConfigError
-        raise InvalidConfigError(f"inter-broker listener {lsettings.inter_broker_listener} is "
-                                 f"{lsettings.inter_broker_protocol}: brokers talk to each other over "
-                                 "PLAINTEXT only here (yet); name a PLAINTEXT listener in "
-                                 "inter.broker.listener.name")
+    inter_security = None
+    if settings.get("zookeeper.connect"):
+        # brokers connect to each other (replica fetchers, the coordinators' link) over the
+        # inter-broker listener's protocol, with this broker's credentials for it (docs/security.md)
+        from .client.security import ClientSecurity
+        inter_security = ClientSecurity.inter_broker(settings)
 
     import engine
 
@@ -179,7 +178,8 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             access = acl_store = None   # a node alone: the ACLs in its data directory (Broker's)
             if member is not None:      # the node serves the cluster's view, its coordinators join it
                 eng.node.use_view(member.view)
-                eng.node.use_cluster(cluster_link(member, eng.node))
+                eng.node.replicas.client_security = inter_security
+                eng.node.use_cluster(cluster_link(member, eng.node, inter_security))
                 access, acl_store = _cluster_access(cfg.explicit)
             broker = Broker(eng.node, listeners=listeners, scram_credentials=scram, client_quotas=quotas,
                             max_request_bytes=cfg["socket.request.max.bytes"],

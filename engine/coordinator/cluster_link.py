@@ -37,10 +37,14 @@ class ClusterLink:
     * ``view``: the cluster view (partition leaders; ``assignment(topic)`` with ``partitions``);
     * ``create_topic(topic, partitions, config)``: blocking, creates the internal topic through
       ZooKeeper (replication factor chosen by the wiring); TOPIC_ALREADY_EXISTS is fine;
-    * ``timeout_ms``: how long an acks=all append waits for the ISR (offsets.commit.timeout.ms).
+    * ``timeout_ms``: how long an acks=all append waits for the ISR (offsets.commit.timeout.ms);
+    * ``security``: how the link connects to other brokers (WriteTxnMarkers): the inter-broker
+      listener's TLS / SASL (engine.client.security.ClientSecurity; None: PLAINTEXT).
     """
 
-    def __init__(self, replicas, view, create_topic: Callable[[str, int, dict], None], timeout_ms: int = 5000):
+    def __init__(self, replicas, view, create_topic: Callable[[str, int, dict], None], timeout_ms: int = 5000,
+                 security=None):
+        self.security = security
         self.replicas = replicas
         self.view = view
         self._create_topic = create_topic
@@ -175,7 +179,7 @@ class ClusterLink:
                 if client is None:
                     host, _, port = address.rpartition(":")
                     client_id = f"broker-{self.view.node_id}-inter-broker".encode()
-                    client = Connection(host.strip("[]"), int(port), client_id, left)
+                    client = Connection(host.strip("[]"), int(port), client_id, left, self.security)
                     self._senders[node] = (address, client, entry[2])
                 else:
                     client.sock.settimeout(left)

@@ -24,6 +24,11 @@ connections back off ``replica.fetch.backoff.ms`` and retry.  An I/O error of th
 (append, truncation, HW update: ENOSPC, EROFS, EIO) goes to the manager's ``storage_error``: with
 its ``on_storage_error`` set the broker goes offline and this thread stops; otherwise the
 partition backs off and retries.
+
+The connection to the leader speaks the inter-broker listener's protocol: ``manager.client_security``
+(engine.client.security.ClientSecurity, set by the broker's wiring; None: PLAINTEXT) wraps it in
+TLS and authenticates with SASL.  A refused login or TLS handshake is logged and retried after the
+backoff, as a lost connection is (the broker's credential may not be there yet).
 """
 
 from __future__ import annotations
@@ -153,7 +158,8 @@ class ReplicaFetcher(threading.Thread):
             if self.leader_id not in brokers or brokers[self.leader_id][0] is None:
                 raise KafkaConnectionError(f"no address for broker {self.leader_id}")
             host, port, _rack = brokers[self.leader_id]
-            self._conn = Connection(host, port, f"replica-{self.manager.node_id}".encode(), self.timeout_s)
+            self._conn = Connection(host, port, f"replica-{self.manager.node_id}".encode(), self.timeout_s,
+                                    getattr(self.manager, "client_security", None))
         return self._conn
 
     def _close(self) -> None:

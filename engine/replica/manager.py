@@ -95,6 +95,9 @@ class ReplicaManager:
         self.offline: str | None = None     # why this broker stopped serving its replicas
         self._verifier: TransactionVerifier | None = None     # KIP-890 (verification.py)
         self._verify = False                # transaction.partition.verification.enable
+        # how the fetchers connect to leaders: the inter-broker listener's TLS / SASL
+        # (engine.client.security.ClientSecurity.inter_broker; None: PLAINTEXT), set by the wiring
+        self.client_security = None
 
     def add_role_listener(self, fn) -> None:
         """Call ``fn(topic, partition, leader: bool)`` after every role change of a hosted
