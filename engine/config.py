@@ -232,6 +232,8 @@ SERVER_APPLIED_KEYS = frozenset({
     "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
     "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", *_SERVER_TLS_KEYS,
     *_CONNECTION_QUOTA_KEYS,
+    # how this broker connects to the others (engine/client/security.py ClientSecurity.inter_broker)
+    "sasl.mechanism.inter.broker.protocol", "ssl.endpoint.identification.algorithm",
 })
 
 
@@ -241,7 +243,8 @@ def _server_applied(key: str) -> bool:
     if key.startswith("listener.name."):
         rest = key[len("listener.name."):].partition(".")[2]
         return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config", "connections.max.reauth.ms",
-                        "max.connections", "max.connection.creation.rate") \
+                        "max.connections", "max.connection.creation.rate", "scram-sha-256.sasl.jaas.config",
+                        "scram-sha-512.sasl.jaas.config", "ssl.endpoint.identification.algorithm") \
             or rest in _SERVER_TLS_KEYS or rest.endswith(".connections.max.reauth.ms")
     return False
 
