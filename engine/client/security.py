@@ -162,7 +162,9 @@ class ClientSecurity:
     @classmethod
     def inter_broker(cls, configs: Mapping[str, Any]) -> ClientSecurity | None:
         """How this broker connects to the others: the inter-broker listener's protocol and this
-        broker's own credentials for it (module docstring); None for PLAINTEXT."""
+        broker's own credentials for it (module docstring); None for PLAINTEXT.  ``configs`` are
+        the broker's settings as given (``server.properties`` / ``--config``): an empty value is
+        a value (``ssl.endpoint.identification.algorithm=`` turns the host check off)."""
         settings = ListenerSettings.from_configs(configs)
         listener, protocol = settings.inter_broker_listener, settings.inter_broker_protocol
         if protocol == "PLAINTEXT":
@@ -170,7 +172,7 @@ class ClientSecurity:
         ctx = None
         if protocol in ("SSL", "SASL_SSL"):
             prefix = f"listener.name.{listener.lower()}."
-            tls = {k: v for k, v in configs.items() if v is not None and v != ""
+            tls = {k: v for k, v in configs.items() if v is not None
                    and (k in CLIENT_SSL_KEYS or (k.startswith(prefix) and k[len(prefix):] in CLIENT_SSL_KEYS))}
             if prefix + "ssl.endpoint.identification.algorithm" not in tls:
                 tls.setdefault("ssl.endpoint.identification.algorithm", "https")

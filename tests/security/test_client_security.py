@@ -235,3 +235,47 @@ def test_cli_wrong_password_and_bad_file(broker, pki, tmp_path):  # noqa: F811
     # without --command-config a SASL_SSL listener is not reachable: the flag is what makes it work
     r = _cli("topics", "list", "--bootstrap-server", broker.sasl_ssl, timeout=90)
     assert r.returncode != 0
+
+
+# -- the broker's side: ClientSecurity.inter_broker ------------------------------------------
+def test_inter_broker_security_from_broker_keys(pki):  # noqa: F811
+    from engine.client.security import ClientSecurity
+    base = {"listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "listener.name.internal.ssl.truststore.type": "PEM",
+            "listener.name.internal.ssl.truststore.location": pki.path("ca.pem")}
+    with pytest.raises(InvalidConfigError, match="GSSAPI"):        # Kafka's default mechanism
+        ClientSecurity.inter_broker(base)
+    cfg = {**base, "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}
+    with pytest.raises(InvalidConfigError, match="listener.name.internal.scram-sha-256.sasl.jaas.config"):
+        ClientSecurity.inter_broker(cfg)
+    cfg["listener.name.internal.scram-sha-256.sasl.jaas.config"] = SCRAM_JAAS.format(user="b", password="pw-XYZZY")
+    sec = ClientSecurity.inter_broker(cfg)
+    assert (sec.protocol, sec.mechanism, sec.username) == ("SASL_SSL", "SCRAM-SHA-256", "b")
+    assert sec.ssl_context is not None and sec.ssl_context.check_hostname      # https by default
+    assert "XYZZY" not in repr(sec) and "XYZZY" not in repr(vars(sec).get("ssl_context"))
+    off = ClientSecurity.inter_broker({**cfg, "listener.name.internal.ssl.endpoint.identification.algorithm": ""})
+    assert off.ssl_context is not None and not off.ssl_context.check_hostname
+    # the listener's trust store is the one read: a broken one fails
+    with pytest.raises(InvalidConfigError, match="truststore"):
+        ClientSecurity.inter_broker({**cfg, "listener.name.internal.ssl.truststore.location": pki.path("nope.pem")})
+    assert ClientSecurity.inter_broker({"listeners": "PLAINTEXT://127.0.0.1:0"}) is None
+
+
+def test_inter_broker_security_logs_in(broker, pki):  # noqa: F811
+    """What a follower does: a Connection with the inter-broker security to a SASL_SSL listener."""
+    from engine.client.connection import Connection
+    from engine.client.security import ClientSecurity
+    cfg = {"listeners": "SASL_SSL://127.0.0.1:0", "security.inter.broker.protocol": "SASL_SSL",
+           "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+           "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS.format(user="alice",
+                                                                                       password="alice-512"),
+           "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca.pem")}
+    host, port = broker.sasl_ssl.rsplit(":", 1)
+    conn = Connection(host, int(port), b"replica-9", 5.0, ClientSecurity.inter_broker(cfg))
+    try:
+        assert conn.tls
+        assert ("SASL_SSL", "User:alice") in broker.principals()
+    finally:
+        conn.close()
