@@ -15,8 +15,9 @@ import functools
 import logging
 
 from ..config import INTERNAL_BROKER_KEYS
-from ..errors import InvalidRequestError
+from ..errors import ClusterAuthorizationError, InvalidRequestError, TopicAuthorizationError
 from ..protocol import messages as m
+from ..security.acl import AclOperation
 from . import config_describe
 from .common import (
     _RESOURCE_BROKER,
@@ -29,6 +30,8 @@ from .common import (
 
 __all__ = ["ConfigHandlers"]
 
+_RESOURCE_BROKER_LOGGER = 8
+
 log = logging.getLogger("engine.server")
 
 
@@ -39,6 +42,19 @@ class ConfigHandlers:
         self.handlers = handlers
         self.node = handlers.node
         self.view = handlers.view
+        self.access = handlers.broker.access
+
+    def _may(self, conn, r, operation: AclOperation) -> None:
+        """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for a broker."""
+        access = self.access
+        if not access.enabled:
+            return
+        if r.resource_type == _RESOURCE_TOPIC:
+            if not access.topic(conn, operation, r.resource_name):
+                raise TopicAuthorizationError("Topic authorization failed.")
+        elif r.resource_type in (_RESOURCE_BROKER, _RESOURCE_BROKER_LOGGER):
+            if not access.cluster(conn, operation):
+                raise ClusterAuthorizationError("Cluster authorization failed.")
 
     def table(self) -> dict:
         return {
@@ -56,6 +72,7 @@ class ConfigHandlers:
             res = {"error_code": 0, "error_message": "", "resource_type": r.resource_type,
                    "resource_name": r.resource_name, "configs": []}     # Kafka: "" when no error
             try:
+                self._may(conn, r, AclOperation.DESCRIBE_CONFIGS)
                 if r.resource_type == _RESOURCE_TOPIC:
                     cfg = node.topic_config(r.resource_name)
                     values = dict(cfg)
@@ -95,6 +112,7 @@ class ConfigHandlers:
             res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
             try:
+                self._may(conn, r, AclOperation.ALTER_CONFIGS)
                 if r.resource_type == _RESOURCE_BROKER:
                     names = [op.name for op in r.configs if op.config_operation != config_describe.OP_DELETE]
                     res["error_code"], res["error_message"] = broker_config_change(

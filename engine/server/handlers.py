@@ -36,13 +36,15 @@ from ..errors import (
     KafkaApiError,
     LeaderNotAvailableError,
     RequestTimedOutError,
+    TopicAuthorizationError,
     UnknownTopicOrPartitionError,
 )
 from ..metadata import validate_topic_name
 from ..protocol import messages as m
 from ..protocol.frames import RequestHeader
 from ..protocol.primitives import Reader
-from . import authz, txn_handlers
+from ..security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from . import txn_handlers
 from .common import (
     _ZERO_UUID,
     _code,
@@ -70,6 +72,7 @@ class Handlers:
         self.node = broker.node
         self.replicas = broker.replicas       # engine/replica: leaders, appends, reads
         self.view = broker.view
+        self.access = broker.access           # who may do what (access.py)
         self._table = {
             m.ApiKey.PRODUCE: self.produce,
             m.ApiKey.FETCH: self.fetch,
@@ -110,15 +113,23 @@ class Handlers:
 
     # -- Metadata (3) ---------------------------------------------------------------
     async def metadata(self, header, body, conn):
+        """Kafka's checks: DESCRIBE on each topic (all topics: the others are left out; named:
+        TOPIC_AUTHORIZATION_FAILED, by id: UNKNOWN_TOPIC_ID, so nothing leaks); auto-creation
+        needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED)."""
         v = header.api_version
         req = m.decode(m.ApiKey.METADATA, v, body.buf[body.pos:])
         node = self.node
+        access = self.access
         auto = node.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
         topics = []
-        topic_ops = authz.authorized(getattr(req, "include_topic_authorized_operations", False),
-                                     authz.TOPIC_OPERATIONS)
-        if req.topics is None or (v == 0 and not req.topics):
+        want_ops = getattr(req, "include_topic_authorized_operations", False)
+        all_topics = req.topics is None or (v == 0 and not req.topics)
+        denied: set[str] = set()
+        if all_topics:
             names = node.list_topics()
+            if access.enabled:
+                allowed = access.filter(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+                names = [n for n in names if n in allowed]
         else:   # v10+ may name a topic by id: a non-zero id wins over the name, as in Kafka
             names, by_id = [], None     # (Java's by-id describe sends the id with name "")
             for t in req.topics:
@@ -129,27 +140,39 @@ class Handlers:
                     continue
                 if by_id is None:
                     by_id = {_topic_uuid(node.topic_metadata(n).topic_id): n for n in node.list_topics()}
-                if t.topic_id in by_id:
-                    names.append(by_id[t.topic_id])
+                name = by_id.get(t.topic_id)
+                if name is not None and access.topic(conn, AclOperation.DESCRIBE, name):
+                    names.append(name)
                 else:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": t.topic_id,
                                    "is_internal": False, "partitions": []})
+            if access.enabled:
+                allowed = access.filter(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+                denied = {n for n in names if n not in allowed}
+        may_create = None               # CREATE on the cluster, asked once if a topic is missing
         deadline = None                 # of the auto-creations, if any
         for name in names:
             try:
+                if name in denied:
+                    raise TopicAuthorizationError(f"not authorized to describe topic {name!r}")
                 internal = name in _INTERNAL_TOPICS     # made by the coordinators, never auto-created
                 try:
                     meta = node.topic_metadata(name)
                 except UnknownTopicOrPartitionError:
                     if not auto or internal:
                         raise
+                    if may_create is None:
+                        may_create = access.cluster(conn, AclOperation.CREATE)
+                    if not may_create and not access.topic(conn, AclOperation.CREATE, name):
+                        raise TopicAuthorizationError(f"not authorized to create topic {name!r}") from None
                     if deadline is None:
                         deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(node)
                     meta = await self._auto_create(name, deadline)
                 parts = [partition_entry(self.view, name, p) for p in range(meta.partitions)]
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
                                "is_internal": internal, "partitions": parts,
-                               "topic_authorized_operations": topic_ops})
+                               "topic_authorized_operations": access.operations(
+                                   conn, want_ops, ResourceType.TOPIC, name)})
             except Exception as e:  # unknown topic, invalid name, storage error
                 if not isinstance(e, KafkaApiError):
                     log.exception("metadata for %r failed", name)
@@ -166,8 +189,9 @@ class Handlers:
             "brokers": broker_entries(self.view, conn),
             "cluster_id": cluster_id, "controller_id": self.view.controller_id(), "topics": topics,
             "error_code": 0,
-            "cluster_authorized_operations": authz.authorized(
-                getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
+            "cluster_authorized_operations": access.operations(
+                conn, getattr(req, "include_cluster_authorized_operations", False), ResourceType.CLUSTER,
+                CLUSTER_NAME),
         })]
 
     async def _auto_create(self, name: str, deadline: float):
@@ -191,18 +215,27 @@ class Handlers:
             error = ErrorCode.INVALID_REQUIRED_ACKS
         elif req.transactional_id is None and txn_handlers.has_transactional_records(req):
             error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED     # Kafka's answer to such a request
+        elif req.transactional_id is not None and not self.access.transactional_id(
+                conn, AclOperation.WRITE, req.transactional_id):
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        # WRITE on each topic (checked before anything about the topic is looked up)
+        writable = (self.access.filter(conn, AclOperation.WRITE, ResourceType.TOPIC,
+                                       [name for name, _ in req.topics])
+                    if self.access.enabled and not error else None)
         out = []
         appended = False
         waiting = []        # acks=all: (results, index in results, waiter)
         # KIP-890: transactional batches the replica layer must not append
         refused = (await self.replicas.verify_transactional(
-            req.transactional_id, [(name, p.index, p.records) for name, parts in req.topics for p in parts])
+            req.transactional_id, [(name, p.index, p.records) for name, parts in req.topics for p in parts
+                                   if writable is None or name in writable])
             if not error and req.transactional_id is not None else None)
         for name, parts in req.topics:
             results = []
+            denied = writable is not None and name not in writable
             for p in parts:
-                if error:
-                    results.append((p.index, error, -1, -1, -1, None))
+                if error or denied:
+                    results.append((p.index, error or ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None))
                     continue
                 if refused and (name, p.index) in refused:
                     code = refused[(name, p.index)]
@@ -250,16 +283,24 @@ class Handlers:
         max_bytes = req.max_bytes if v >= 3 else 0x7FFFFFFF
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, max_wait)
+        # a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic
+        readable = None
+        if self.access.enabled:
+            names = {t.topic for t in req.topics}
+            if _replica_id(req) >= 0:
+                readable = names if self.access.cluster(conn, AclOperation.CLUSTER_ACTION) else set()
+            else:
+                readable = self.access.filter(conn, AclOperation.READ, ResourceType.TOPIC, names)
         while True:
             seq = self.broker.delayed_fetch.append_seq
-            topics, size, errors = self._read_partitions(req, max_bytes, v)
-            if size >= min_bytes or errors or loop.time() >= deadline:
+            topics, size, errors = self._read_partitions(req, max_bytes, v, readable)
+            if size >= min_bytes or errors or loop.time() >= deadline or readable == set():
                 break
             await self.broker.delayed_fetch.wait(seq, deadline)
         parts, _ = m.encode_fetch_response(v, topics)
         return parts
 
-    def _read_partitions(self, req, max_bytes: int, v: int):
+    def _read_partitions(self, req, max_bytes: int, v: int, readable: set[str] | None):
         remaining = max_bytes
         replica_id = _replica_id(req)                  # >= 0: a follower's fetch
         total = 0
@@ -268,8 +309,13 @@ class Handlers:
         isolation = 1 if getattr(req, "isolation_level", 0) == 1 else 0   # v4+: read_committed
         for t in req.topics:
             parts = []
+            denied = readable is not None and t.topic not in readable
             for p in t.partitions:
                 pd = m.FetchPartitionData(p.partition, 0)
+                if denied:          # answered with the others (no early answer, as Kafka)
+                    pd.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    parts.append(pd)
+                    continue
                 try:
                     limit = min(p.partition_max_bytes, remaining)
                     info = self.replicas.read(t.topic, p.partition, p.fetch_offset, max(limit, 0),
@@ -308,6 +354,8 @@ class Handlers:
         dups = {k for k in asked if asked.count(k) > 1} if len(set(asked)) < len(asked) else set()
         by_topic: dict[str, list] = {}
         committed = v >= 2 and getattr(req, "isolation_level", 0) == 1
+        described = (self.access.filter(conn, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                        [t.name for t in req.topics]) if self.access.enabled else None)
         for t in req.topics:
             parts = by_topic.setdefault(t.name, [])
             for p in t.partitions:
@@ -321,6 +369,8 @@ class Handlers:
                     parts.append(res)
                     continue
                 try:
+                    if described is not None and t.name not in described:
+                        raise TopicAuthorizationError(f"not authorized to describe topic {t.name!r}")
                     part = self.replicas.leader_partition(
                         t.name, p.partition_index, getattr(p, "current_leader_epoch", -1) if v >= 4 else -1)
                     plog = part.log
@@ -353,7 +403,11 @@ class Handlers:
         v = header.api_version
         req = m.decode(m.ApiKey.INIT_PRODUCER_ID, v, body.buf[body.pos:])
         res = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
+        access = self.access
         if req.transactional_id is not None:
+            if not access.transactional_id(conn, AclOperation.WRITE, req.transactional_id):
+                res["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                return [m.encode(m.ApiKey.INIT_PRODUCER_ID, v, res)]
             timeout = req.transaction_timeout
             timeout = timeout if isinstance(timeout, int) else round(timeout.total_seconds() * 1000)
             out = await txn_handlers.call(self.node, "init_producer_id", req.transactional_id, timeout,
@@ -364,6 +418,9 @@ class Handlers:
                 res["error_code"] = txn_handlers.fenced(out[0], v, 4)
                 if not out[0]:
                     res["producer_id"], res["producer_epoch"] = out[1], out[2]
+        elif not (access.cluster(conn, AclOperation.IDEMPOTENT_WRITE)
+                  or access.any_of_type(conn, AclOperation.WRITE, ResourceType.TOPIC)):
+            res["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED   # KIP-679: or WRITE on some topic
         else:
             pid = getattr(req, "producer_id", -1)
             epoch = getattr(req, "producer_epoch", -1)
@@ -384,11 +441,20 @@ class Handlers:
     async def offset_for_leader_epoch(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, v, body.buf[body.pos:])
+        # followers: CLUSTER_ACTION; consumers (KIP-320) may ask with DESCRIBE on the topic
+        described = None
+        if self.access.enabled and not self.access.cluster(conn, AclOperation.CLUSTER_ACTION):
+            described = self.access.filter(conn, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                           [t.topic for t in req.topics])
         topics = []
         for t in req.topics:
             parts = []
             for p in t.partitions:
                 res = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+                if described is not None and t.topic not in described:
+                    res["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    parts.append(res)
+                    continue
                 try:
                     plog = self.replicas.leader_log(t.topic, p.partition, p.current_leader_epoch)
                     res["leader_epoch"], res["end_offset"] = plog.end_offset_for_epoch(p.leader_epoch)
@@ -410,8 +476,9 @@ class Handlers:
             "endpoint_type": endpoint_type, "cluster_id": self.node.cluster_id or "",
             "controller_id": self.view.controller_id(),
             "brokers": broker_entries(self.view, conn, "broker_id") if not error else [],
-            "cluster_authorized_operations": authz.authorized(
-                getattr(req, "include_cluster_authorized_operations", False), authz.CLUSTER_OPERATIONS),
+            "cluster_authorized_operations": self.access.operations(
+                conn, getattr(req, "include_cluster_authorized_operations", False), ResourceType.CLUSTER,
+                CLUSTER_NAME),
         })]
 
 

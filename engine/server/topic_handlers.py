@@ -14,8 +14,9 @@ import asyncio
 import logging
 import uuid
 
-from ..errors import InvalidRequestError
+from ..errors import InvalidRequestError, TopicAuthorizationError
 from ..protocol import messages as m
+from ..security.acl import AclOperation, ResourceType
 from .common import _ZERO_UUID, _code, _record_error, _topic_uuid, admin_bound_s, off_loop
 
 __all__ = ["TopicHandlers"]
@@ -30,6 +31,14 @@ class TopicHandlers:
         self.handlers = handlers
         self.node = handlers.node
         self.replicas = handlers.replicas
+        self.access = handlers.broker.access
+
+    def _denied(self, conn, operation: AclOperation, names) -> set[str]:
+        """The topics among ``names`` the caller may not do ``operation`` on."""
+        if not self.access.enabled:
+            return set()
+        names = set(names)
+        return names - self.access.filter(conn, operation, ResourceType.TOPIC, names)
 
     def table(self) -> dict:
         return {
@@ -52,10 +61,15 @@ class TopicHandlers:
         timeout_s = req.timeout.total_seconds()
         until = loop.time() + timeout_s
         deadline = loop.time() + admin_bound_s(node, timeout_s)
+        # CREATE on the cluster, or else on each topic
+        denied = (set() if self.access.cluster(conn, AclOperation.CREATE)
+                  else self._denied(conn, AclOperation.CREATE, [t.name for t in req.topics]))
         for t in req.topics:
             res = {"name": t.name, "topic_id": _ZERO_UUID, "error_code": 0, "error_message": None,
                    "num_partitions": -1, "replication_factor": -1, "configs": []}
             try:
+                if t.name in denied:
+                    raise TopicAuthorizationError("Authorization failed.")
                 if t.name in seen:
                     raise InvalidRequestError(f"topic {t.name!r} appears twice in the request")
                 seen.add(t.name)
@@ -88,9 +102,12 @@ class TopicHandlers:
         timeout_s = req.timeout.total_seconds()
         until = loop.time() + timeout_s
         deadline = loop.time() + admin_bound_s(self.node, timeout_s)
+        denied = self._denied(conn, AclOperation.DELETE, req.topic_names)
         for name in req.topic_names:
             res = {"name": name, "error_code": 0, "error_message": None}
             try:
+                if name in denied:
+                    raise TopicAuthorizationError("Authorization failed.")
                 await off_loop(deadline, f"deleting topic {name!r}", self.node.topics.delete_topic, name,
                                max(until - loop.time(), 0.0))
             except Exception as e:
@@ -104,11 +121,14 @@ class TopicHandlers:
         req = m.decode(m.ApiKey.DELETE_RECORDS, v, body.buf[body.pos:])
         topics = []
         waiting = []        # replicated partitions: (result, waiter) until every replica moved
+        denied = self._denied(conn, AclOperation.DELETE, [t.name for t in req.topics])
         for t in req.topics:
             parts = []
             for p in t.partitions:
                 res = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
                 try:
+                    if t.name in denied:
+                        raise TopicAuthorizationError(f"not authorized to delete records of {t.name!r}")
                     res["low_watermark"], waiter = self.replicas.delete_records(t.name, p.partition_index, p.offset)
                     if waiter is not None:
                         waiting.append((res, waiter))
@@ -136,9 +156,12 @@ class TopicHandlers:
         timeout_s = req.timeout.total_seconds()
         until = loop.time() + timeout_s
         deadline = loop.time() + admin_bound_s(node, timeout_s)
+        denied = self._denied(conn, AclOperation.ALTER, [t.name for t in req.topics])
         for t in req.topics:
             res = {"name": t.name, "error_code": 0, "error_message": None}
             try:
+                if t.name in denied:
+                    raise TopicAuthorizationError("The topic authorization is failed.")
                 plan = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
                 await off_loop(deadline, f"adding partitions to {t.name!r}", node.topics.create_partitions,
                                t.name, t.count, plan, req.validate_only, max(until - loop.time(), 0.0))
