@@ -115,6 +115,16 @@ class Connection:
             raise KafkaConnectionError(f"{self.address}: unparseable response header: {e}") from None
         return r
 
+    def buffered(self) -> bool:
+        """Whether bytes of a response are already read and decrypted (TLS), which ``select``
+        on the socket does not show: a caller polling for answers checks this first."""
+        if not self.tls:
+            return False
+        try:
+            return self.sock.pending() > 0      # type: ignore[attr-defined]
+        except (OSError, ValueError):
+            return False
+
     def _send_all(self, parts: list) -> None:
         """sendmsg the parts (no join: record batches are not copied), resuming partial sends."""
         if self.tls:     # no sendmsg on a TLS socket

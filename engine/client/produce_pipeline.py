@@ -126,9 +126,12 @@ class ProducePipeline:
         socks = []
         for reqs in list(self.requests.values()):
             try:
-                socks.append(reqs[0][0].sock)
+                conn = reqs[0][0]
             except IndexError:               # none in flight (or just answered on another thread)
-                pass
+                continue
+            if conn.buffered():
+                return True                  # TLS: already decrypted, select() would not see it
+            socks.append(conn.sock)
         if not socks:
             return False
         try:
@@ -142,7 +145,7 @@ class ProducePipeline:
         for node, reqs in list(self.requests.items()):
             while reqs:
                 try:
-                    r, _, _ = select.select([reqs[0][0].sock], [], [], 0)
+                    r = [True] if reqs[0][0].buffered() else select.select([reqs[0][0].sock], [], [], 0)[0]
                 except (OSError, ValueError):
                     r = [True]
                 if not r:
