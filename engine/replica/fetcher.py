@@ -41,7 +41,7 @@ import time
 
 from .. import _native
 from ..client.connection import Connection, KafkaConnectionError
-from ..errors import ErrorCode, KafkaApiError
+from ..errors import ErrorCode, KafkaApiError, SslAuthenticationError
 from ..protocol.fetch import parse_fetch_response
 from ..protocol.messages import ApiKey, _entity, encode, read_struct
 
@@ -138,7 +138,7 @@ class ReplicaFetcher(threading.Thread):
                     self._fetch(conn, fetching)
             except _LocalStorageError:
                 break                              # the broker is offline (storage_error)
-            except (KafkaConnectionError, OSError, KafkaApiError) as e:
+            except (KafkaConnectionError, OSError, KafkaApiError, SslAuthenticationError) as e:
                 if self._stopped.is_set():
                     break
                 log.info("%s: %s; retrying in %.1f s", self.name, e, self.backoff_s)
