@@ -157,11 +157,18 @@ def test_serve_with_a_sasl_ssl_listener(tmp_path):
     assert "accepted without effect" not in log, log[-4000:]
 
 
-def test_cluster_mode_refuses_a_secured_inter_broker_listener(tmp_path):
-    args = [sys.executable, "-m", "engine", "serve", "--data-dir", str(tmp_path / "d"),
-            "--listen", f"SASL_PLAINTEXT://127.0.0.1:{free_port()}", "--zookeeper", "127.0.0.1:1",
-            "--config", "sasl.enabled.mechanisms=SCRAM-SHA-256",
-            "--config", "inter.broker.listener.name=SASL_PLAINTEXT"]
-    out = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=ROOT)
+def test_cluster_mode_needs_the_inter_broker_credentials(tmp_path):
+    """A SASL inter-broker listener is taken in cluster mode (brokers log in to each other), but
+    not without the broker's mechanism and JAAS line: refused at start, naming the key."""
+    def serve(*extra: str):
+        args = [sys.executable, "-m", "engine", "serve", "--data-dir", str(tmp_path / "d"),
+                "--listen", f"SASL_PLAINTEXT://127.0.0.1:{free_port()}", "--zookeeper", "127.0.0.1:1",
+                "--config", "sasl.enabled.mechanisms=SCRAM-SHA-256",
+                "--config", "inter.broker.listener.name=SASL_PLAINTEXT", *extra]
+        return subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = serve()
     assert out.returncode != 0
-    assert "brokers talk to each other over PLAINTEXT only" in out.stderr, out.stderr[-2000:]
+    assert "sasl.mechanism.inter.broker.protocol=GSSAPI" in out.stderr, out.stderr[-2000:]
+    out = serve("--config", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256")
+    assert out.returncode != 0
+    assert "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config" in out.stderr, out.stderr[-2000:]
