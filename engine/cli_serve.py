@@ -208,7 +208,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                     if acl_store is not None:   # the cluster's ACLs from now on (none before)
                         await asyncio.get_running_loop().run_in_executor(
                             None, acl_store.share, member.store, broker.access.authorizer)
-                http = _start_operator_endpoints(broker, eng, args, cfg)
+                http = _start_operator_endpoints(broker, eng, args, cfg, listeners, scram)
                 loop = asyncio.get_running_loop()
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.add_signal_handler(sig, stop.set)
@@ -285,22 +285,30 @@ def _endpoint(listen: str | None, cfg, prefix: str) -> tuple[str, int] | None:
     return cfg[f"{prefix}.host"], cfg[f"{prefix}.port"]
 
 
-def _start_operator_endpoints(broker, eng, args, cfg) -> list:
-    """The Prometheus endpoint and the web console, when asked for (both off by default)."""
+def _start_operator_endpoints(broker, eng, args, cfg, listeners, credentials) -> list:
+    """The Prometheus endpoint and the web console, when asked for (both off by default),
+    with HTTPS and basic auth when ``http.tls.listener`` / ``http.authentication`` say so."""
     started = []
     metrics_at = _endpoint(args.metrics_listen, cfg, "metrics")
     console_at = _endpoint(args.console_listen, cfg, "console")
+    if not metrics_at and not console_at:
+        return started
+    from .server.http_security import http_security_from_config
+    security = http_security_from_config(cfg, listeners, credentials, broker.access,
+                                         broker.failed_auth_delay_ms)
+    scheme = "https" if security is not None and security.ssl_context is not None else "http"
     if metrics_at:
         from .server.metrics import MetricsServer
-        srv = MetricsServer(broker.enable_metrics(), *metrics_at).start()
+        srv = MetricsServer(broker.enable_metrics(), *metrics_at, security=security).start()
         started.append(srv)
-        print(f"metrics on http://{srv.host}:{srv.port}/metrics", file=sys.stderr, flush=True)
+        print(f"metrics on {scheme}://{srv.host}:{srv.port}/metrics", file=sys.stderr, flush=True)
     if console_at:
         from .console import ConsoleServer, EngineSource
         broker.enable_metrics()
-        srv = ConsoleServer(EngineSource(eng, broker.metrics, broker.view), *console_at).start()
+        srv = ConsoleServer(EngineSource(eng, broker.metrics, broker.view), *console_at,
+                            security=security).start()
         started.append(srv)
-        print(f"console on http://{srv.host}:{srv.port}/", file=sys.stderr, flush=True)
+        print(f"console on {scheme}://{srv.host}:{srv.port}/", file=sys.stderr, flush=True)
     return started
 
 

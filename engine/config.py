@@ -176,6 +176,10 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "metrics.host": ("127.0.0.1", lambda k, v: str(v)),
     "console.port": (-1, _int(-1, 65535)),          # web console (engine/console)
     "console.host": ("127.0.0.1", lambda k, v: str(v)),
+    # the console and /metrics: HTTPS with a TLS listener's settings, basic auth of SCRAM users
+    # (engine/server/http_security.py)
+    "http.tls.listener": ("", lambda k, v: str(v).strip()),
+    "http.authentication": ("none", _choice("none", "basic")),
     # group coordinator (engine.coordinator)
     "group.initial.rebalance.delay.ms": (3000, _int(0)),
     "group.min.session.timeout.ms": (6000, _int(0)),

@@ -43,12 +43,14 @@ class _NotFound(Exception):
 class ConsoleServer:
     """The console on host:port (port 0: any free one), serving from `source`."""
 
-    def __init__(self, source, host: str = "127.0.0.1", port: int = 0, *, sample_every: float = 2.0):
+    def __init__(self, source, host: str = "127.0.0.1", port: int = 0, *, sample_every: float = 2.0,
+                 security=None):
         self.source = source
+        self.security = security          # engine/server/http_security.py: HTTPS, basic auth
         self.token = secrets.token_urlsafe(16)
         self.samples: collections.deque = collections.deque(maxlen=90)
         self.sample_every = sample_every
-        self.httpd = http_server(host, port, _Handler, console=self)
+        self.httpd = http_server(host, port, _Handler, security, console=self)
         self.host = host
         self.port = self.httpd.server_address[1]
         self._stop = threading.Event()
@@ -58,7 +60,7 @@ class ConsoleServer:
     def start(self) -> ConsoleServer:
         for t in self._threads:
             t.start()
-        log.info("console on http://%s:%d/", self.host, self.port)
+        log.info("console on %s://%s:%d/", "https" if self.httpd.ssl_context else "http", self.host, self.port)
         return self
 
     def stop(self) -> None:
@@ -98,9 +100,23 @@ def _int_arg(q: dict, name: str, default=None, lo: int | None = None):
 class _Handler(BaseHTTPRequestHandler):
     server_version = "kafka-engine-console"
     console: ConsoleServer
+    principal = "User:ANONYMOUS"
+
+    def _login(self) -> bool:
+        """With basic auth configured: the caller's principal, or False after a 401."""
+        security = self.console.security
+        if security is None:
+            return True
+        principal = security.principal(self)
+        if principal is None:
+            return False
+        self.principal = principal
+        return True
 
     # -- routing -----------------------------------------------------------------
     def do_GET(self):
+        if not self._login():
+            return
         url = urllib.parse.urlsplit(self.path)
         q = urllib.parse.parse_qs(url.query)
         parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
@@ -170,6 +186,8 @@ class _Handler(BaseHTTPRequestHandler):
         raise _NotFound("/api/" + "/".join(parts))
 
     def do_POST(self):
+        if not self._login():
+            return
         url = urllib.parse.urlsplit(self.path)
         if url.path != "/produce":
             return self._refuse()
@@ -187,6 +205,10 @@ class _Handler(BaseHTTPRequestHandler):
             partition = _int_arg(form, "partition", 0, 0)
             key = form.get("key", [""])[0]
             value = form.get("value", [""])[0]
+            security = self.console.security
+            if security is not None and not security.may_write(self.principal, self.client_address, topic):
+                return self._error(403, f"{self.principal} may not write to topic {topic!r} "
+                                        "(TOPIC_AUTHORIZATION_FAILED)")
             headers = []
             for line in form.get("headers", [""])[0].splitlines():
                 if line.strip():

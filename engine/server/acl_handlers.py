@@ -22,7 +22,7 @@ import logging
 
 from ..errors import ErrorCode, KafkaApiError
 from ..protocol import messages as m
-from ..security.acl import AclBinding, AclBindingFilter, AclOperation
+from ..security.acl import AclBinding, AclBindingFilter, AclOperation, PatternType
 from .common import admin_bound_s, off_loop
 
 __all__ = ["AclHandlers"]
@@ -35,7 +35,7 @@ _CLUSTER_DENIED = "Cluster authorization failed."
 
 def _filter(f) -> AclBindingFilter:
     return AclBindingFilter(f.resource_type_filter, f.resource_name_filter,
-                            getattr(f, "pattern_type_filter", 3), f.principal_filter,
+                            getattr(f, "pattern_type_filter", PatternType.LITERAL), f.principal_filter,
                             f.host_filter, f.operation, f.permission_type)
 
 
@@ -97,7 +97,8 @@ class AclHandlers:
                          else (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED))
             return [m.encode(m.ApiKey.CREATE_ACLS, v, {"throttle_time": 0, "results": [
                 {"error_code": code, "error_message": msg} for _ in req.creations]})]
-        bindings = [AclBinding(c.resource_type, c.resource_name, getattr(c, "resource_pattern_type", 3),
+        bindings = [AclBinding(c.resource_type, c.resource_name,
+                               getattr(c, "resource_pattern_type", PatternType.LITERAL),
                                c.principal, c.host, c.operation, c.permission_type)
                     for c in req.creations]
         try:

@@ -54,13 +54,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from ..protocol import messages as m
+from .http_security import HttpSecurity, TlsHttpServer
 
 __all__ = ["BrokerMetrics", "EngineCollector", "MetricsServer"]
 
@@ -337,8 +338,11 @@ def _one(name: str, doc: str, labels: list, values: list, value: float) -> Gauge
 class _MetricsHandler(BaseHTTPRequestHandler):
     server_version = "kafka-engine-metrics"
     metrics: BrokerMetrics
+    security: HttpSecurity | None
 
     def do_GET(self):
+        if self.security is not None and self.security.principal(self) is None:
+            return                      # answered 401
         path = self.path.split("?", 1)[0]
         if path != "/metrics":
             self._reply(404, b"not found: the metrics are at /metrics\n", "text/plain; charset=utf-8")
@@ -374,29 +378,33 @@ class _MetricsHandler(BaseHTTPRequestHandler):
         log.debug("metrics %s: " + fmt, self.client_address[0], *args)
 
 
-def http_server(host: str, port: int, handler: type, **attrs) -> ThreadingHTTPServer:
-    """A threading HTTP server on host:port (0: any free port) whose handler class gets `attrs`;
+def http_server(host: str, port: int, handler: type, security: HttpSecurity | None = None,
+                **attrs) -> TlsHttpServer:
+    """A threading HTTP server on host:port (0: any free port) whose handler class gets `attrs`
+    and ``security`` (engine/server/http_security.py: HTTPS and basic auth, None for neither);
     a bind error names the address (as the broker's does)."""
     try:
-        httpd = ThreadingHTTPServer((host, port), type("Handler", (handler,), attrs))
+        httpd = TlsHttpServer((host, port), type("Handler", (handler,), dict(attrs, security=security)))
     except OSError as e:
         raise OSError(e.errno, e.strerror, f"{host}:{port}") from e
-    httpd.daemon_threads = True
+    httpd.ssl_context = security.ssl_context if security is not None else None
     return httpd
 
 
 class MetricsServer:
     """``GET /metrics`` on host:port (port 0: any free one) in a daemon thread."""
 
-    def __init__(self, metrics: BrokerMetrics, host: str = "127.0.0.1", port: int = 0):
-        self.httpd = http_server(host, port, _MetricsHandler, metrics=metrics)
+    def __init__(self, metrics: BrokerMetrics, host: str = "127.0.0.1", port: int = 0,
+                 security: HttpSecurity | None = None):
+        self.httpd = http_server(host, port, _MetricsHandler, security, metrics=metrics)
         self.host = host
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-http", daemon=True)
 
     def start(self) -> MetricsServer:
         self._thread.start()
-        log.info("metrics on http://%s:%d/metrics", self.host, self.port)
+        log.info("metrics on %s://%s:%d/metrics", "https" if self.httpd.ssl_context else "http",
+                 self.host, self.port)
         return self
 
     def stop(self) -> None:
