@@ -169,30 +169,30 @@ class QuotaManager:
 
 # -- throttle_time_ms in an encoded response ------------------------------------------------
 _WHERE: dict[tuple[int, int], int] = {}      # (api key, version) -> 1 first field, 2 Produce's, 0 none
-_NONE, _FIRST, _LAST = 0, 1, 2
+_ABSENT, _FIRST, _LAST = 0, 1, 2
 
 
 def _where(key: int, version: int) -> int:
     where = _WHERE.get((key, version))
     if where is None:
         if key == m.ApiKey.PRODUCE:
-            where = _LAST if version >= 1 else _NONE
+            where = _LAST if version >= 1 else _ABSENT
         elif key == m.ApiKey.FETCH:
             where = _FIRST
         else:
             import dataclasses
             try:
                 fields = dataclasses.fields(m._entity(key, version, True))
-                where = _FIRST if fields and fields[0].name == "throttle_time" else _NONE
+                where = _FIRST if fields and fields[0].name == "throttle_time" else _ABSENT
             except Exception:
-                where = _NONE
+                where = _ABSENT
         _WHERE[(key, version)] = where
     return where
 
 
 def _patch_throttle(key: int, version: int, parts: list, ms: int) -> None:
     where = _where(key, version)
-    if where == _NONE:
+    if where == _ABSENT:
         return
     i = 0 if where == _FIRST else len(parts) - 1
     part = parts[i]
