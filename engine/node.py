@@ -39,6 +39,8 @@ Appenders wake waiting consumers through one condition variable.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import threading
 import time
@@ -61,6 +63,8 @@ from .storage.manager import LogManager
 from .topics import LocalTopics, Topics
 
 __all__ = ["LocalTopics", "Node", "Topics"]
+
+log = logging.getLogger("engine.node")
 
 _KINDS = {"group": GroupCoordinator, "transaction": TransactionCoordinator}
 _PRODUCER_ID_BLOCK = 1000
@@ -246,6 +250,10 @@ class Node:
             return self.topics.missing_topic(name)
 
     def delete_topic(self, name: str) -> None:
+        """Remove the topic and its logs here (a cluster broker: once ZooKeeper says it is
+        deleted); the running group coordinator then drops the groups' committed offsets of
+        its partitions (Kafka's ``onPartitionsDeleted``, run by every broker), in the
+        background."""
         self._check_writable()
         with self._admin:
             meta = self.topic_metadata(name)
@@ -255,6 +263,13 @@ class Node:
                 except UnknownTopicOrPartitionError:
                     pass
             self._meta.remove_topic(name)
+        coord = self._coordinators["group"]
+        if coord is not None and coord.running:
+            try:
+                fut = coord.submit(coord.on_partitions_deleted, [(name, p) for p in range(meta.partitions)])
+            except ClosedError:
+                return                      # stopping: its successor replays what was written
+            fut.add_done_callback(functools.partial(_log_failure, f"removing the offsets of deleted topic {name}"))
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow a topic to `total` partitions (Kafka never shrinks)."""
@@ -430,3 +445,8 @@ class Node:
             coord = self._coordinators[kind]
             if coord is not None:
                 coord.stop()
+
+
+def _log_failure(what: str, fut) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("%s failed: %r", what, fut.exception())

@@ -273,3 +273,39 @@ def test_static_member_restarts_without_a_rebalance(tmp_path):
         assert sorted(tp.partition for tp in b.assignment()) == [0, 1, 2]
         assert b._group.generation_id == gen
         b.close()
+
+
+def test_a_deleted_topics_committed_offsets_go_with_it(tmp_path):
+    """Kafka drops a group's committed offsets of a deleted topic's partitions (tombstones): a
+    topic created again under the name is read from its start, not from the old topic's
+    offsets (which would skip the new one's first records, as a Kafka Streams application
+    reset -- its internal topics deleted and made again -- showed).  Offsets of other topics
+    stay, and the removal survives a restart (replay)."""
+    path = tmp_path / "d"
+    t, keep = engine.TopicPartition, engine.TopicPartition("keep", 0)
+    with engine.open(path, FAST) as eng:
+        _fill(eng, "t", 2, 10)
+        _fill(eng, "keep", 1, 10)
+        c = eng.consumer(group_id="g", **MEMBER)
+        c.subscribe(["t", "keep"])
+        _poll_until(c, lambda g: len(g) == 30)
+        c.commit({("t", 0): 7, ("t", 1): 3, ("keep", 0): 5})
+        c.close()
+        eng.delete_topic("t")
+        c = eng.consumer(group_id="g", **MEMBER)
+        deadline = time.monotonic() + 10
+        while c.committed([("t", 0), ("t", 1)]) != {t("t", 0): None, t("t", 1): None}:
+            assert time.monotonic() < deadline, f"still committed: {c.committed([('t', 0), ('t', 1)])}"
+            time.sleep(0.05)
+        assert c.committed([keep]) == {keep: 5}
+        c.close()
+        _fill(eng, "t", 2, 2)                       # the name again: a new topic
+        c = eng.consumer(group_id="g", **MEMBER)
+        c.subscribe(["t"])
+        got = _poll_until(c, lambda g: len(g) == 4)
+        assert sorted((r.partition, r.offset) for r in got) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+        c.close()
+    with engine.open(path, FAST) as eng:
+        c = eng.consumer(group_id="g", **MEMBER)
+        assert c.committed([("t", 0), ("t", 1), keep]) == {t("t", 0): None, t("t", 1): None, keep: 5}
+        c.close()

@@ -42,6 +42,7 @@ Public API (stable; every result carries Kafka error codes, 0 = success)::
     async unstable_partitions(group_id, partitions | None) -> set   # pending transactional offsets
     async load_partition(p) / unload_partition(p)     # the seam for moving leadership later
     async expire_offsets() -> int                     # one retention pass now (also periodic)
+    async on_partitions_deleted([(topic, partition)]) -> int   # a deleted topic's offsets removed
     partition_for(group_id) -> int;  load_errors: list[CorruptRecordError];  stop()
 
 Semantics follow Kafka's classic GroupCoordinator: MEMBER_ID_REQUIRED on a

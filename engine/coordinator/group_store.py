@@ -146,6 +146,51 @@ class GroupStoreMixin:
             result[tp] = ErrorCode.NONE
         return ErrorCode.NONE, {tp: result[tp] for tp in partitions}
 
+    async def on_partitions_deleted(self, partitions: Iterable[tuple[str, int]]) -> int:
+        """The topic of `partitions` was deleted: remove every group's committed (and pending
+        transactional) offsets of them, with tombstones, in the groups this coordinator has
+        loaded (Kafka's ``GroupCoordinator.onPartitionsDeleted``, which every broker runs when a
+        topic goes; each coordinator cleans the groups it owns).  A topic created again under
+        the same name then starts with no committed offsets, as a new topic: an offset of the
+        old one would make its consumers skip the new one's first records.  Returns how many
+        offsets were removed."""
+        gone = set(partitions)
+        total = 0
+        for p in sorted({g.partition for g in self._groups.values()}):
+            if not self.is_loaded(p):
+                continue
+            plan: dict = {}
+
+            def decide(p=p, plan=plan):
+                # under the append lock: commits that were in flight are in memory by now
+                for group in self._groups.values():
+                    if group.partition == p and group.state != DEAD:
+                        tps = {tp for tp in group.offsets if tp in gone}
+                        tps.update(tp for txn in group.pending_txn_offsets.values() for tp in txn if tp in gone)
+                        if tps:
+                            plan[group.group_id] = sorted(tps)
+                return [(rec.encode_offset_commit_key(gid, t, q), None)
+                        for gid, tps in plan.items() for t, q in tps]
+
+            try:
+                if not await self._append(p, None, decide=decide):
+                    continue
+            except Exception as e:  # noqa: BLE001 - moved away or a storage error: logged
+                log.warning("offsets of deleted partitions in %s-%d not removed: %s", rec.OFFSETS_TOPIC, p, e)
+                continue
+            for gid, tps in plan.items():
+                group = self._groups.get(gid)
+                if group is None:
+                    continue
+                for tp in tps:
+                    group.offsets.pop(tp, None)
+                    for txn in group.pending_txn_offsets.values():
+                        txn.pop(tp, None)
+                total += len(tps)
+                log.info("group %s: offsets of deleted partitions removed: %s", gid,
+                         ", ".join(f"{t}-{q}" for t, q in tps))
+        return total
+
     # -- admin -------------------------------------------------------------------------
     async def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
         out = []
@@ -321,6 +366,13 @@ class GroupStoreMixin:
             return
         for _off, _ts, key, value, _headers in records:
             self._replay(key, value, offsets, groups)
+            if value is None and pending and key is not None:
+                # Kafka's replay: an offset tombstone also drops that offset from the open
+                # transactions of its group (their COMMIT must not bring it back)
+                k = rec.decode_key(key)
+                if k[0] == "offset":
+                    for txn in pending.values():
+                        txn.get(k[1], {}).pop((k[2], k[3]), None)
 
     def _apply_loaded(self, partition: int, state) -> None:
         offsets, groups, pending = state

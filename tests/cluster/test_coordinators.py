@@ -109,6 +109,39 @@ def test_group_coordinator_is_the_offsets_leader_and_survives_its_kill(cluster_f
     assert sorted(got + rest) == sorted(f"v{i}".encode() for i in range(10))   # nothing re-read
 
 
+def test_a_deleted_topics_committed_offsets_are_removed_by_its_coordinator(cluster_factory):
+    """DeleteTopics: the group coordinator removes the groups' committed offsets of the topic
+    (Kafka's onPartitionsDeleted), so the topic made again under its name is read from its
+    start.  Stale offsets made Kafka Streams skip the first records of its recreated
+    repartition topic after kafka-streams-application-reset.sh (tests/java)."""
+    c = cluster_factory(3, *SMALL)
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    make_topic(c.bootstrap, topic)
+    produce(c.bootstrap, topic, [f"v{i}".encode() for i in range(10)])
+    assert len(consume(c.bootstrap, group, topic, 6)) == 6
+    assert sum(committed(c.bootstrap, group, topic).values()) == 6
+
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
+    wait_for(lambda: committed(c.bootstrap, group, topic) == {0: ck.OFFSET_INVALID, 1: ck.OFFSET_INVALID},
+             30, "the deleted topic's committed offsets gone")
+
+    # the name again: a new topic, which the group reads from its first record
+    wait_for(lambda: _recreated(c.bootstrap, topic), 60, "the topic created again")
+    produce(c.bootstrap, topic, [f"w{i}".encode() for i in range(10)])
+    assert sorted(consume(c.bootstrap, group, topic, 10)) == sorted(f"w{i}".encode() for i in range(10))
+
+
+def _recreated(bootstrap: str, topic: str) -> bool:
+    try:
+        make_topic(bootstrap, topic)
+    except ck.KafkaException as e:         # still being deleted here and there: try again
+        if e.args[0].code() in (ck.KafkaError.TOPIC_ALREADY_EXISTS, ck.KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return False
+        raise
+    return True
+
+
 def test_non_coordinator_answers_not_coordinator(cluster_factory):
     c = cluster_factory(3, *SMALL)
     group = f"g-{uuid.uuid4().hex[:8]}"
