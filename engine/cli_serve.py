@@ -48,6 +48,8 @@ def add_console_parser(sub) -> None:
     """Register ``console``."""
     co = sub.add_parser("console", help="a web console (topics, groups, messages) for a running broker")
     co.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker")
+    co.add_argument("--command-config", default=None, metavar="FILE",
+                    help="client properties for TLS / SASL to the broker (security.protocol, ssl.*, sasl.*)")
     co.add_argument("--listen", default="127.0.0.1:8080",
                     help="HOST:PORT of the console (default 127.0.0.1:8080; port 0: any)")
     co.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
@@ -318,12 +320,13 @@ def cmd_console(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from .cli_remote import command_security
     from .console import ConsoleServer, WireSource
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host, port = _listener_address(args.listen)
-    source = WireSource(args.bootstrap_server)
+    source = WireSource(args.bootstrap_server, command_security(args))
     srv = ConsoleServer(source, host or "127.0.0.1", port).start()
     print(f"console for {args.bootstrap_server} on http://{srv.host}:{srv.port}/",
           file=sys.stderr, flush=True)

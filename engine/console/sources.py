@@ -131,9 +131,9 @@ class EngineSource:
 class _WireGroups(GroupAdmin):
     """GroupAdmin's wire half, given a bootstrap address instead of a data directory."""
 
-    def __init__(self, bootstrap: str):           # no super().__init__(): it opens a directory
+    def __init__(self, bootstrap: str, security=None):   # no super().__init__(): it opens a directory
         from ..client.group import WireTransport
-        self._wire = WireTransport(bootstrap, client_id="kafka-engine-console")
+        self._wire = WireTransport(bootstrap, client_id="kafka-engine-console", security=security)
         self._eng = None
 
     def close(self) -> None:
@@ -143,13 +143,16 @@ class _WireGroups(GroupAdmin):
 class WireSource:
     """A broker over the Kafka protocol (``python -m engine console --bootstrap-server``).
     Sizes and segment counts are not in the protocol's answers we use: shown as unknown.
-    One lock: the WireClient is not thread-safe and the console serves requests in threads."""
+    One lock: the WireClient is not thread-safe and the console serves requests in threads.
+    ``security``: TLS / SASL to the broker (engine.client.security.ClientSecurity, from
+    ``--command-config``)."""
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, security=None):
         from ..client.wire import WireClient
         self.name = bootstrap
-        self.client = WireClient(bootstrap, client_id="kafka-engine-console", request_timeout_ms=15000)
-        self._groups = _WireGroups(bootstrap)
+        self.client = WireClient(bootstrap, client_id="kafka-engine-console", request_timeout_ms=15000,
+                                 security=security)
+        self._groups = _WireGroups(bootstrap, security)
         self._lock = threading.Lock()
 
     def topics(self) -> list[dict]:
