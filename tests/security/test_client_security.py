@@ -338,3 +338,34 @@ def test_answers_already_decrypted_are_seen(pki):  # noqa: F811
         conn.close()
         listener.close()
         t.join(5)
+
+
+def test_console_with_command_config(broker, pki, tmp_path):  # noqa: F811
+    """`python -m engine console --bootstrap-server <SASL_SSL> --command-config FILE` shows the topics."""
+    import json
+    import signal
+    import urllib.request
+
+    from tests.serving import free_port
+    topic = f"con-{uuid.uuid4().hex[:8]}"
+    with engine.connect(broker.sasl_ssl, **_scram(pki)) as eng:
+        eng.create_topic(topic, 1)
+    props = _properties(tmp_path / "client.properties", _scram(pki))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "console", "--bootstrap-server", broker.sasl_ssl,
+                             "--command-config", props, "--listen", f"127.0.0.1:{port}"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        topics = None
+        while topics is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/topics", timeout=10) as r:
+                    topics = json.loads(r.read())
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.2)
+        assert topics is not None and topic in json.dumps(topics)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
