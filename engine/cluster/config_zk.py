@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable
 
 from ..errors import RequestTimedOutError
+from .zk_change import ConcurrentUpdateError, notify, update_node
 
 __all__ = ["CHANGES", "read_config_node", "update_config_node"]
 
@@ -48,24 +49,11 @@ def read_config_node(zk, path: str) -> dict | None:
 
 def update_config_node(zk, path: str, entity_path: str, change: Callable[[bytes | None], bytes]) -> None:
     """Set the node at ``path`` to ``change(its current bytes or None)`` -- conditionally on the
-    version read, again if another writer changed it meanwhile -- and notify the change."""
-    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-    for _ in range(_RETRIES):
-        try:
-            data, stat = zk.bounded("get", path)
-        except NoNodeError:
-            try:
-                zk.bounded("create", path, change(None), makepath=True)
-            except NodeExistsError:
-                continue                          # created meanwhile: read it
-            break
-        try:
-            zk.bounded("set", path, change(data), version=stat.version)
-        except (BadVersionError, NoNodeError):
-            continue                              # changed or deleted meanwhile: again
-        break
-    else:
-        raise RequestTimedOutError(f"ZooKeeper {path}: changed by others {_RETRIES} times in a row")
-    zk.bounded("create", CHANGES, json.dumps({"version": 2, "entity_path": entity_path},
-                                             separators=(",", ":")).encode("utf-8"),
-               sequence=True, makepath=True)
+    version read, again if another writer changed it meanwhile (engine/cluster/zk_change.py) --
+    and notify the change."""
+    try:
+        update_node(zk, path, change, retries=_RETRIES)
+    except ConcurrentUpdateError:
+        raise RequestTimedOutError(f"ZooKeeper {path}: changed by others {_RETRIES} times in a row") from None
+    notify(zk, CHANGES, json.dumps({"version": 2, "entity_path": entity_path},
+                                   separators=(",", ":")).encode("utf-8"))
