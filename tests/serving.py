@@ -150,13 +150,14 @@ class KafkaProcess:
         self.dir = directory or tempfile.mkdtemp(prefix="kafka-")
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        self.controller_port = free_port()    # known before start(): settings may name it
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
         self.settings = list(settings)        # KEY=VALUE appended to run-kafka.sh's config
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 120.0) -> KafkaProcess:
-        cport = free_port()
-        while cport == self.port:
-            cport = free_port()
+        cport = self.controller_port
         log = open(os.path.join(self.dir, "kafka.out"), "ab")
         env = dict(os.environ, KAFKA_HEAP_OPTS=os.environ.get("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m"))
         self.proc = subprocess.Popen([self.script, os.path.join(self.dir, "kafka"), str(self.port),

@@ -5,7 +5,7 @@ Each test sends one sequence of requests (written with kio at the highest versio
 serve, plus older versions real clients still send) to both brokers and compares the decoded
 answers.  Fields in ALLOWED may differ; everything else must be equal.
 
-ALLOWED (kept short; each is a property of the deployment, not of behaviour):
+ALLOWED (in wire.py; kept short; each is a property of the deployment, not of behaviour):
 
 * ``cluster_id``            random per cluster (KRaft format / our meta.properties).
 * ``host``, ``port``        each broker's own listener.
@@ -31,72 +31,13 @@ import pytest
 
 from engine.records import build_batch
 
-from .wire import Client, diff, plain
+from .wire import ALLOWED, Pair, diff, plain
+from .wire import error_codes as _codes
+from .wire import normalize as _normalize
 
 ZERO_UUID = uuid.UUID(int=0)        # Metadata v10+: topics asked by name carry a null topic id
 
-ALLOWED = frozenset({"cluster_id", "host", "port", "throttle_time_ms"})
-NODE_FIELDS = {"node_id", "leader_id", "controller_id", "replica_nodes", "isr_nodes",
-               "offline_replicas", "coordinator_id"}
-
 _seq = itertools.count()
-
-
-def _normalize(value, self_id: int, field: str = ""):
-    if field == "aborted_transactions" and value == []:
-        return None          # Kafka writes [] on an unknown partition, null elsewhere: both "none"
-    if isinstance(value, dict):
-        return {k: _normalize(v, self_id, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_normalize(v, self_id, field) for v in value]
-    if field in NODE_FIELDS and isinstance(value, int):
-        return "self" if value == self_id else value
-    if field == "topic_id":
-        return "zero" if value in ("00000000-0000-0000-0000-000000000000", None) else "id"
-    if field == "error_message":
-        return None if value is None else "<text>"
-    if field in ("member_id", "leader") and isinstance(value, str) and len(value) > 37:
-        return value[:-36] + "<uuid>"
-    return value
-
-
-class Pair:
-    """Our broker and Kafka; ``same()`` sends one request to both and returns both answers."""
-
-    def __init__(self, ours, kafka):
-        self.ports = {"ours": ours.port, "kafka": kafka.port}
-        self.conns = {name: Client(port) for name, port in self.ports.items()}
-        ranges = {name: c.api_ranges() for name, c in self.conns.items()}
-        self.version = {k: min(hi, ranges["kafka"].get(k, (0, -1))[1])
-                        for k, (lo, hi) in ranges["ours"].items()}
-        self.self_id = {}
-        for name, c in self.conns.items():
-            md = plain(c.call(3, 9, {"topics": [], "allow_auto_topic_creation": False,
-                                     "include_cluster_authorized_operations": False,
-                                     "include_topic_authorized_operations": False}))
-            self.self_id[name] = md["brokers"][0]["node_id"]
-
-    def both(self, key: int, data: dict, version: int | None = None) -> tuple[dict, dict]:
-        v = self.version[key] if version is None else version
-        out = []
-        for name in ("ours", "kafka"):
-            resp = plain(self.conns[name].call(key, v, data))
-            out.append(_normalize(resp, self.self_id[name]))
-        return out[0], out[1]
-
-    def same(self, key: int, data: dict, version: int | None = None, ignore=(),
-             sort=None) -> dict:
-        """Assert both answers are equal outside ALLOWED (+ ``ignore``); return ours."""
-        a, b = self.both(key, data, version)
-        if sort:
-            a, b = sort(a), sort(b)
-        d = diff(a, b, ALLOWED | set(ignore))
-        assert not d, f"ours != Kafka for {data}:\n" + "\n".join(d)
-        return a
-
-    def close(self):
-        for c in self.conns.values():
-            c.close()
 
 
 @pytest.fixture(scope="module")
@@ -571,16 +512,6 @@ def test_group_lifecycle_and_errors(pair, monkeypatch):
         [0], [0], [0, 0, 0], [69], [26], [25], [23], [79], [0], [23], [22], [25], [23], [0], [0],
         [22], [0, 0], [22, 22], [25, 25], [12], [0, 0, 0], [0, 0, 0, 0], [0], [0], [68], [0, 0],
         [0, 25], [0], [0], [0], [0], [0]]
-
-
-def _codes(answer):
-    """Every error_code in an answer, depth first (what a step was about)."""
-    if isinstance(answer, dict):
-        own = [answer["error_code"]] if "error_code" in answer else []
-        return own + [c for k, v in answer.items() if k != "error_code" for c in _codes(v)]
-    if isinstance(answer, list):
-        return [c for v in answer for c in _codes(v)]
-    return []
 
 
 def test_produce_of_transactional_batches_and_markers(pair):
