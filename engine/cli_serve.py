@@ -290,7 +290,7 @@ def _endpoint(listen: str | None, cfg, prefix: str) -> tuple[str, int] | None:
 def _start_operator_endpoints(broker, eng, args, cfg, listeners, credentials) -> list:
     """The Prometheus endpoint and the web console, when asked for (both off by default),
     with HTTPS and basic auth when ``http.tls.listener`` / ``http.authentication`` say so."""
-    started = []
+    started: list = []
     metrics_at = _endpoint(args.metrics_listen, cfg, "metrics")
     console_at = _endpoint(args.console_listen, cfg, "console")
     if not metrics_at and not console_at:
