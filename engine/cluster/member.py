@@ -46,6 +46,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
 from ..replica.view import ClusterView
 from .controller import Controller
+from .liveness import PeerLiveness
 from .zk import (
     BROKER_IDS,
     CONFIG_TOPICS,
@@ -185,6 +186,7 @@ class ClusterMember:
             imbalance_pct=cfg["leader.imbalance.per.broker.percentage"])
         self.cluster_id: str | None = None
         self.view = ZkClusterView(self)
+        self.liveness = PeerLiveness(self.store, broker_id, self.view.brokers, self._reregister)
         self.fenced = False
         self._lock = threading.RLock()
         self._brokers: dict[int, tuple[str, int, str | None]] = {}
@@ -225,6 +227,7 @@ class ClusterMember:
         DataWatch(self.store.client, CONTROLLER, self._on_controller)
         ChildrenWatch(self.store.client, TOPICS, self._on_topics)
         self.controller.start()
+        self.liveness.start()           # a peer's process gone: its registration removed at once
         return self
 
     def attach(self, replica_manager, loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -241,6 +244,7 @@ class ClusterMember:
     def stop(self) -> None:
         self._stopping = True
         self._work.put(("stop", None))
+        self.liveness.stop()
         self.controller.stop()
         if self._worker is not None:
             self._worker.join(10)
@@ -256,6 +260,7 @@ class ClusterMember:
         elects new leaders from the rest of the ISR without waiting for a session expiry.  For
         a broker that cannot go on (its data directory failed); the process exits next."""
         self._stopping = True
+        self.liveness._stopping.set()
         with self.controller._cv:          # its thread stops at its next wake-up (no join here)
             self.controller._stopping = True
             self.controller._cv.notify_all()
@@ -558,6 +563,12 @@ class ClusterMember:
             keys = list(self._states)
         for k in keys:
             self._apply(*k)
+
+    def _reregister(self) -> None:
+        """Our registration was deleted by another broker while our session lives (engine/cluster/
+        liveness.py): register again, unless stopping or between sessions (``_resume`` does it)."""
+        if not (self._stopping or self._shutting_down or self._session_lost) and self.store.client.connected:
+            self.store.register_broker(self.broker_id, self.host, self.port, self.rack)
 
     def _refresh_all(self) -> None:
         """Re-read every topic's assignment and state (after a new session)."""

@@ -446,6 +446,7 @@ class ReplicaManager:
         """Lead `topic`-`partition` from `leader_epoch` on (creating the local log if needed):
         stop fetching it, track the other replicas as followers."""
         part = self._hosted(topic, partition)
+        already = part.is_leader and part.leader_epoch == leader_epoch
         self._remove_from_fetchers(part)
         if not part.make_leader(leader_epoch, replicas, isr, partition_epoch):
             log.warning("become_leader %s-%d epoch %d ignored: epoch %d is newer", topic, partition,
@@ -454,6 +455,8 @@ class ReplicaManager:
             # the ISR may be down to this broker (Kafka's makeLeader: maybeIncrementLeaderHW),
             # e.g. after a restart whose HW came from the checkpoint
             self._call_on_loop(self._hw_check, part)
+            if not already:
+                log.info("leader of %s-%d from leader epoch %d (ISR %s)", topic, partition, leader_epoch, isr)
         self._wake()
         if part.is_leader:
             self._roles_changed(topic, partition, True)
