@@ -19,6 +19,8 @@ import uuid
 
 import pytest
 
+from tests.secure_clients import aiokafka as client_conf
+
 pytest.importorskip("aiokafka")
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 from aiokafka import errors as Errors  # noqa: E402
@@ -45,8 +47,8 @@ LOCAL_ONLY = {
 
 
 @pytest.fixture(scope="module")
-def boot(request) -> str:
-    return EXTERNAL or request.getfixturevalue("serve").bootstrap
+def boot(request, security) -> str:
+    return EXTERNAL or request.getfixturevalue("serve").client_bootstrap
 
 
 def run(coro, timeout=60):
@@ -55,7 +57,7 @@ def run(coro, timeout=60):
 
 class Admin:
     def __init__(self, boot):
-        self.a = AIOKafkaAdminClient(bootstrap_servers=boot, request_timeout_ms=10000)
+        self.a = AIOKafkaAdminClient(**client_conf(boot), request_timeout_ms=10000)
 
     async def __aenter__(self):
         await self.a.start()
@@ -72,7 +74,7 @@ async def _topic(boot, name, partitions=1, configs=None):
 
 
 async def _produce(boot, topic, n, partition=0, base_ts=TS):
-    p = AIOKafkaProducer(bootstrap_servers=boot, linger_ms=5)
+    p = AIOKafkaProducer(**client_conf(boot), linger_ms=5)
     await p.start()
     try:
         futs = [await p.send(topic, b"v%d" % i, key=b"k%d" % i, partition=partition,
@@ -85,7 +87,7 @@ async def _produce(boot, topic, n, partition=0, base_ts=TS):
 def _consumer(boot, *topics, **kw):
     kw.setdefault("auto_offset_reset", "earliest")
     kw.setdefault("enable_auto_commit", False)
-    return AIOKafkaConsumer(*topics, bootstrap_servers=boot, fetch_max_wait_ms=100,
+    return AIOKafkaConsumer(*topics, **client_conf(boot), fetch_max_wait_ms=100,
                             request_timeout_ms=10000, **kw)
 
 
@@ -123,7 +125,7 @@ def test_producer_send_batch_idempotent(boot, topic_name):
         await _topic(boot, topic_name, 3)
         # aiokafka is not idempotent by default (enable_idempotence=False); with the flag
         # InitProducerId gives it a producer id
-        p = AIOKafkaProducer(bootstrap_servers=boot, enable_idempotence=True, linger_ms=5)
+        p = AIOKafkaProducer(**client_conf(boot), enable_idempotence=True, linger_ms=5)
         await p.start()
         try:
             assert await p.partitions_for(topic_name) == {0, 1, 2}
@@ -174,7 +176,7 @@ def test_producer_transactions(boot, topic_name):
     async def main():
         await _topic(boot, topic_name)
         tid = "atx-" + uuid.uuid4().hex[:8]
-        p = AIOKafkaProducer(bootstrap_servers=boot, transactional_id=tid, request_timeout_ms=5000)
+        p = AIOKafkaProducer(**client_conf(boot), transactional_id=tid, request_timeout_ms=5000)
         if not SERVES_TRANSACTIONS:
             # start() looks up the transaction coordinator: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             # (fatal at once in the clients), never a hang

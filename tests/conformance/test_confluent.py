@@ -21,6 +21,8 @@ import uuid
 
 import pytest
 
+from tests.secure_clients import confluent
+
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
 from confluent_kafka import (  # noqa: E402
     Consumer,
@@ -159,15 +161,15 @@ def test_every_public_method_is_covered():
 # -- helpers -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def bootstrap(request) -> str:
+def bootstrap(request, security) -> str:
     """The module's broker; CONFORMANCE_BOOTSTRAP=host:port runs the same tests against another
     broker instead (the reference Kafka 4.0, to check what the tests expect)."""
-    return os.environ.get("CONFORMANCE_BOOTSTRAP") or request.getfixturevalue("serve").bootstrap
+    return os.environ.get("CONFORMANCE_BOOTSTRAP") or request.getfixturevalue("serve").client_bootstrap
 
 
 @pytest.fixture(scope="module")
 def admin(bootstrap):
-    return AdminClient({"bootstrap.servers": bootstrap})
+    return AdminClient({**confluent(bootstrap)})
 
 
 def _create(admin, topic, partitions=1, config=None):
@@ -177,7 +179,7 @@ def _create(admin, topic, partitions=1, config=None):
 def _produce(bootstrap, topic, records, partition=0, linger_ms=5):
     """records: (key, value, timestamp_ms or None); returns the delivered offsets in order."""
     delivered = []
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms})
+    p = Producer({**confluent(bootstrap), "linger.ms": linger_ms})
     for key, value, ts in records:
         kw = {"timestamp": ts} if ts is not None else {}
         p.produce(topic, value, key, partition=partition,
@@ -188,7 +190,7 @@ def _produce(bootstrap, topic, records, partition=0, linger_ms=5):
 
 
 def _consumer(bootstrap, **conf):
-    base = {"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+    base = {**confluent(bootstrap), "group.id": f"g-{uuid.uuid4().hex[:8]}",
             "auto.offset.reset": "earliest", "enable.auto.commit": False}
     base.update(conf)
     return Consumer(base)
@@ -223,7 +225,7 @@ def _kerr(exc_info) -> KafkaError:
 def test_produce_poll_flush_round_trip(bootstrap, admin, topic_name):
     _create(admin, topic_name, 2)
     reports = []
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+    p = Producer({**confluent(bootstrap), "enable.idempotence": True, "acks": "all",
                   "compression.type": "lz4"})
     for i in range(5):
         p.produce(topic_name, value=f"v{i}".encode(), key=b"k", partition=1, timestamp=1_000 + i,
@@ -246,7 +248,7 @@ def test_produce_poll_flush_round_trip(bootstrap, admin, topic_name):
 def test_produce_batch(bootstrap, admin, topic_name):
     _create(admin, topic_name, 1)
     reports = []
-    p = Producer({"bootstrap.servers": bootstrap})
+    p = Producer({**confluent(bootstrap)})
     n = p.produce_batch(topic_name, [{"value": b"a", "key": b"1"}, {"value": b"b", "key": b"2"},
                                      {"value": b"c"}],
                         partition=0, on_delivery=lambda e, m: reports.append((e, m.offset())))
@@ -264,7 +266,7 @@ def test_produce_batch(bootstrap, admin, topic_name):
 def test_list_topics_and_cluster_id(bootstrap, admin, topic_name):
     _create(admin, topic_name, 3)
     ids = set()
-    for client in (Producer({"bootstrap.servers": bootstrap}), _consumer(bootstrap), admin):
+    for client in (Producer({**confluent(bootstrap)}), _consumer(bootstrap), admin):
         md = _until(lambda client=client: client.list_topics(timeout=T),   # (Kafka: leaders a moment later)
                     lambda md: topic_name in md.topics and
                     all(pm.leader >= 0 for pm in md.topics[topic_name].partitions.values()))
@@ -293,7 +295,7 @@ def test_transactions(bootstrap, admin, topic_name):
     one sent in the committed transaction."""
     _create(admin, topic_name, 1)
     group = f"txg-{topic_name}"
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic_name}"})
+    p = Producer({**confluent(bootstrap), "transactional.id": f"tx-{topic_name}"})
     p.init_transactions(T)
     c = _consumer(bootstrap, **{"group.id": group})
     c.assign([TopicPartition(topic_name, 0, 0)])

@@ -21,6 +21,8 @@ import uuid
 
 import pytest
 
+from tests.secure_clients import kafka_python
+
 pytest.importorskip("kafka")
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka import errors as Errors  # noqa: E402
@@ -75,13 +77,13 @@ LOCAL_ONLY = {
 
 
 @pytest.fixture(scope="module")
-def boot(request) -> str:
-    return EXTERNAL or request.getfixturevalue("serve").bootstrap
+def boot(request, security) -> str:
+    return EXTERNAL or request.getfixturevalue("serve").client_bootstrap
 
 
 @pytest.fixture(scope="module")
 def admin(boot):
-    a = KafkaAdminClient(bootstrap_servers=boot, request_timeout_ms=10000)
+    a = KafkaAdminClient(**kafka_python(boot), request_timeout_ms=10000)
     yield a
     a.close()
 
@@ -98,7 +100,7 @@ def _topic(admin, name, partitions=1, configs=None):
 
 
 def _produce(boot, topic, n, partition=0, base_ts=TS):
-    p = KafkaProducer(bootstrap_servers=boot, linger_ms=5)
+    p = KafkaProducer(**kafka_python(boot), linger_ms=5)
     futs = [p.send(topic, b"v%d" % i, key=b"k%d" % i, partition=partition, timestamp_ms=base_ts + i)
             for i in range(n)]
     p.flush()
@@ -110,7 +112,7 @@ def _produce(boot, topic, n, partition=0, base_ts=TS):
 def _consumer(boot, **kw):
     kw.setdefault("auto_offset_reset", "earliest")
     kw.setdefault("enable_auto_commit", False)
-    return KafkaConsumer(bootstrap_servers=boot, fetch_max_wait_ms=100, request_timeout_ms=10000, **kw)
+    return KafkaConsumer(**kafka_python(boot), fetch_max_wait_ms=100, request_timeout_ms=10000, **kw)
 
 
 def _poll_until(consumer, want, timeout=15.0, **kw):
@@ -151,7 +153,7 @@ def _refused_promptly(fn, feature, errors=(Errors.UnsupportedVersionError,), wit
 @covers(KafkaProducer, "send", "flush", "partitions_for", "close")
 def test_producer_send_keys_headers_timestamps_idempotent(boot, admin, topic_name):
     _topic(admin, topic_name, 3)
-    p = KafkaProducer(bootstrap_servers=boot, linger_ms=5)
+    p = KafkaProducer(**kafka_python(boot), linger_ms=5)
     assert p.partitions_for(topic_name) == {0, 1, 2}
     # kafka-python 3 is idempotent by default (InitProducerId answered with a producer id)
     assert p.config["enable_idempotence"] is True
@@ -194,7 +196,7 @@ def test_producer_transactions(boot, admin, topic_name):
     AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn)."""
     _topic(admin, topic_name)
     tid = "tx-" + uuid.uuid4().hex[:8]
-    p = KafkaProducer(bootstrap_servers=boot, transactional_id=tid, max_block_ms=8000,
+    p = KafkaProducer(**kafka_python(boot), transactional_id=tid, max_block_ms=8000,
                       request_timeout_ms=10000)
     try:
         if not SERVES_TRANSACTIONS:
@@ -207,7 +209,7 @@ def test_producer_transactions(boot, admin, topic_name):
         p.begin_transaction()
         p.send(topic_name, b"committed", partition=0)
         p.send_offsets_to_transaction({TopicPartition(topic_name, 0): OffsetAndMetadata(1, "", -1)},
-                                      KafkaConsumer(group_id=tid, bootstrap_servers=boot).group_metadata())
+                                      KafkaConsumer(group_id=tid, **kafka_python(boot)).group_metadata())
         p.commit_transaction()
         p.begin_transaction()
         p.send(topic_name, b"aborted", partition=0)
@@ -651,7 +653,7 @@ def test_admin_describe_producers(admin, boot, topic_name):
     """Waits for: DescribeProducers (branch pstate): the idempotent producer that wrote the
     partition is listed with its last sequence."""
     _topic(admin, topic_name)
-    p = KafkaProducer(bootstrap_servers=boot)
+    p = KafkaProducer(**kafka_python(boot))
     for _i in range(3):
         p.send(topic_name, b"x", partition=0)
     p.flush()
@@ -671,7 +673,7 @@ def test_admin_abort_transaction(admin, boot, topic_name):
     from kafka.protocol.consumer.offsets import IsolationLevel
     _topic(admin, topic_name)
     tp = TopicPartition(topic_name, 0)
-    p = KafkaProducer(bootstrap_servers=boot, transactional_id="hang-" + uuid.uuid4().hex[:8])
+    p = KafkaProducer(**kafka_python(boot), transactional_id="hang-" + uuid.uuid4().hex[:8])
     try:
         p.init_transactions()
         p.begin_transaction()

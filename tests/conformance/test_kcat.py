@@ -15,6 +15,9 @@ import time
 
 import pytest
 
+from tests.secure_clients import confluent
+from tests.secure_clients import kcat as kcat_args
+
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat)")
 
@@ -22,14 +25,14 @@ T = 30  # seconds: no kcat run may take longer (a hang fails the test)
 
 
 @pytest.fixture(scope="module")
-def bootstrap(request) -> str:
+def bootstrap(request, security) -> str:
     """The module's broker; CONFORMANCE_BOOTSTRAP=host:port runs these against another broker
     (the reference Kafka 4.0)."""
-    return os.environ.get("CONFORMANCE_BOOTSTRAP") or request.getfixturevalue("serve").bootstrap
+    return os.environ.get("CONFORMANCE_BOOTSTRAP") or request.getfixturevalue("serve").client_bootstrap
 
 
 def kcat(bootstrap, *args, input=None, ok=True):
-    r = subprocess.run([KCAT, "-b", bootstrap, *args], input=input, capture_output=True, timeout=T)
+    r = subprocess.run([KCAT, *kcat_args(bootstrap), *args], input=input, capture_output=True, timeout=T)
     if ok:
         assert r.returncode == 0, r.stderr.decode()
     return r
@@ -109,7 +112,7 @@ def test_consume_from_timestamp_and_query_Q(bootstrap, topic_name):
 def test_balanced_consumer_G_commits(bootstrap, topic_name):
     ck = pytest.importorskip("confluent_kafka", reason="the group's offsets are read with confluent-kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(confluent(bootstrap))
     admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(T)
     _produce(bootstrap, topic_name, "a:1\nb:2\n", "-p", "0")
     _produce(bootstrap, topic_name, "c:3\n", "-p", "1")

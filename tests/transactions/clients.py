@@ -9,12 +9,17 @@ client's "another producer with this transactional.id took over" error.
 ``read_all(name, bootstrap, topic, partitions, isolation)`` reads partitions from the start
 to the end offset the broker gives for that isolation level (the last stable offset for
 read_committed) and returns ``{partition: [(offset, value), ...]}`` and the end positions.
+
+`bootstrap` may be a tests/secure_clients.py ``Bootstrap``: every client built here then gets its
+security settings (SASL_SSL), so the suite's tests run unchanged over either listener.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+
+from tests.secure_clients import aiokafka, confluent, kafka_python
 
 CLIENTS = ("confluent", "aiokafka", "kafka-python")
 T = 30  # seconds: any single client call
@@ -24,7 +29,7 @@ T = 30  # seconds: any single client call
 class _Confluent:
     def __init__(self, bootstrap, txid, **extra):
         from confluent_kafka import Producer
-        self.p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txid,
+        self.p = Producer({**confluent(bootstrap), "transactional.id": txid,
                            "linger.ms": 5, **extra})
 
     def init(self):
@@ -71,7 +76,7 @@ class _Confluent:
 class _KafkaPython:
     def __init__(self, bootstrap, txid, **extra):
         from kafka import KafkaProducer
-        self.p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txid, linger_ms=5,
+        self.p = KafkaProducer(**kafka_python(bootstrap), transactional_id=txid, linger_ms=5,
                                request_timeout_ms=T * 1000, **extra)
         self.futures = []
 
@@ -126,7 +131,7 @@ class _AioKafka:
         from aiokafka import AIOKafkaProducer
 
         async def make():
-            p = AIOKafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=self.txid,
+            p = AIOKafkaProducer(**aiokafka(self.bootstrap), transactional_id=self.txid,
                                  linger_ms=5, **self.extra)
             await p.start()          # InitProducerId happens here
             return p
@@ -186,7 +191,7 @@ class GroupConsumer:
     def __init__(self, bootstrap, group_id):
         from confluent_kafka import Consumer
         self.group_id = group_id
-        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id,
+        self.c = Consumer({**confluent(bootstrap), "group.id": group_id,
                            "enable.auto.commit": False, "isolation.level": "read_committed",
                            "auto.offset.reset": "earliest"})
 
@@ -211,7 +216,7 @@ def read_all(name, bootstrap, topic, partitions, isolation, timeout=30.0):
 
 def _read_confluent(bootstrap, topic, partitions, isolation, timeout):
     from confluent_kafka import Consumer, KafkaError, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-reader",
+    c = Consumer({**confluent(bootstrap), "group.id": "unused-reader",
                   "enable.auto.commit": False, "isolation.level": isolation,
                   "enable.partition.eof": True, "fetch.wait.max.ms": 50})
     try:
@@ -238,7 +243,7 @@ def _read_confluent(bootstrap, topic, partitions, isolation, timeout):
 
 def _read_kafka_python(bootstrap, topic, partitions, isolation, timeout):
     from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
+    c = KafkaConsumer(**kafka_python(bootstrap), isolation_level=isolation,
                       enable_auto_commit=False, fetch_max_wait_ms=50, auto_offset_reset="earliest")
     try:
         tps = [TopicPartition(topic, p) for p in partitions]
@@ -261,7 +266,7 @@ def _read_aiokafka(bootstrap, topic, partitions, isolation, timeout):
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def go():
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
+        c = AIOKafkaConsumer(**aiokafka(bootstrap), isolation_level=isolation,
                              enable_auto_commit=False, fetch_max_wait_ms=50,
                              auto_offset_reset="earliest")
         await c.start()
@@ -287,7 +292,7 @@ def _read_aiokafka(bootstrap, topic, partitions, isolation, timeout):
 def end_offsets(bootstrap, topic, partitions, isolation):
     """ListOffsets(latest) with the isolation level: the high watermark or the LSO."""
     from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation)
+    c = KafkaConsumer(**kafka_python(bootstrap), isolation_level=isolation)
     try:
         got = c.end_offsets([TopicPartition(topic, p) for p in partitions])
         return {tp.partition: o for tp, o in got.items()}
@@ -297,7 +302,7 @@ def end_offsets(bootstrap, topic, partitions, isolation):
 
 def create_topic(bootstrap, topic, partitions):
     from confluent_kafka.admin import AdminClient, NewTopic
-    a = AdminClient({"bootstrap.servers": bootstrap})
+    a = AdminClient({**confluent(bootstrap)})
     for f in a.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=T).values():
         f.result(T)
     # wait until the broker knows it (Kafka's metadata propagates asynchronously)

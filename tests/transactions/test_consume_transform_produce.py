@@ -21,6 +21,8 @@ import time
 
 import pytest
 
+from tests.secure_clients import confluent
+
 from .clients import CLIENTS, T, create_topic, producer, read_all
 
 OFFSET_INVALID = -1001     # confluent-kafka: no committed offset
@@ -28,7 +30,7 @@ OFFSET_INVALID = -1001     # confluent-kafka: no committed offset
 
 def _fill(bootstrap, topic, per_partition, start):
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap})
+    p = Producer(confluent(bootstrap))
     for part in (0, 1):
         for i in range(start, start + per_partition):
             p.produce(topic, b"in-%d-%d" % (part, i), partition=part)
@@ -96,7 +98,7 @@ def test_aborted_round_moves_nothing_committed_round_moves_both(broker, unique, 
     create_topic(broker.bootstrap, topic_out, 2)
     _fill(broker.bootstrap, topic_in, 5, 0)
 
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+    c = Consumer({**confluent(broker.bootstrap), "group.id": group,
                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                   "isolation.level": "read_committed", "session.timeout.ms": 10000})
     if client == "confluent":

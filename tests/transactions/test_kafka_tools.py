@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.secure_clients import command_config
 from tests.serving import find_kafka
 
 from .clients import create_topic, producer
@@ -26,7 +27,7 @@ def _tool(bootstrap, *args):
     if home is None:
         pytest.skip(why_not)
     r = subprocess.run([os.path.join(home, "bin", "kafka-transactions.sh"), "--bootstrap-server",
-                        bootstrap, *args], capture_output=True, text=True, timeout=120)
+                        bootstrap, *command_config(bootstrap), *args], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"kafka-transactions.sh {' '.join(args)}: {r.stdout}\n{r.stderr[-2000:]}"
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
     header = [h.strip() for h in lines[0].split("\t")]

@@ -12,11 +12,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+
+from tests.secure_clients import confluent
 
 from .clients import create_topic, end_offsets, producer, read_all
 
@@ -60,10 +63,10 @@ def test_open_transaction_holds_back_read_committed(broker, unique):
 
 
 VICTIM = r"""
-import sys, time
+import json, sys, time
 from confluent_kafka import Producer
-bootstrap, topic, txid, timeout_ms = sys.argv[1:5]
-p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txid,
+conf, topic, txid, timeout_ms = sys.argv[1:5]
+p = Producer({**json.loads(conf), "transactional.id": txid,
               "transaction.timeout.ms": int(timeout_ms), "linger.ms": 0})
 p.init_transactions(30)
 p.begin_transaction()
@@ -78,7 +81,7 @@ time.sleep(120)
 def test_producer_killed_mid_transaction_is_aborted_after_its_timeout(broker, unique):
     topic = f"{unique}-t"
     create_topic(broker.bootstrap, topic, 1)
-    proc = subprocess.Popen([sys.executable, "-c", VICTIM, broker.bootstrap, topic,
+    proc = subprocess.Popen([sys.executable, "-c", VICTIM, json.dumps(confluent(broker.bootstrap)), topic,
                              f"{unique}-victim", str(TXN_TIMEOUT_MS)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
