@@ -19,6 +19,22 @@ Served (see messages.SUPPORTED, Kafka 4.0's version ranges):
   filters, producer id filters, v1's duration filter); an id it does not know is
   TRANSACTIONAL_ID_NOT_FOUND, as Kafka 4.0 answers.
 
+Authorization (``broker.access``, engine/server/access.py), checked before anything is looked
+up, as Kafka 4.0 does:
+
+* DescribeLogDirs: DESCRIBE on the cluster, else no results and (v3+) the top-level
+  CLUSTER_AUTHORIZATION_FAILED.
+* AlterConfigs: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker
+  resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED), per resource; the others go ahead.
+* DescribeTopicPartitions: DESCRIBE on each topic; a topic named in the request that the caller
+  may not describe answers TOPIC_AUTHORIZATION_FAILED (zero id, no partitions) whether or not it
+  exists, one not named (all topics) is left out; ``topic_authorized_operations`` is the caller's.
+* ElectLeaders: ALTER on the cluster, else the top-level CLUSTER_AUTHORIZATION_FAILED and the
+  same for every partition asked for.
+* ListTransactions lists only the transactional ids the caller may DESCRIBE; DescribeTransactions
+  answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED for an id it may not DESCRIBE and leaves out of
+  each answer the topics it may not DESCRIBE.
+
 Not advertised, deliberately: DescribeClientQuotas / AlterClientQuotas.  Kafka stores those in
 its cluster metadata, but nothing here would enforce a quota (no quota manager): storing them
 would let ``kafka-configs.sh --alter --add-config producer_byte_rate=...`` look like it took
@@ -37,6 +53,7 @@ import os
 from ..errors import ErrorCode, InvalidTopicError, KafkaApiError, RequestTimedOutError
 from ..metadata import validate_topic_name
 from ..protocol import messages as m
+from .access import AclOperation, ResourceType
 from .common import (
     _RESOURCE_BROKER,
     _RESOURCE_TOPIC,
@@ -55,9 +72,8 @@ __all__ = ["AdminHandlers"]
 log = logging.getLogger("engine.server")
 
 _MAX_PARTITIONS_PER_PAGE = 2000        # Kafka's max.request.partition.size.limit default
-# Kafka's answer for topic_authorized_operations without an authorizer: every topic operation
-# (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) is allowed.
-_ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+_OMITTED = -2147483648                 # an authorized-operations field not computed
+_CLUSTER_DENIED = "Cluster authorization failed."
 
 
 class AdminHandlers:
@@ -66,6 +82,10 @@ class AdminHandlers:
     def __init__(self, handlers):
         self.handlers = handlers
         self.node = handlers.node
+
+    @property
+    def access(self):
+        return self.handlers.broker.access
 
     def table(self) -> dict:
         return {
@@ -88,6 +108,10 @@ class AdminHandlers:
     async def describe_log_dirs(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_LOG_DIRS, v, body.buf[body.pos:])
+        if not self.access.cluster(conn, AclOperation.DESCRIBE):
+            # Kafka: no log dirs; the error code is a field from v3 on (older: just empty)
+            return [m.encode(m.ApiKey.DESCRIBE_LOG_DIRS, v, {
+                "throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []})]
         node = self.node
         if req.topics is None:
             wanted = [(name, None) for name in node.list_topics()]
@@ -132,7 +156,9 @@ class AdminHandlers:
             res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                    "resource_name": r.resource_name}
             try:
-                code, msg = await self._alter_one(r, req.validate_only, deadline)
+                denied = self._alter_denied(conn, r)
+                code, msg = denied if denied is not None else \
+                    await self._alter_one(r, req.validate_only, deadline)
             except Exception as e:
                 if not isinstance(e, KafkaApiError):
                     log.exception("alter configs of %r failed", r.resource_name)
@@ -140,6 +166,15 @@ class AdminHandlers:
             res["error_code"], res["error_message"] = code, msg
             responses.append(res)
         return [m.encode(m.ApiKey.ALTER_CONFIGS, v, {"throttle_time": 0, "responses": responses})]
+
+    def _alter_denied(self, conn, r) -> tuple[int, str] | None:
+        """ALTER_CONFIGS on the cluster for a broker resource, on the topic for a topic."""
+        if r.resource_type == _RESOURCE_BROKER and not self.access.cluster(conn, AclOperation.ALTER_CONFIGS):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED
+        if r.resource_type == _RESOURCE_TOPIC and \
+                not self.access.topic(conn, AclOperation.ALTER_CONFIGS, r.resource_name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+        return None
 
     async def _alter_one(self, r, validate_only: bool, deadline: float) -> tuple[int, str | None]:
         node = self.node
@@ -186,9 +221,17 @@ class AdminHandlers:
                 "throttle_time": 0, "next_cursor": None, "topics": [
                     {"error_code": ErrorCode.INVALID_REQUEST, "name": t.name, "topic_id": _ZERO_UUID,
                      "is_internal": False, "partitions": [],
-                     "topic_authorized_operations": -2147483648} for t in req.topics]})]
+                     "topic_authorized_operations": _OMITTED} for t in req.topics]})]
         if cursor is not None:
             names = [n for n in names if n >= cursor.topic_name]
+        # unauthorised names are answered (named ones) or left out (all topics) before anything
+        # is looked up, and do not count against the page
+        allowed = self.access.filter(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        refused = [] if not req.topics else [
+            {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": n, "topic_id": _ZERO_UUID,
+             "is_internal": False, "partitions": [], "topic_authorized_operations": _OMITTED}
+            for n in names if n not in allowed]
+        names = [n for n in names if n in allowed]
         remaining = max(1, min(req.response_partition_limit, _MAX_PARTITIONS_PER_PAGE))
         topics = []
         next_cursor = None
@@ -198,7 +241,8 @@ class AdminHandlers:
                 break
             start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
             entry = {"error_code": 0, "name": name, "topic_id": _ZERO_UUID, "is_internal": False,
-                     "partitions": [], "topic_authorized_operations": _ALL_TOPIC_OPERATIONS}
+                     "partitions": [],
+                     "topic_authorized_operations": self.access.operations(conn, True, ResourceType.TOPIC, name)}
             topics.append(entry)
             try:
                 validate_topic_name(name)
@@ -219,7 +263,7 @@ class AdminHandlers:
                 next_cursor = {"topic_name": name, "partition_index": end}
                 break
         return [m.encode(m.ApiKey.DESCRIBE_TOPIC_PARTITIONS, v, {
-            "throttle_time": 0, "topics": topics, "next_cursor": next_cursor})]
+            "throttle_time": 0, "topics": topics + refused, "next_cursor": next_cursor})]
 
     def _partition(self, name: str, p: int) -> dict:
         return partition_entry(self.handlers.view, name, p, describe=True)
@@ -229,6 +273,14 @@ class AdminHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.ELECT_LEADERS, v, body.buf[body.pos:])
         election_type = getattr(req, "election_type", 0)     # v0: preferred
+        if not self.access.cluster(conn, AclOperation.ALTER):
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return [m.encode(m.ApiKey.ELECT_LEADERS, v, {
+                "throttle_time": 0, "error_code": denied, "replica_election_results": [
+                    {"topic": t.topic, "partition_result": [
+                        {"partition_id": p, "error_code": denied, "error_message": _CLUSTER_DENIED}
+                        for p in t.partitions]}
+                    for t in req.topic_partitions or ()]})]
         member = self.handlers.broker.cluster
         if member is not None and election_type == 0:       # cluster mode: the controller elects
             return await self._cluster_preferred_election(member, req, v)
@@ -311,6 +363,10 @@ class AdminHandlers:
         res = await call(self.node, "list_transactions", list(req.state_filters),
                          list(req.producer_id_filters), duration if duration is not None else -1)
         code, listings = (ErrorCode.COORDINATOR_NOT_AVAILABLE, []) if res is None else res
+        if self.access.enabled:             # only the ids the caller may DESCRIBE
+            visible = self.access.filter(conn, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                         {x.transactional_id for x in listings})
+            listings = [x for x in listings if x.transactional_id in visible]
         return [m.encode(m.ApiKey.LIST_TRANSACTIONS, v, {
             "throttle_time": 0, "error_code": code, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": x.transactional_id, "producer_id": x.producer_id,
@@ -321,11 +377,18 @@ class AdminHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_TRANSACTIONS, v, body.buf[body.pos:])
         tids = list(req.transactional_ids)
-        res = await call(self.node, "describe_transactions", tids)
+        access = self.access
+        allowed = access.filter(conn, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tids)
+        asked = [tid for tid in tids if tid in allowed]
+        res = await call(self.node, "describe_transactions", asked) if asked else []
+        found = dict(zip(asked, res, strict=True)) if res is not None else {}
         states = []
-        for i, tid in enumerate(tids):
-            d = res[i] if res is not None else None
-            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if d is None else d.error_code
+        for tid in tids:
+            d = found.get(tid)
+            if tid not in allowed:
+                code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            else:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE if d is None else d.error_code
             entry = {"error_code": code, "transactional_id": tid, "transaction_state": "",
                      "transaction_timeout": 0, "transaction_start_time": _EPOCH, "producer_id": 0,
                      "producer_epoch": 0, "topics": []}
@@ -333,6 +396,9 @@ class AdminHandlers:
                 by_topic: dict[str, list[int]] = {}
                 for topic, p in d.partitions:
                     by_topic.setdefault(topic, []).append(p)
+                # only the topics the caller may DESCRIBE, as Kafka
+                visible = access.filter(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic)
+                by_topic = {t: ps for t, ps in by_topic.items() if t in visible}
                 entry.update(transaction_state=d.state, transaction_timeout=d.timeout_ms,
                              transaction_start_time=_ms_time(d.start_ms), producer_id=d.producer_id,
                              producer_epoch=d.producer_epoch,

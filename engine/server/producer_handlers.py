@@ -9,6 +9,10 @@ exist gets UNKNOWN_TOPIC_OR_PARTITION (3), as Kafka's ReplicaManager answers
 it; a single node leads every partition it has; in a cluster another broker (a follower, or one
 hosting no replica) answers NOT_LEADER_OR_FOLLOWER (6), as Kafka's Partition does.
 
+Before anything is looked up, as Kafka's KafkaApis: a topic name Kafka refuses answers
+INVALID_TOPIC_EXCEPTION (17), a topic the caller may not READ (broker.access,
+engine/server/access.py) TOPIC_AUTHORIZATION_FAILED (29), for each of its partitions.
+
 Concurrency: runs on the broker's event loop; the producer table is read under
 the partition log's lock (``PartitionLog.active_producers``).
 """
@@ -17,8 +21,10 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ErrorCode, KafkaApiError, UnknownTopicOrPartitionError
+from ..errors import ErrorCode, InvalidTopicError, KafkaApiError, UnknownTopicOrPartitionError
+from ..metadata import validate_topic_name
 from ..protocol import messages as m
+from .access import AclOperation
 
 __all__ = ["ProducerHandlers"]
 
@@ -39,12 +45,18 @@ class ProducerHandlers:
     async def describe_producers(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_PRODUCERS, v, body.buf[body.pos:])
+        access = self.handlers.broker.access
         topics = []
         for t in req.topics:
             parts = []
+            refused = _refused(access, conn, t.name)
             for index in t.partition_indexes:
                 res = {"partition_index": index, "error_code": 0, "error_message": None,
                        "active_producers": []}
+                if refused is not None:
+                    res["error_code"], res["error_message"] = refused
+                    parts.append(res)
+                    continue
                 try:
                     # the leader answers (Kafka: a follower or a broker hosting no replica
                     # answers NOT_LEADER_OR_FOLLOWER)
@@ -67,3 +79,15 @@ class ProducerHandlers:
                 parts.append(res)
             topics.append({"name": t.name, "partitions": parts})
         return [m.encode(m.ApiKey.DESCRIBE_PRODUCERS, v, {"throttle_time": 0, "topics": topics})]
+
+
+def _refused(access, conn, topic: str) -> tuple[int, str] | None:
+    """(error, message) for every partition of a topic asked for, before it is looked up: an
+    invalid name, then READ on the topic (Kafka's order); None when it may be described."""
+    try:
+        validate_topic_name(topic)
+    except InvalidTopicError as e:
+        return e.code, str(e)[:300]
+    if not access.topic(conn, AclOperation.READ, topic):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+    return None

@@ -13,6 +13,13 @@ removing replicas.
 On a single node every partition has one replica, this node: a target of ``[node]`` is the
 current assignment and completes at once, other broker ids are INVALID_REPLICA_ASSIGNMENT, a
 cancellation finds NO_REASSIGNMENT_IN_PROGRESS, and nothing is ever listed.
+
+Authorization (``broker.access``, engine/server/access.py), before anything else (the controller
+check included), as Kafka's controller does: AlterPartitionReassignments needs ALTER on the
+cluster, ListPartitionReassignments DESCRIBE on it; otherwise Kafka's error response -- the
+top-level CLUSTER_AUTHORIZATION_FAILED (31), and, for AlterPartitionReassignments, the same for
+every partition asked for (ListPartitionReassignments echoes the partitions asked for, with no
+replicas).
 """
 
 from __future__ import annotations
@@ -23,11 +30,14 @@ import logging
 from ..cluster.reassign import validate
 from ..errors import ErrorCode, KafkaApiError
 from ..protocol import messages as m
+from .access import AclOperation
 from .common import admin_bound_s, off_loop
 
 __all__ = ["ReassignmentHandlers"]
 
 log = logging.getLogger("engine.server")
+
+_CLUSTER_DENIED = "Cluster authorization failed."
 
 
 class ReassignmentHandlers:
@@ -61,6 +71,13 @@ class ReassignmentHandlers:
     async def alter_partition_reassignments(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, body.buf[body.pos:])
+        if not self.handlers.broker.access.cluster(conn, AclOperation.ALTER):
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return [m.encode(m.ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, {
+                "throttle_time": 0, "error_code": denied, "error_message": _CLUSTER_DENIED,
+                "responses": [{"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index, "error_code": denied,
+                     "error_message": _CLUSTER_DENIED} for p in t.partitions]} for t in req.topics]})]
         wanted = [(t.name, p.partition_index, None if p.replicas is None else [int(b) for b in p.replicas])
                   for t in req.topics for p in t.partitions]
         member = self._member()
@@ -101,6 +118,14 @@ class ReassignmentHandlers:
     async def list_partition_reassignments(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.LIST_PARTITION_REASSIGNMENTS, v, body.buf[body.pos:])
+        if not self.handlers.broker.access.cluster(conn, AclOperation.DESCRIBE):
+            return [m.encode(m.ApiKey.LIST_PARTITION_REASSIGNMENTS, v, {
+                "throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": _CLUSTER_DENIED, "topics": [
+                    {"name": t.name, "partitions": [
+                        {"partition_index": int(p), "replicas": [], "adding_replicas": [],
+                         "removing_replicas": []} for p in t.partition_indexes]}
+                    for t in req.topics or ()]})]
         member = self._member()
         moving = []
         if member is not None:

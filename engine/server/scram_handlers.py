@@ -13,6 +13,12 @@ Cluster mode: ``broker.scram_credentials`` is then engine/cluster/scram_zk.py's
 ZkScramCredentials (given by serve), which writes a change to ZooKeeper's ``/config/users``,
 where every broker's watch takes it.
 
+Authorization (``broker.access``, engine/server/access.py), before the store is read, as Kafka
+4.0: DescribeUserScramCredentials needs DESCRIBE on the cluster, else the top-level
+CLUSTER_AUTHORIZATION_FAILED (31) and the same for each user asked for;
+AlterUserScramCredentials needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for each
+user named (once, sorted) and nothing changes.
+
 Concurrency: runs on the broker's event loop; the store is thread-safe.
 """
 
@@ -24,10 +30,13 @@ import logging
 from ..errors import ErrorCode
 from ..protocol import messages as m
 from ..security.credentials import ScramDeletion, ScramUpsertion
+from .access import AclOperation
 
 __all__ = ["ScramHandlers"]
 
 log = logging.getLogger("engine.server")
+
+_CLUSTER_DENIED = "Cluster authorization failed."
 
 
 class ScramHandlers:
@@ -42,6 +51,12 @@ class ScramHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, v, body.buf[body.pos:])
         users = None if req.users is None else [u.name for u in req.users]
+        if not self.broker.access.cluster(conn, AclOperation.DESCRIBE):
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return [m.encode(m.ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, v, {
+                "throttle_time": 0, "error_code": denied, "error_message": _CLUSTER_DENIED,
+                "results": [{"user": u, "error_code": denied, "error_message": _CLUSTER_DENIED,
+                             "credential_infos": []} for u in users or ()]})]
         results = self.broker.scram_credentials.describe(users)
         return [m.encode(m.ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, v, {
             "throttle_time": 0, "error_code": ErrorCode.NONE, "error_message": None,
@@ -54,6 +69,13 @@ class ScramHandlers:
     async def alter_user_scram_credentials(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.ALTER_USER_SCRAM_CREDENTIALS, v, body.buf[body.pos:])
+        if not self.broker.access.cluster(conn, AclOperation.ALTER):
+            named = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+            log.info("SCRAM credential change for %s refused to %s", ", ".join(named), conn.principal)
+            return [m.encode(m.ApiKey.ALTER_USER_SCRAM_CREDENTIALS, v, {
+                "throttle_time": 0, "results": [
+                    {"user": u, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     "error_message": _CLUSTER_DENIED} for u in named]})]
         deletions = [ScramDeletion(d.name, int(d.mechanism)) for d in req.deletions]
         upsertions = [ScramUpsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt),
                                      bytes(u.salted_password)) for u in req.upsertions]

@@ -14,6 +14,26 @@ InitProducerId below v4; TxnOffsetCommit, verified through the coordinator as Ka
 brokers do, answers INVALID_PRODUCER_EPOCH at every version.  Produce verification:
 INVALID_TXN_STATE for a partition not in the transaction (Kafka's answer below Produce v12).  A read-only Engine has no
 coordinator: COORDINATOR_NOT_AVAILABLE.
+
+Authorization (``broker.access``, engine/server/access.py), checked before anything is looked
+up, as Kafka 4.0's KafkaApis does:
+
+* AddPartitionsToTxn v0-3 (from clients): WRITE on the transactional id, else every partition
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic (an internal topic is never
+  allowed), else its partitions TOPIC_AUTHORIZATION_FAILED, an allowed partition that does not
+  exist UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing is added).
+  v4+ (broker to broker): CLUSTER_ACTION on the cluster, else the top-level
+  CLUSTER_AUTHORIZATION_FAILED.
+* AddOffsetsToTxn: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then
+  READ on the group (GROUP_AUTHORIZATION_FAILED).
+* EndTxn: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer id and
+  epoch -1).
+* TxnOffsetCommit: WRITE on the transactional id, then READ on the group (every partition
+  TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED), then READ on each topic (its partitions
+  TOPIC_AUTHORIZATION_FAILED; the allowed topics' offsets are committed).
+* WriteTxnMarkers: ALTER or CLUSTER_ACTION on the cluster, else every partition
+  CLUSTER_AUTHORIZATION_FAILED.  (Brokers send it to each other: in cluster mode with an
+  authorizer the inter-broker principal needs one of these, or to be a super user, as in Kafka.)
 """
 
 from __future__ import annotations
@@ -24,13 +44,18 @@ import logging
 from .. import _native
 from ..coordinator.group import OffsetAndMetadata
 from ..coordinator.records import OFFSETS_TOPIC
+from ..coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from ..errors import ErrorCode, KafkaApiError
 from ..protocol import messages as m
+from .access import AclOperation, ResourceType
 from .common import bounded, coordinator_bound_s
 
 __all__ = ["TxnHandlers", "call", "coordinator_verifier", "fenced", "has_transactional_records"]
 
 log = logging.getLogger("engine.server")
+
+# Kafka's Topic.isInternal: never added to a transaction by a client's AddPartitionsToTxn
+_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def fenced(code: int, version: int, first_version: int) -> int:
@@ -104,6 +129,10 @@ class TxnHandlers:
         self.handlers = handlers
         self.node = handlers.node
 
+    @property
+    def access(self):
+        return self.handlers.broker.access
+
     def table(self) -> dict:
         return {
             m.ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,
@@ -123,10 +152,17 @@ class TxnHandlers:
         req = self._decode(m.ApiKey.ADD_PARTITIONS_TO_TXN, header, body)
         if v < 4:
             tps = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
-            res = await self._add(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-                                  req.v3_and_below_producer_epoch, tps, False, v)
+            res = self._denied(conn, req.v3_and_below_transactional_id, tps)
+            if res is None:
+                res = await self._add(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                                      req.v3_and_below_producer_epoch, tps, False, v)
             return [m.encode(m.ApiKey.ADD_PARTITIONS_TO_TXN, v, {
                 "throttle_time": 0, "results_by_topic_v3_and_below": _by_topic(tps, res)})]
+        if not self.access.cluster(conn, AclOperation.CLUSTER_ACTION):
+            # v4+ comes from brokers only (Kafka: the request's error response, top level)
+            return [m.encode(m.ApiKey.ADD_PARTITIONS_TO_TXN, v, {
+                "throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []})]
         results = []
         for t in req.transactions:
             tps = [(x.name, p) for x in t.topics for p in x.partitions]
@@ -134,6 +170,30 @@ class TxnHandlers:
             results.append({"transactional_id": t.transactional_id, "topic_results": _by_topic(tps, res)})
         return [m.encode(m.ApiKey.ADD_PARTITIONS_TO_TXN, v, {
             "throttle_time": 0, "error_code": 0, "results_by_transaction": results})]
+
+    def _denied(self, conn, tid: str, tps: list) -> dict | None:
+        """A client's AddPartitionsToTxn refused by the authorizer, {tp: error}, or None: WRITE
+        on the transactional id, then WRITE on each (non-internal) topic; when a topic is
+        refused, allowed partitions are UNKNOWN_TOPIC_OR_PARTITION if they do not exist, else
+        OPERATION_NOT_ATTEMPTED, as Kafka answers."""
+        access = self.access
+        if not access.enabled:
+            return None
+        if not access.transactional_id(conn, AclOperation.WRITE, tid):
+            return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in tps}
+        allowed = access.filter(conn, AclOperation.WRITE, ResourceType.TOPIC,
+                                {t for t, _p in tps if t not in _INTERNAL_TOPICS})
+        if all(t in allowed for t, _p in tps):
+            return None
+        return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] not in allowed
+                else ErrorCode.OPERATION_NOT_ATTEMPTED if self._exists(*tp)
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in tps}
+
+    def _exists(self, topic: str, partition: int) -> bool:
+        try:
+            return 0 <= partition < self.node.topic_metadata(topic).partitions
+        except KafkaApiError:
+            return False
 
     async def _add(self, tid, pid, epoch, tps, verify_only: bool, v: int) -> dict:
         fn = "verify_partitions" if verify_only else "add_partitions"
@@ -147,15 +207,24 @@ class TxnHandlers:
     async def add_offsets_to_txn(self, header, body, conn):
         v = header.api_version
         req = self._decode(m.ApiKey.ADD_OFFSETS_TO_TXN, header, body)
-        code = await call(self.node, "add_offsets", req.transactional_id, req.producer_id,
-                          req.producer_epoch, req.group_id)
-        code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
+        if not self.access.transactional_id(conn, AclOperation.WRITE, req.transactional_id):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not self.access.group(conn, AclOperation.READ, req.group_id):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            code = await call(self.node, "add_offsets", req.transactional_id, req.producer_id,
+                              req.producer_epoch, req.group_id)
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
         return [m.encode(m.ApiKey.ADD_OFFSETS_TO_TXN, v, {"throttle_time": 0, "error_code": code})]
 
     # -- EndTxn (26) ----------------------------------------------------------------------------
     async def end_txn(self, header, body, conn):
         v = header.api_version
         req = self._decode(m.ApiKey.END_TXN, header, body)
+        if not self.access.transactional_id(conn, AclOperation.WRITE, req.transactional_id):
+            return [m.encode(m.ApiKey.END_TXN, v, {
+                "throttle_time": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1})]
         code = await call(self.node, "end_txn", req.transactional_id, req.producer_id,
                           req.producer_epoch, bool(req.committed))
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code is None else fenced(code, v, 2)
@@ -168,22 +237,41 @@ class TxnHandlers:
     async def txn_offset_commit(self, header, body, conn):
         v = header.api_version
         req = self._decode(m.ApiKey.TXN_OFFSET_COMMIT, header, body)
+        access = self.access
+        denied: int | None = None
+        if not access.transactional_id(conn, AclOperation.WRITE, req.transactional_id):
+            denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not access.group(conn, AclOperation.READ, req.group_id):
+            denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        allowed = set() if denied is not None else \
+            access.filter(conn, AclOperation.READ, ResourceType.TOPIC, {t.name for t in req.topics})
         offsets = {}
         for t in req.topics:
+            if t.name not in allowed:
+                continue
             for p in t.partitions:
                 offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                     p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "")
-        res = await call(self.node, "txn_offset_commit", req.transactional_id, req.group_id,
-                         req.producer_id, req.producer_epoch, offsets,
-                         generation_id=getattr(req, "generation_id", -1),
-                         member_id=getattr(req, "member_id", "") or "",
-                         group_instance_id=getattr(req, "group_instance_id", None))
+        res: dict | None = {}
+        if offsets:
+            res = await call(self.node, "txn_offset_commit", req.transactional_id, req.group_id,
+                             req.producer_id, req.producer_epoch, offsets,
+                             generation_id=getattr(req, "generation_id", -1),
+                             member_id=getattr(req, "member_id", "") or "",
+                             group_instance_id=getattr(req, "group_instance_id", None))
+
+        def code_of(topic: str, partition: int) -> int:
+            if denied is not None:
+                return denied
+            if topic not in allowed:
+                return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if res is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return _txn_offset_code(res.get((topic, partition), 0))
         topics = []
         for t in req.topics:
             topics.append({"name": t.name, "partitions": [
-                {"partition_index": p.partition_index,
-                 "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if res is None
-                 else _txn_offset_code(res.get((t.name, p.partition_index), 0))}
+                {"partition_index": p.partition_index, "error_code": code_of(t.name, p.partition_index)}
                 for p in t.partitions]})
         return [m.encode(m.ApiKey.TXN_OFFSET_COMMIT, v, {"throttle_time": 0, "topics": topics})]
 
@@ -191,9 +279,18 @@ class TxnHandlers:
     async def write_txn_markers(self, header, body, conn):
         """Markers from a transaction coordinator (a peer's, once there are peers): each
         partition gets its COMMIT/ABORT marker, ``__consumer_offsets`` through the group
-        coordinator (pending transactional offsets are committed or dropped)."""
+        coordinator (pending transactional offsets are committed or dropped).  The caller needs
+        ALTER or CLUSTER_ACTION on the cluster (else every partition CLUSTER_AUTHORIZATION_FAILED)."""
         v = header.api_version
         req = self._decode(m.ApiKey.WRITE_TXN_MARKERS, header, body)
+        access = self.access
+        if not (access.cluster(conn, AclOperation.ALTER) or access.cluster(conn, AclOperation.CLUSTER_ACTION)):
+            return [m.encode(m.ApiKey.WRITE_TXN_MARKERS, v, {"markers": [
+                {"producer_id": mk.producer_id, "topics": [
+                    {"name": t.name, "partitions": [
+                        {"partition_index": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                        for p in t.partition_indexes]} for t in mk.topics]}
+                for mk in req.markers]})]
         rm = self.handlers.broker.replicas
         out = []
         for mk in req.markers:
