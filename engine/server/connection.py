@@ -193,6 +193,10 @@ class Connection:
                 return self.sock.recv_into(view)     # data already waiting: no future, no timer
             except (BlockingIOError, InterruptedError):
                 pass
+        else:
+            n = tls.read_nowait(view)               # records already here: no future, no timer
+            if n is not None:
+                return n
         idle = self.broker.idle_timeout
         while True:
             try:
@@ -366,9 +370,19 @@ class Connection:
         pending = bytearray(size.to_bytes(4, "big", signed=True))
         pending += header
         if self.tls is not None:                  # buffered: no sendfile through TLS
+            tls = self.tls                        # each part encrypted as it is (no joined copy)
             for part in parts:
-                pending += part if isinstance(part, (bytes, bytearray, memoryview)) else _slice_bytes(part)
-            await self.tls.sendall(pending)
+                if not isinstance(part, (bytes, bytearray, memoryview)):
+                    part = _slice_bytes(part)
+                if len(pending) + len(part) <= 16384:     # small runs: one TLS record
+                    pending += part
+                    continue
+                if pending:
+                    tls.write(pending)
+                    pending = bytearray()
+                await tls.sendall(part)
+            if pending:
+                await tls.sendall(pending)
             return
         for part in parts:
             if isinstance(part, (bytes, bytearray, memoryview)):

@@ -26,7 +26,7 @@ import ssl
 
 __all__ = ["TlsChannel"]
 
-_READ = 65536
+_READ = 262144
 
 
 class TlsChannel:
@@ -66,6 +66,35 @@ class TlsChannel:
                 if not await self._fill():
                     raise ConnectionError("end of stream during the TLS handshake") from None
 
+    def read_nowait(self, view: memoryview) -> int | None:
+        """Plaintext into ``view`` from what the socket already holds, without waiting: as many
+        TLS records as fit (a large Produce frame is many 16 KiB records, one Python round
+        each otherwise); None when nothing can be read now, 0 at the end of the stream."""
+        total, want = 0, len(view)
+        obj = self.obj
+        while total < want:
+            try:
+                got = obj.read(want - total, view[total:])
+            except ssl.SSLWantReadError:
+                if self._eof or self._out.pending:     # the async path flushes first
+                    break
+                try:
+                    data = self.sock.recv(_READ)
+                except (BlockingIOError, InterruptedError):
+                    break
+                if not data:
+                    self._in.write_eof()
+                    self._eof = True
+                else:
+                    self._in.write(data)
+                continue
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                return total
+            if not got:
+                return total
+            total += got
+        return total or None
+
     async def recv_into(self, view: memoryview) -> int:
         while True:
             try:
@@ -77,12 +106,16 @@ class TlsChannel:
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 return 0
 
-    async def sendall(self, data) -> None:
+    def write(self, data) -> None:
+        """Encrypt ``data`` into the outgoing buffer (sent by the next :meth:`sendall`)."""
         view = memoryview(data)
         while view:
             n = self.obj.write(view)
             view = view[n:]
-            await self._flush()
+
+    async def sendall(self, data) -> None:
+        self.write(data)
+        await self._flush()
 
     async def close_notify(self) -> None:
         try:
