@@ -68,22 +68,25 @@ def _recv(s: socket.socket, n: int) -> bytes:
 
 class KafkaNode:
     def __init__(self, home: str, base: str, node_id: int, port: int, cport: int, voters: str,
-                 settings: dict):
+                 settings: dict, extra: dict[str, int] | None = None):
         self.home, self.n = home, node_id
         self.dir = os.path.join(base, f"kafka-{node_id}")
         os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
         self.listen = f"127.0.0.1:{port}"
         self.port = port
         self.conf = os.path.join(self.dir, "server.properties")
+        # more listeners, each named after its security protocol (SSL, SASL_SSL, ...)
+        more = "".join(f",{name}://127.0.0.1:{p}" for name, p in (extra or {}).items())
         conf = {
             "process.roles": "broker,controller",
             "node.id": str(node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}{more}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}{more}",
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+                                              + "".join(f",{name}:{name}" for name in (extra or {})),
             "log.dirs": os.path.join(self.dir, "log"),
             "num.partitions": "1",
             "offsets.topic.replication.factor": "3",
@@ -163,14 +166,17 @@ class KafkaCluster:
     session_name = "broker.session.timeout.ms"
     DEFAULT_SESSION_MS = 9000                   # Kafka 4.0's broker.session.timeout.ms
 
-    def __init__(self, home: str, n: int = 3, settings: dict | None = None, timeout: float = 240):
+    def __init__(self, home: str, n: int = 3, settings: dict | None = None, timeout: float = 240,
+                 extra_listeners: dict[int, dict[str, int]] | None = None):
         self.home = home
         self.settings = {k: str(v) for k, v in (settings or {}).items()}
         self.session_ms = int(self.settings.get("broker.session.timeout.ms", self.DEFAULT_SESSION_MS))
         self.base = tempfile.mkdtemp(prefix="bench-repl-kafka-")
         ports = _free_ports(2 * n)
         voters = ",".join(f"{i}@127.0.0.1:{ports[n + i - 1]}" for i in range(1, n + 1))
-        self.brokers = {i: KafkaNode(home, self.base, i, ports[i - 1], ports[n + i - 1], voters, self.settings)
+        extra = extra_listeners or {}
+        self.brokers = {i: KafkaNode(home, self.base, i, ports[i - 1], ports[n + i - 1], voters, self.settings,
+                                     extra.get(i))
                         for i in range(1, n + 1)}
         self.bootstrap = ",".join(b.listen for b in self.brokers.values())
         try:
