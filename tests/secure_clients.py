@@ -14,7 +14,8 @@ unchanged over PLAINTEXT and over SASL_SSL::
 :func:`serve_sasl_ssl` starts ``python -m engine serve`` with a PLAINTEXT listener (``srv.bootstrap``)
 and a SASL_SSL one (SCRAM-SHA-512, the server certificate from tests/security/certs.py) and
 creates the user through AlterUserScramCredentials on the PLAINTEXT listener, as an operator
-would; it returns the process and the SASL_SSL :class:`Bootstrap`.
+would; it returns the process and the SASL_SSL :class:`Bootstrap`. :func:`in_process_sasl_ssl`
+is the same for tests/server's in-process brokers.
 
 The SASL_SSL rows of the suites are many; CI runs a representative subset of them
 (:func:`limit_sasl_ssl_rows`) and ``ENGINE_SASL_SSL_FULL=1`` runs them all (docs/testing.md).
@@ -176,8 +177,6 @@ def serve_sasl_ssl(directory, *args: str) -> tuple[ServeProcess, Bootstrap]:
     """``python -m engine serve`` (PLAINTEXT ``srv.bootstrap`` + SASL_SSL SCRAM-SHA-512, `args`
     added), started, with USER's SCRAM credential created over the PLAINTEXT listener (PLAIN is
     enabled too, the same user from the JAAS line: only for a kcat that cannot do SCRAM)."""
-    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-
     from tests.security.certs import make_pki
     directory = str(directory)
     pki_dir = os.path.join(directory, "pki")
@@ -193,16 +192,42 @@ def serve_sasl_ssl(directory, *args: str) -> tuple[ServeProcess, Bootstrap]:
                        "--config", f"ssl.keystore.location={pki.path('server.pem')}",
                        *args).start()
     try:
-        admin = AdminClient({"bootstrap.servers": srv.bootstrap})
-        futs = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-            USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), PASSWORD.encode())])
-        futs[USER].result(timeout=30)
+        _create_user(srv.bootstrap)
     except BaseException:
         srv.stop()
         raise
     sec = ClientSecurity("SASL_SSL", pki.path("ca.pem"), username=USER, password=PASSWORD)
     sec = sec.write_properties(os.path.join(pki_dir, "client.properties"))
     return srv, Bootstrap(f"127.0.0.1:{port}", sec)
+
+
+def in_process_sasl_ssl(make_broker, config: dict, directory: str):
+    """The in-process form (tests/server's ``make_broker(config, **broker_kwargs)``): a broker
+    with PLAINTEXT + SASL_SSL listeners, USER created through AlterUserScramCredentials on the
+    PLAINTEXT one; its ``bootstrap`` is then the SASL_SSL :class:`Bootstrap`."""
+    from engine.security.credentials import ScramCredentialStore
+    from engine.server.listener import listeners_from_configs
+    from tests.security.certs import make_pki
+    os.makedirs(os.path.join(directory, "scram"), exist_ok=True)
+    pki = make_pki(directory)
+    cfg = {**config, "sasl.enabled.mechanisms": MECHANISM, "ssl.keystore.type": "PEM",
+           "ssl.keystore.location": pki.path("server.pem")}
+    store = ScramCredentialStore(os.path.join(directory, "scram"))
+    listeners, _ = listeners_from_configs(
+        {**cfg, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"}, scram_credentials=store)
+    b = make_broker(cfg, listeners=listeners, scram_credentials=store)
+    _create_user(b.bootstrap)
+    b.bootstrap = Bootstrap(f"127.0.0.1:{listeners[1].port}",
+                            ClientSecurity("SASL_SSL", pki.path("ca.pem"), username=USER, password=PASSWORD))
+    return b
+
+
+def _create_user(plaintext_bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    admin = AdminClient({"bootstrap.servers": plaintext_bootstrap})
+    futs = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), PASSWORD.encode())])
+    futs[USER].result(timeout=30)
 
 
 def limit_sasl_ssl_rows(items, directory: str, param: str, ci_subset: set[str]) -> None:

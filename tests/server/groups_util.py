@@ -1,12 +1,15 @@
 """Helpers for the consumer-group tests: one group member per client library, each polling in
 its own thread, committing synchronously after every batch it processed, and recording every
-(partition, offset) it consumed."""
+(partition, offset) it consumed. A tests/secure_clients.py ``Bootstrap`` gives every client here its
+security settings (the SASL_SSL rows)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+
+from tests.secure_clients import aiokafka, confluent, kafka_python
 
 # Broker settings that keep group tests fast (Kafka's names; defaults are 3 s / 6 s).
 GROUP_BROKER_CONFIG = {
@@ -31,7 +34,7 @@ def wait_until(pred, timeout: float = 20.0, what: str = "condition", interval: f
 
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: bytes = b"") -> None:
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    p = Producer(confluent(bootstrap, **{"linger.ms": 1}))
     for i in range(per_partition):
         for part in range(partitions):
             p.produce(topic, tag + b"%d-%d" % (part, i), partition=part)
@@ -70,7 +73,7 @@ class Member(threading.Thread):
     # -- confluent-kafka (librdkafka) ----------------------------------------------------
     def _run_confluent(self) -> None:
         from confluent_kafka import Consumer, KafkaException
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+        c = Consumer({**confluent(self.bootstrap), "group.id": self.group,
                       "enable.auto.commit": False, "auto.offset.reset": "earliest",
                       "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
                       **self.conf})
@@ -93,7 +96,7 @@ class Member(threading.Thread):
     def _run_kafka_python(self) -> None:
         from kafka import KafkaConsumer
         from kafka.errors import CommitFailedError, KafkaError
-        c = KafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
+        c = KafkaConsumer(self.topic, **kafka_python(self.bootstrap), group_id=self.group,
                           enable_auto_commit=False, auto_offset_reset="earliest",
                           session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
                           **self.conf)
@@ -124,7 +127,7 @@ class Member(threading.Thread):
     async def _aiokafka_main(self) -> None:
         from aiokafka import AIOKafkaConsumer
         from aiokafka.errors import CommitFailedError, KafkaError
-        c = AIOKafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
+        c = AIOKafkaConsumer(self.topic, **aiokafka(self.bootstrap), group_id=self.group,
                              enable_auto_commit=False, auto_offset_reset="earliest",
                              session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
                              **self.conf)
@@ -151,7 +154,7 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
     """The group's committed offsets through confluent-kafka's AdminClient (OffsetFetch)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(confluent(bootstrap))
     fut = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])])[group]
     res = fut.result(10)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,8 @@ import sys
 import textwrap
 
 import pytest
+
+from tests.secure_clients import SASL_SSL_FULL, confluent, in_process_sasl_ssl, kafka_python
 
 from .groups_util import (
     GROUP_BROKER_CONFIG,
@@ -34,9 +37,20 @@ PARTS = 6
 PER = 10
 
 
-@pytest.fixture
-def gbroker(make_broker):
-    b = make_broker(GROUP_BROKER_CONFIG)
+# Over SASL_SSL in CI (ENGINE_SASL_SSL_FULL=1: every test): each client's split and handover.
+SASL_SSL_CI = {"test_group_split_and_handover"}
+
+
+@pytest.fixture(params=["plaintext", pytest.param("sasl_ssl", marks=pytest.mark.sasl_ssl)])
+def gbroker(request, make_broker, tmp_path):
+    """The group tests' broker; ``sasl_ssl``: the clients on its SASL_SSL listener (SCRAM-SHA-512,
+    tests/secure_clients.py), ``gbroker.bootstrap`` carrying their security settings."""
+    if request.param == "plaintext":
+        b = make_broker(GROUP_BROKER_CONFIG)
+    elif SASL_SSL_FULL or request.node.originalname in SASL_SSL_CI:
+        b = in_process_sasl_ssl(make_broker, GROUP_BROKER_CONFIG, str(tmp_path / "sasl-ssl"))
+    else:
+        pytest.skip("SASL_SSL row outside CI's subset: ENGINE_SASL_SSL_FULL=1 runs it")
     b.call(lambda: b.engine.create_topic("t", PARTS))
     return b
 
@@ -114,7 +128,7 @@ def test_cooperative_sticky_librdkafka(gbroker):
 
     def check(broker, group):
         from confluent_kafka.admin import AdminClient
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = AdminClient(confluent(broker.bootstrap))
         desc = admin.describe_consumer_groups([group])[group].result(10)
         assert desc.partition_assignor == "cooperative-sticky" and len(desc.members) == 3
 
@@ -122,10 +136,10 @@ def test_cooperative_sticky_librdkafka(gbroker):
 
 
 _KILLABLE = textwrap.dedent("""
-    import sys
+    import json, sys
     from confluent_kafka import Consumer
-    bootstrap, group, session = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+    conf, group, session = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    c = Consumer({**conf, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "session.timeout.ms": session,
                   "heartbeat.interval.ms": 300})
     c.subscribe(["t"])
@@ -142,7 +156,7 @@ _KILLABLE = textwrap.dedent("""
 
 def test_killed_member_is_removed_after_session_timeout(gbroker):
     produce(gbroker.bootstrap, "t", PARTS, PER)
-    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, gbroker.bootstrap, "gk", "2000"],
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, json.dumps(confluent(gbroker.bootstrap)), "gk", "2000"],
                             stdout=subprocess.PIPE, text=True)
     survivors = [Member("confluent", gbroker.bootstrap, "gk", "t") for _ in range(2)]
     try:
@@ -186,7 +200,7 @@ def test_admin_client_groups_and_offsets(gbroker):
     from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
+    admin = AdminClient(confluent(gbroker.bootstrap))
     produce(gbroker.bootstrap, "t", PARTS, PER)
     members = [Member("confluent", gbroker.bootstrap, "live", "t", **{"client.id": "admin-test"})
                for _ in range(2)]
@@ -254,7 +268,7 @@ def test_kafka_python_admin_client(gbroker):
     produce(gbroker.bootstrap, "t", PARTS, PER)
     m = Member("kafka-python", gbroker.bootstrap, "kg", "t")
     m.start()
-    admin = KafkaAdminClient(bootstrap_servers=gbroker.bootstrap)
+    admin = KafkaAdminClient(**kafka_python(gbroker.bootstrap))
     try:
         wait_until(lambda: m.assignment == frozenset(range(PARTS)), what="the member to own the topic")
         wait_until(lambda: committed_offsets(gbroker.bootstrap, "kg", "t", PARTS) == {p: PER for p in range(PARTS)},
