@@ -3,7 +3,8 @@
 Both have a PLAINTEXT listener (Kafka's inter-broker/controller traffic, User:ANONYMOUS) and a
 SASL_PLAINTEXT listener with PLAIN users admin/alice from the same JAAS line, Kafka's
 StandardAuthorizer and ``super.users=User:admin;User:ANONYMOUS`` (KRaft's own PLAINTEXT traffic
-is ANONYMOUS: without it the broker cannot even register with its controller).  ``Secured``
+is ANONYMOUS: without it the controller refuses the node's ControllerRegistration and
+BrokerRegistration with CLUSTER_AUTHORIZATION_FAILED and Kafka never starts serving).  ``Secured``
 holds one logged-in connection per user per broker; ``Side`` is one broker's view of it, so a
 scenario is written once and run against each; ``acls()`` installs ACL bindings on both through
 CreateAcls as admin and waits until Kafka's broker shows them (its controller commits them
