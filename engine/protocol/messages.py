@@ -133,6 +133,9 @@ class ApiKey:
     SASL_AUTHENTICATE = 36
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    # client quotas (engine/server/quota_handlers.py)
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
 
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
@@ -149,7 +152,8 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "Api
              75: "DescribeTopicPartitions",
              24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
              28: "TxnOffsetCommit", 17: "SaslHandshake", 36: "SaslAuthenticate",
-             50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials"}
+             50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials",
+             48: "DescribeClientQuotas", 49: "AlterClientQuotas"}
 
 # api_key -> (min, max) we serve
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -203,13 +207,16 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # client quotas (engine/server/quota_handlers.py), Kafka 4.0's ranges
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 # api_key -> first flexible version (Kafka 4.x, unchanged)
 FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 37: 2, 44: 1,
                  60: 0, 61: 0, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2, 47: 1 << 15,
                  29: 2, 30: 2, 31: 2, 33: 2, 35: 2, 43: 2, 45: 0, 46: 0, 65: 0, 66: 0, 75: 0,
-                 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 17: 1 << 15, 36: 2, 50: 0, 51: 0}
+                 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 17: 1 << 15, 36: 2, 50: 0, 51: 0, 48: 1, 49: 1}
 
 
 def is_flexible(api_key: int, version: int) -> bool:

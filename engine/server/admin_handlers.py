@@ -35,12 +35,8 @@ up, as Kafka 4.0 does:
   answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED for an id it may not DESCRIBE and leaves out of
   each answer the topics it may not DESCRIBE.
 
-Not advertised, deliberately: DescribeClientQuotas / AlterClientQuotas.  Kafka stores those in
-its cluster metadata, but nothing here would enforce a quota (no quota manager): storing them
-would let ``kafka-configs.sh --alter --add-config producer_byte_rate=...`` look like it took
-effect while it does nothing.  Left out of ApiVersions, clients fail at once with
-UNSUPPORTED_VERSION instead.  (The SCRAM credential APIs are served by scram_handlers.py: SASL
-listeners authenticate with them.)
+DescribeClientQuotas / AlterClientQuotas are served by quota_handlers.py (and enforced by
+quotas.py); the SCRAM credential APIs by scram_handlers.py (SASL listeners authenticate with them).
 """
 
 from __future__ import annotations

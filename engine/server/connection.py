@@ -38,6 +38,11 @@ prefix is checked against ``sasl.server.max.receive.size`` instead, only the SAS
 let in (anything else closes the connection unanswered), tokens after a v0 handshake are raw
 frames, and a failed exchange closes the connection after its answer.
 
+Client quotas (engine/server/quotas.py): while any is configured, each request is recorded
+against its caller's quotas after the handler returned (the throttle time patched into the
+response's throttle_time_ms); after sending a throttled response the connection processes no
+further request for the throttle time (Kafka's mute, KIP-219).
+
 TLS (SSL / SASL_SSL listeners): ``tls`` is a TlsChannel (engine/server/tls_channel.py) over
 the same raw socket: the handshake runs first (bounded by connections.max.idle.ms), reads and
 writes go through it, and responses are sent buffered -- a FileSlice is read (``FileSlice.read``)
@@ -283,11 +288,13 @@ class Connection:
         handlers = self.broker.handlers
         pool = self.broker.buffers
         metrics = self.broker.metrics          # None unless metrics or the console are on
+        quotas = self.broker.quotas            # client quotas (quotas.py): idle unless configured
         clock = self.loop.time
         while True:
             frame = await self.queue.get()
             if frame is _EOF:
                 return
+            throttle = 0
             t0 = self.last_active = clock()
             key = -1
             self.queued_bytes -= len(frame)
@@ -326,7 +333,10 @@ class Connection:
                     flexible = m.is_flexible(key, version)
                     header, reader = parse_request_header(frame, flexible)
                     self.inflight = InFlight(key, version, corr, header.client_id, t0)
+                    mark = quotas.begin(reader) if quotas.active else None
                     parts = await handlers.handle(header, reader, self)
+                    if mark is not None:       # recorded; throttle_time_ms set in the response
+                        throttle = quotas.end(self, header, frame, parts, mark)
                 except (InvalidRequestError, UnsupportedVersionError) as e:
                     log.info("connection %s: %s: closing", self.peer, e)
                     if metrics is not None:
@@ -359,6 +369,8 @@ class Connection:
                 # back to the pool unless a handler kept a view of it (BufferPool.give checks)
                 header = reader = parts = None
                 pool.give(frame)
+            if throttle:        # KIP-219: the response first, then no request read for that long
+                await asyncio.sleep(throttle / 1000.0)
 
     # -- writing ----------------------------------------------------------------
     async def send_frame(self, payload: bytes) -> None:

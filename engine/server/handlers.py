@@ -98,6 +98,8 @@ class Handlers:
         self._table.update(ScramHandlers(self).table())
         from .acl_handlers import AclHandlers
         self._table.update(AclHandlers(self).table())
+        from .quota_handlers import QuotaHandlers
+        self._table.update(QuotaHandlers(self).table())
         from .topic_handlers import TopicHandlers
         self._table.update(TopicHandlers(self).table())
         from .config_handlers import ConfigHandlers

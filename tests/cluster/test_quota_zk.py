@@ -77,3 +77,35 @@ def test_quotas_shared_through_zookeeper(tmp_path, zk, zk_client):
     finally:
         for s in sessions:
             s.close()
+
+
+def _call(bootstrap: str, key: int, version: int, data: dict) -> dict:
+    import socket
+
+    from engine.protocol import messages as m
+    from engine.protocol.primitives import Reader
+    from tests.security.test_broker_sasl import _read_frame, _request
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=20) as s:
+        s.sendall(_request(key, version, m.encode(key, version, data, response=False)))
+        frame = _read_frame(s)
+    assert frame is not None
+    return m.read_struct(m._entity(key, version, True), Reader(frame[5:]))
+
+
+def test_a_quota_set_on_one_broker_is_described_by_another(cluster_factory, zk_client):
+    from engine.protocol import messages as m
+    c = cluster_factory(2)
+    b1, b2 = c.brokers[1], c.brokers[2]
+    r = _call(b1.bootstrap, m.ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [
+        {"entity": [{"entity_type": "user", "entity_name": "zoe"}],
+         "ops": [{"key": "producer_byte_rate", "value": 4096.0, "remove": False}]}], "validate_only": False})
+    assert [(e["error_code"], e["error_message"]) for e in r["entries"]] == [(0, None)]
+    assert zk_json(zk_client, "/config/users/zoe")[0]["config"] == {"producer_byte_rate": "4096"}
+
+    def described() -> list:
+        d = _call(b2.bootstrap, m.ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
+        return [([(e["entity_type"], e["entity_name"]) for e in x["entity"]],
+                 [(v["key"], v["value"]) for v in x["values"]]) for x in d["entries"]]
+    wait_for(lambda: described() == [([("user", "zoe")], [("producer_byte_rate", 4096.0)])], 30,
+             "the quota described by broker 2")

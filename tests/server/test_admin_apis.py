@@ -235,18 +235,8 @@ def test_describe_transactions(abroker):
         [("never-seen", 105), ("", 42)]
 
 
-# -- not advertised: quotas (nothing would enforce them; SCRAM credentials: tests/security) ------
-@pytest.mark.parametrize("key", [48, 49])
-def test_quotas_are_not_advertised(abroker, key):
-    resp = call(abroker.port, 18, 3, {"client_software_name": "t", "client_software_version": "1"})
-    assert key not in {k.api_key for k in resp.api_keys}
-    with connect(abroker.port) as s:
-        s.sendall(request_frame(key, 0, 1, b"\x00" * 8, flexible=True))
-        assert is_closed(s)
-
-
 # -- malformed bodies close the connection ----------------------------------------------------
-@pytest.mark.parametrize("key", [29, 30, 31, 33, 35, 43, 45, 46, 65, 66, 75])
+@pytest.mark.parametrize("key", [29, 30, 31, 33, 35, 43, 45, 46, 48, 49, 65, 66, 75])
 @pytest.mark.parametrize("body", [b"", b"\x05", b"\x80\x80\x80\x80\x04\x01", b"\x02\xff\xff\xff\xff\x0f"])
 def test_malformed_bodies_close(abroker, key, body):
     version = m.SUPPORTED[key][1]
