@@ -26,6 +26,7 @@ it led meanwhile.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import selectors
@@ -43,7 +44,7 @@ __all__ = ["PeerLiveness", "probe"]
 log = logging.getLogger("engine.cluster.liveness")
 
 PROBE_TIMEOUT_S = 0.5      # a connect not answered by then: unreachable (not dead)
-PROBE_GAP_S = 0.1          # between the two refused connects that confirm a death
+PROBE_GAP_S = 0.05         # between the two refused connects that confirm a death
 RETRY_S = 1.0              # before connecting again to a peer that did not answer / was not confirmed dead
 
 
@@ -66,7 +67,7 @@ class PeerLiveness:
     broker's own registration disappears while its session lives on."""
 
     def __init__(self, store: ZkStore, broker_id: int,
-                 peers: Callable[[], dict[int, tuple[str | None, int | None, str | None]]],
+                 peers: Callable[[], dict[int, tuple[str, int, str | None]]],
                  reregister: Callable[[], None] | None = None):
         self.store = store
         self.broker_id = broker_id
@@ -76,6 +77,13 @@ class PeerLiveness:
         self._own_gone = threading.Event()
         self._thread: threading.Thread | None = None
         self.declared_dead: list[tuple[int, float]] = []      # (broker id, time.time()) for logs/tests
+        # peers being probed or declared dead and not yet gone from the registrations: the view
+        # leaves them out of its live brokers, so Metadata answers LEADER_NOT_AVAILABLE for what
+        # they led (as for any broker not alive) and clients re-ask fast instead of retrying a
+        # refused leader (replaced whole: read from other threads without a lock)
+        self.suspected: frozenset[int] = frozenset()
+        self._socks: dict[int, socket.socket] = {}            # the watched connections (replaced whole)
+        self._gone_cache: tuple[float, frozenset[int]] = (0.0, frozenset())
 
     def start(self) -> PeerLiveness:
         self.store.client.exists(f"{BROKER_IDS}/{self.broker_id}", watch=self._on_own)
@@ -87,6 +95,30 @@ class PeerLiveness:
         self._stopping.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)
+
+    def gone(self) -> frozenset[int]:
+        """The peers not to be named alive: those suspected, and those whose watched connection
+        has its end (or a reset) waiting in the kernel right now, not yet read by the watcher
+        thread -- so a Metadata request that a client sends on seeing its own connection to a
+        killed leader close is never answered with that leader (the FIN reached this broker
+        first).  At most one look at the sockets per millisecond."""
+        now = time.monotonic()
+        at, cached = self._gone_cache
+        if now - at < 0.001:
+            return cached
+        gone = set(self.suspected)
+        for b, s in self._socks.items():
+            try:
+                if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                    gone.add(b)
+            except (BlockingIOError, InterruptedError):
+                pass                                          # open, nothing to read: alive as far as seen
+            except OSError as e:
+                if e.errno != errno.EBADF:                    # (closed by the watcher meanwhile)
+                    gone.add(b)                               # reset
+        result = frozenset(gone)
+        self._gone_cache = (now, result)
+        return result
 
     def _on_own(self, event=None) -> None:
         if not self._stopping.is_set():
@@ -100,6 +132,7 @@ class PeerLiveness:
 
         def drop(b: int) -> None:
             s, _ = conns.pop(b)
+            self._socks = {k: v for k, v in self._socks.items() if k != b}
             sel.unregister(s)
             s.close()
 
@@ -120,6 +153,8 @@ class PeerLiveness:
                     peers = {}
                 for b in [b for b, (_s, addr) in conns.items() if peers.get(b) != addr]:
                     drop(b)
+                if self.suspected - set(peers):
+                    self.suspected = self.suspected & frozenset(peers)
                 now = time.monotonic()
                 for b, addr in peers.items():
                     if b in conns or now < retry_at.get(b, 0.0):
@@ -134,7 +169,9 @@ class PeerLiveness:
                         retry_at[b] = time.monotonic() + RETRY_S
                         continue
                     s.setblocking(False)
+                    self.suspected = self.suspected - {b}
                     conns[b] = (s, addr)
+                    self._socks = {**self._socks, b: s}
                     sel.register(s, selectors.EVENT_READ, b)
                 if not conns:
                     self._stopping.wait(0.2)
@@ -162,7 +199,15 @@ class PeerLiveness:
         registration (and /controller if it held it).  True when it was declared dead."""
         if self._stopping.is_set():
             return False
+        self.suspected = self.suspected | {b}
+        if self._confirm_dead(b, why):
+            return True
+        self.suspected = self.suspected - {b}
+        return False
+
+    def _confirm_dead(self, b: int, why: str) -> bool:
         seen = time.time()
+        log.info("broker %d: peer %d %s: probing it", self.broker_id, b, why)
         path = f"{BROKER_IDS}/{b}"
         try:
             data, stat = self.store.bounded("get", path, timeout_s=PROBE_TIMEOUT_S * 4)

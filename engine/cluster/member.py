@@ -84,8 +84,9 @@ class ZkClusterView(ClusterView):
         return self._m.cluster_id
 
     def brokers(self) -> dict[int, tuple[str | None, int | None, str | None]]:
+        suspected = self._m.liveness.gone()         # (a peer whose process seems gone: not alive)
         with self._m._lock:
-            return dict(self._m._brokers)
+            return {b: v for b, v in self._m._brokers.items() if b not in suspected}
 
     def controller_id(self) -> int:
         return self._m._controller_id
@@ -186,7 +187,7 @@ class ClusterMember:
             imbalance_pct=cfg["leader.imbalance.per.broker.percentage"])
         self.cluster_id: str | None = None
         self.view = ZkClusterView(self)
-        self.liveness = PeerLiveness(self.store, broker_id, self.view.brokers, self._reregister)
+        self.liveness = PeerLiveness(self.store, broker_id, self._registered, self._reregister)
         self.fenced = False
         self._lock = threading.RLock()
         self._brokers: dict[int, tuple[str, int, str | None]] = {}
@@ -563,6 +564,10 @@ class ClusterMember:
             keys = list(self._states)
         for k in keys:
             self._apply(*k)
+
+    def _registered(self) -> dict[int, tuple[str, int, str | None]]:
+        with self._lock:
+            return dict(self._brokers)
 
     def _reregister(self) -> None:
         """Our registration was deleted by another broker while our session lives (engine/cluster/
