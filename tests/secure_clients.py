@@ -17,8 +17,9 @@ creates the user through AlterUserScramCredentials on the PLAINTEXT listener, as
 would; it returns the process and the SASL_SSL :class:`Bootstrap`. :func:`in_process_sasl_ssl`
 is the same for tests/server's in-process brokers.
 
-The SASL_SSL rows of the suites are many; CI runs a representative subset of them
-(:func:`limit_sasl_ssl_rows`) and ``ENGINE_SASL_SSL_FULL=1`` runs them all (docs/testing.md).
+The SASL_SSL rows of the suites are many; CI runs a representative subset of them (the others
+are deselected, :func:`limit_sasl_ssl_rows`) and ``ENGINE_SASL_SSL_FULL=1`` runs them all
+(docs/testing.md).
 """
 
 from __future__ import annotations
@@ -230,17 +231,19 @@ def _create_user(plaintext_bootstrap: str) -> None:
     futs[USER].result(timeout=30)
 
 
-def limit_sasl_ssl_rows(items, directory: str, param: str, ci_subset: set[str]) -> None:
-    """Skip the ``sasl_ssl`` rows (``param`` == 'sasl_ssl') under `directory` whose test function
-    is not in `ci_subset`, unless ENGINE_SASL_SSL_FULL=1; every sasl_ssl row is marked
-    ``sasl_ssl`` (select them with ``-m sasl_ssl``)."""
+def limit_sasl_ssl_rows(config, items, directory: str, param: str, ci_subset: set[str]) -> None:
+    """Mark the ``sasl_ssl`` rows (``param`` == 'sasl_ssl') under `directory` ``sasl_ssl`` (select
+    them with ``-m sasl_ssl``) and deselect those whose test function is not in `ci_subset`,
+    unless ENGINE_SASL_SSL_FULL=1."""
+    kept, dropped = [], []
     for item in items:
-        if not str(item.path).startswith(directory + os.sep):
-            continue
         callspec = getattr(item, "callspec", None)
-        if callspec is None or callspec.params.get(param) != "sasl_ssl":
+        if (not str(item.path).startswith(directory + os.sep) or callspec is None
+                or callspec.params.get(param) != "sasl_ssl"):
+            kept.append(item)
             continue
         item.add_marker(pytest.mark.sasl_ssl)
-        if not SASL_SSL_FULL and item.originalname not in ci_subset:
-            item.add_marker(pytest.mark.skip(
-                reason="SASL_SSL row outside CI's subset: ENGINE_SASL_SSL_FULL=1 runs it"))
+        (kept if SASL_SSL_FULL or item.originalname in ci_subset else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

@@ -38,7 +38,7 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    limit_sasl_ssl_rows(items, os.path.dirname(os.path.abspath(__file__)), "security", SASL_SSL_CI)
+    limit_sasl_ssl_rows(config, items, os.path.dirname(os.path.abspath(__file__)), "security", SASL_SSL_CI)
 
 
 @pytest.fixture(scope="module",

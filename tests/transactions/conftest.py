@@ -75,7 +75,7 @@ def pytest_collection_modifyitems(config, items):
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("broker", callspec.params.get("own_broker")) == "kafka":
             item.add_marker(pytest.mark.kafka)
-    limit_sasl_ssl_rows(items, here, "broker", SASL_SSL_CI)
+    limit_sasl_ssl_rows(config, items, here, "broker", SASL_SSL_CI)
 
 
 def _params():
