@@ -25,8 +25,10 @@ cluster: Kafka's JVMs start cold), interleaved, best of ``--repeat``;
   partition (``min.insync.replicas=2``); its leader's process is SIGKILLed.  Reported: seconds from
   the kill to the first acknowledgement of a record sent after it, and the gap between the last
   acknowledgement before and the first after.  The killed broker is restarted and back in the ISR
-  before the next repetition.  Bound: the controller only elects once the dead broker's session
-  expires -- ours: ZooKeeper's (``zookeeper.session.timeout.ms`` = ``--session-ms``); Kafka: the
+  before the next repetition.  Bound -- ours: the peers see the killed process's connections
+  close, confirm it with refused connects and remove its ZooKeeper registration, so the
+  controller elects at once (engine/cluster/liveness.py; ``zookeeper.session.timeout.ms`` =
+  ``--session-ms`` bounds only a paused or unreachable broker); Kafka: the
   KRaft controller fences a broker whose heartbeats stop for ``broker.session.timeout.ms``,
   measured twice, at Kafka's default (9000) and on a second Kafka cluster at ``--session-ms``
   (with ``broker.heartbeat.interval.ms`` min(2000, session/3)); a Kafka node killed while it is
