@@ -218,8 +218,9 @@ def in_process_sasl_ssl(make_broker, config: dict, directory: str):
         {**cfg, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"}, scram_credentials=store)
     b = make_broker(cfg, listeners=listeners, scram_credentials=store)
     _create_user(b.bootstrap)
+    sec = ClientSecurity("SASL_SSL", pki.path("ca.pem"), username=USER, password=PASSWORD)
     b.bootstrap = Bootstrap(f"127.0.0.1:{listeners[1].port}",
-                            ClientSecurity("SASL_SSL", pki.path("ca.pem"), username=USER, password=PASSWORD))
+                            sec.write_properties(os.path.join(directory, "client.properties")))
     return b
 
 
