@@ -110,7 +110,7 @@ def test_kafka_configs_sh_adds_a_scram_user(serve_sasl, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     _roundtrip(serve_sasl.sasl_bootstrap, _scram("dave", "dave-512", "SCRAM-SHA-512"))
-    # (kafka-configs.sh --describe --entity-type users also asks DescribeClientQuotas: not served)
+    # (kafka-configs.sh --describe --entity-type users also asks DescribeClientQuotas: tests/security/test_quotas.py)
 
 
 @pytest.mark.parametrize("config,message", [
