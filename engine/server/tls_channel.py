@@ -74,7 +74,7 @@ class TlsChannel:
         obj = self.obj
         while total < want:
             try:
-                got = obj.read(want - total, view[total:])
+                got = int(obj.read(want - total, view[total:]))    # with a buffer: a count
             except ssl.SSLWantReadError:
                 if self._eof or self._out.pending:     # the async path flushes first
                     break
