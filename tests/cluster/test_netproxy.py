@@ -1,0 +1,163 @@
+"""engine/cluster/netproxy.py's LinkProxy with plain sockets against an echo server: pass,
+blackhole (silence, no close, held bytes delivered on heal), reset (RST on open and new
+connections), delay (each way), and switching back."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from engine.cluster.netproxy import LinkProxy
+
+
+class Echo:
+    """A threaded TCP echo server on 127.0.0.1 counting the connections it accepted."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            threading.Thread(target=self._echo, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def _echo(c):
+        with c:
+            try:
+                while data := c.recv(65536):
+                    c.sendall(data)
+            except OSError:
+                pass
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def link():
+    echo = Echo()
+    proxy = LinkProxy("127.0.0.1", echo.port).start()
+    yield proxy, echo
+    proxy.close()
+    echo.close()
+
+
+def _conn(proxy, timeout=5.0):
+    s = socket.create_connection(("127.0.0.1", proxy.port), timeout=timeout)
+    return s
+
+
+def _roundtrip(s, payload=b"ping") -> bytes:
+    s.sendall(payload)
+    got = b""
+    while len(got) < len(payload):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def test_pass_forwards_both_ways(link):
+    proxy, echo = link
+    with _conn(proxy) as s:
+        assert _roundtrip(s, b"hello") == b"hello"
+        big = bytes(range(256)) * 4000           # ~1 MB: several chunks, in order
+        s.sendall(big)
+        got = b""
+        while len(got) < len(big):
+            got += s.recv(1 << 20)
+        assert got == big
+    assert echo.accepted == 1
+
+
+def test_blackhole_is_silence_not_a_close_and_heals(link):
+    proxy, echo = link
+    with _conn(proxy) as s:
+        assert _roundtrip(s) == b"ping"
+        proxy.set("blackhole")
+        s.sendall(b"held")
+        s.settimeout(1.0)
+        with pytest.raises(socket.timeout):      # silence: no answer, no EOF, no reset
+            s.recv(100)
+        # a new connection is accepted (the client sees a connected socket) but goes nowhere
+        with _conn(proxy) as s2:
+            s2.sendall(b"x")
+            s2.settimeout(0.5)
+            with pytest.raises(socket.timeout):
+                s2.recv(100)
+        accepted = echo.accepted
+        proxy.set("pass")
+        s.settimeout(5.0)
+        assert s.recv(100) == b"held"            # what was sent during the blackhole arrives
+        assert _roundtrip(s, b"again") == b"again"
+    time.sleep(0.2)
+    assert echo.accepted == accepted == 1        # s2 closed before the heal: never reached the target
+
+
+def test_reset_sends_rst_and_refuses_new_connections(link):
+    proxy, _ = link
+    s = _conn(proxy)
+    assert _roundtrip(s) == b"ping"
+    proxy.set("reset")
+    with pytest.raises(ConnectionResetError):
+        s.sendall(b"x")
+        s.recv(100)
+    s.close()
+    with pytest.raises((ConnectionResetError, BrokenPipeError)):
+        s2 = _conn(proxy)
+        time.sleep(0.1)
+        s2.sendall(b"x")
+        s2.recv(100)
+    proxy.set("pass")
+    with _conn(proxy) as s3:
+        assert _roundtrip(s3) == b"ping"
+
+
+def test_reset_during_blackhole_closes_held_connections(link):
+    proxy, _ = link
+    s = _conn(proxy)
+    proxy.set("blackhole")
+    s.sendall(b"x")
+    time.sleep(0.1)
+    proxy.set("reset")
+    with pytest.raises(ConnectionResetError):
+        s.recv(100)
+    s.close()
+
+
+def test_delay_each_way(link):
+    proxy, _ = link
+    with _conn(proxy) as s:
+        t0 = time.monotonic()
+        assert _roundtrip(s) == b"ping"
+        fast = time.monotonic() - t0
+        proxy.set("delay", delay_ms=150)
+        t0 = time.monotonic()
+        assert _roundtrip(s) == b"ping"
+        slow = time.monotonic() - t0
+        assert fast < 0.1
+        assert 0.29 <= slow < 1.5                # 150 ms to the target and 150 ms back
+        proxy.set("pass")
+        t0 = time.monotonic()
+        assert _roundtrip(s) == b"ping"
+        assert time.monotonic() - t0 < 0.1
+
+
+def test_bad_modes_refused(link):
+    proxy, _ = link
+    with pytest.raises(ValueError):
+        proxy.set("drop-everything")
+    with pytest.raises(ValueError):
+        proxy.set("delay")
