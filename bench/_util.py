@@ -68,3 +68,28 @@ def send_values(producer, topic: str, values: list, start: int, n: int) -> None:
                 break
             except BufferError:
                 producer.poll(0.01)
+
+
+def consume_timed(consumer, n: int, timeout: float = 300.0) -> tuple[float, int]:
+    """confluent-kafka: consume ``n`` records; (seconds from the first record, records counted in
+    that time), as the reference run times it.  RuntimeError when fewer arrive in ``timeout``."""
+    got = timed = 0
+    first = None
+    deadline = time.monotonic() + timeout
+    while got < n and time.monotonic() < deadline:
+        # Never ask for more than what is left: consume() waits out its whole
+        # timeout when fewer records than asked for arrive, which would add up
+        # to 1 s of idle time to the clock at the end of every run.
+        msgs = consumer.consume(min(10000, n - got), timeout=1.0)
+        ok = sum(1 for m in msgs if m.error() is None)
+        got += ok
+        if first is None:
+            if ok:
+                first = time.perf_counter()      # timed from the first message, like the reference
+        else:
+            timed += ok
+    dt = time.perf_counter() - (first or time.perf_counter())
+    if got < n:
+        raise RuntimeError(f"consumed {got} of {n}")
+    return dt, timed
+

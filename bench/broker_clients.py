@@ -39,7 +39,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench._util import send_values  # noqa: E402
+from bench._util import consume_timed, send_values  # noqa: E402
 
 # Apache Kafka 4.0, confluent-kafka 2.16.1, same machine type (machine-limits.md §3), records/s
 CONSUMER_EXTRA: dict = {}
@@ -112,27 +112,10 @@ def consume(bootstrap: str, topic: str, n: int) -> float:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
                   "fetch.wait.max.ms": 10, **CONSUMER_EXTRA})
     c.assign([TopicPartition(topic, p, 0) for p in range(3)])
-    got = 0
-    first = None
-    timed = 0
-    deadline = time.monotonic() + 300
-    while got < n and time.monotonic() < deadline:
-        # Never ask for more than what is left: consume() waits out its whole
-        # timeout when fewer records than asked for arrive, which would add up
-        # to 1 s of idle time to the clock at the end of every run.
-        msgs = c.consume(min(10000, n - got), timeout=1.0)
-        ok = sum(1 for m in msgs if m.error() is None)
-        got += ok
-        if first is None:
-            if ok:
-                first = time.perf_counter()  # timed from the first message, like the reference
-        else:
-            timed += ok
-    dt = time.perf_counter() - (first or time.perf_counter())
-    c.close()
-    if got < n:
-        raise RuntimeError(f"consumed {got} of {n}")
-    return dt, timed
+    try:
+        return consume_timed(c, n)
+    finally:
+        c.close()
 
 
 def main(argv=None) -> int:

@@ -129,24 +129,15 @@ def produce(conf: dict, topic: str, n: int, size: int) -> float:
 
 def consume(conf: dict, topic: str, n: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
+
+    from bench._util import consume_timed
     c = Consumer({**conf, "group.id": "bench-security", "enable.auto.commit": False,
                   "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10})
     c.assign([TopicPartition(topic, 0, 0)])
-    got, timed, first = 0, 0, None
-    deadline = time.monotonic() + 300
-    while got < n and time.monotonic() < deadline:
-        msgs = c.consume(min(10000, n - got), timeout=1.0)
-        ok = sum(1 for m in msgs if m.error() is None)
-        got += ok
-        if first is None:
-            if ok:
-                first = time.perf_counter()         # timed from the first batch on
-        else:
-            timed += ok
-    dt = time.perf_counter() - (first or time.perf_counter())
-    c.close()
-    if got < n:
-        raise RuntimeError(f"consumed {got} of {n}")
+    try:
+        dt, timed = consume_timed(c, n)
+    finally:
+        c.close()
     return timed / dt if dt > 0 else float("nan")
 
 
