@@ -60,6 +60,14 @@ class AclHandlers:
             m.ApiKey.DELETE_ACLS: self.delete_acls,
         }
 
+    def _refused(self, conn) -> tuple[int, str] | None:
+        """Why a change of ACLs is refused: no authorizer, or no ALTER on the cluster."""
+        if self.access.authorizer is None:
+            return ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER
+        if not self.access.cluster(conn, AclOperation.ALTER):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED
+        return None
+
     def _deadline(self) -> float:
         return asyncio.get_running_loop().time() + admin_bound_s(self.node, 30.0)
 
@@ -92,9 +100,9 @@ class AclHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.CREATE_ACLS, v, body.buf[body.pos:])
         authorizer = self.access.authorizer
-        if authorizer is None or not self.access.cluster(conn, AclOperation.ALTER):
-            code, msg = ((ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER) if authorizer is None
-                         else (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED))
+        refused = self._refused(conn)
+        if refused is not None:
+            code, msg = refused
             return [m.encode(m.ApiKey.CREATE_ACLS, v, {"throttle_time": 0, "results": [
                 {"error_code": code, "error_message": msg} for _ in req.creations]})]
         bindings = [AclBinding(c.resource_type, c.resource_name,
@@ -114,9 +122,9 @@ class AclHandlers:
         v = header.api_version
         req = m.decode(m.ApiKey.DELETE_ACLS, v, body.buf[body.pos:])
         authorizer = self.access.authorizer
-        if authorizer is None or not self.access.cluster(conn, AclOperation.ALTER):
-            code, msg = ((ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER) if authorizer is None
-                         else (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED))
+        refused = self._refused(conn)
+        if refused is not None:
+            code, msg = refused
             return [m.encode(m.ApiKey.DELETE_ACLS, v, {"throttle_time": 0, "filter_results": [
                 {"error_code": code, "error_message": msg, "matching_acls": []} for _ in req.filters]})]
         filters = [_filter(f) for f in req.filters]
