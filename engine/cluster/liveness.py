@@ -241,14 +241,16 @@ class PeerLiveness:
             return True
         except NoNodeError:
             return False                                      # gone already (another broker, or its session)
-        except (KazooException, ValueError, KeyError, TypeError) as e:
-            log.info("broker %d: peer %d %s; not confirmed (%s)", self.broker_id, b, why, type(e).__name__)
+        except Exception as e:         # ZooKeeper unreachable, a garbled registration: wait for the session
+            log.info("broker %d: peer %d %s; not confirmed (%s: %s)", self.broker_id, b, why, type(e).__name__, e)
             return False
 
     def _check_own(self) -> None:
         path = f"{BROKER_IDS}/{self.broker_id}"
+        if not self.store.client.connected:
+            return                                            # (re-armed once connected)
         try:
-            present = self.store.client.exists(path, watch=self._on_own)
+            present = self.store.bounded("exists", path, watch=self._on_own, timeout_s=PROBE_TIMEOUT_S * 4)
         except KazooException:
             return
         if present is None and not self._stopping.is_set() and self._reregister is not None:

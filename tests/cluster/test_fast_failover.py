@@ -18,6 +18,7 @@ import signal
 import time
 import uuid
 
+from engine.cluster.liveness import probe
 from tests.cluster.conftest import wait_for
 from tests.cluster.test_replication import Load, _check, _consume_all, _create, _state
 
@@ -34,6 +35,21 @@ def _topic(c, zk_client, prefix):
     wait_for(lambda: zk_client.exists(f"/brokers/topics/{topic}/partitions/0/state")
              and len(_state(zk_client, topic)["isr"]) == 3, timeout=60, what="the partition with a full ISR")
     return topic
+
+
+def test_probe_tells_refused_from_accepted():
+    """The verdict the fast path rests on: a port nobody listens on is refused; a listening one
+    is accepted even when its process never calls accept() (as a SIGSTOPped broker's)."""
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    try:
+        assert probe("127.0.0.1", port) == "accepted"
+    finally:
+        srv.close()
+    assert probe("127.0.0.1", port) == "refused"
 
 
 def _first_log_time(c, pattern: str, after: float) -> float | None:
@@ -124,6 +140,30 @@ def test_sigstopped_leader_not_replaced_before_its_session_expires(zk_client, cl
     print(f"\nSIGSTOP of leader {old} (session {session_ms} ms): leader {new} elected after {elected:.2f} s")
     assert elected >= session_ms / 2000        # (the session expires a ping interval or so early)
     wait_for(lambda: old in _state(zk_client, topic)["isr"], timeout=60, what="the old leader back in the ISR")
+    load.stop()
+    assert load.errors == []
+    assert _check(load, _consume_all(c.bootstrap, topic, 1)) == (0, 0)
+
+
+def test_live_leader_whose_registration_is_deleted_is_fenced_and_returns(zk_client, cluster_factory):
+    """The safety argument's second half: should a live leader ever be declared dead (here its
+    registration is deleted by hand, as a wrong verdict would), the controller elects another
+    leader at a bumped epoch, the old one stops acknowledging (its followers left it), registers
+    again by itself and rejoins the ISR -- nothing acknowledged lost or doubled."""
+    c = cluster_factory(3, *_session(20000), *LAG)
+    topic = _topic(c, zk_client, "deposed")
+    load = Load(c.bootstrap, topic).start()
+    wait_for(lambda: len(load.acked) >= 1000, timeout=60, what="1000 acknowledged records")
+    st = _state(zk_client, topic)
+    old, epoch = st["leader"], st["leader_epoch"]
+    zk_client.delete(f"/brokers/ids/{old}")
+    wait_for(lambda: _state(zk_client, topic)["leader"] not in (old, -1)
+             and _state(zk_client, topic)["leader_epoch"] > epoch, timeout=10, what="a new leader at a new epoch")
+    wait_for(lambda: zk_client.exists(f"/brokers/ids/{old}") is not None, timeout=10,
+             what="the deposed broker registered again")
+    wait_for(lambda: old in _state(zk_client, topic)["isr"], timeout=60, what="the deposed leader back in the ISR")
+    before = len(load.acked)
+    wait_for(lambda: len(load.acked) >= before + 500, timeout=60, what="500 more acknowledgements")
     load.stop()
     assert load.errors == []
     assert _check(load, _consume_all(c.bootstrap, topic, 1)) == (0, 0)
