@@ -5,6 +5,7 @@ function of a secured.Side returning its answer."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
@@ -106,7 +107,11 @@ def broker_name(s) -> str:
 
 # -- confluent-kafka cases -----------------------------------------------------------------------
 def _err(e):
-    return None if e is None else {"code": e.code(), "name": e.name(), "str": e.str()}
+    """A client error as comparable values (librdkafka names the broker in some texts)."""
+    if e is None:
+        return None
+    text = re.sub(r"(sasl_plaintext|plaintext)://[\d.]+:\d+/\w+", "<broker>", e.str())
+    return {"code": e.code(), "name": e.name(), "str": text}
 
 
 def _future(f, shape=repr):
@@ -159,24 +164,37 @@ def _consumer_errors(c, seconds=4.0, want_value=False):
     return {"error_codes": sorted(codes), "values": values}
 
 
-def ck_consume(topic, group="ck-consume"):
+def ck_consume(topic, group="ck-consume", expect_value=False):
     def run(s):
-        c = ck.Consumer(s.conf(**{"group.id": group, "enable.auto.commit": False}))
-        try:
-            c.assign([ck.TopicPartition(topic, 0, 0)])
-            return _consumer_errors(c, want_value=True)
-        finally:
-            c.close()
+        for _attempt in range(2 if expect_value else 1):   # (a loaded machine: once more, fresh)
+            c = ck.Consumer(s.conf(**{"group.id": group, "enable.auto.commit": False}))
+            try:
+                c.assign([ck.TopicPartition(topic, 0, 0)])
+                seen = _consumer_errors(c, seconds=15.0 if expect_value else 4.0, want_value=True)
+            finally:
+                c.close()
+            if seen["values"] or seen["error_codes"]:
+                break
+        return seen
     return run
 
 
-def ck_subscribe(topic, group, expect_value=False):
+def ck_subscribe(topic, group, expect_assignment=False):
+    """A consumer joining ``group`` for ``topic``: the errors seen and the partitions assigned
+    (what the group protocol gave it; fetching is ck_consume's part)."""
     def run(s):
         c = ck.Consumer(s.conf(**{"group.id": group, "auto.offset.reset": "earliest",
                                   "enable.auto.commit": False}))
+        codes: set[int] = set()
         try:
             c.subscribe([topic])
-            return _consumer_errors(c, seconds=10.0 if expect_value else 4.0, want_value=True)
+            deadline = time.monotonic() + (20.0 if expect_assignment else 4.0)
+            while time.monotonic() < deadline and not (expect_assignment and c.assignment()):
+                msg = c.poll(0.2)
+                if msg is not None and msg.error() is not None:
+                    codes.add(msg.error().code())
+            return {"error_codes": sorted(codes),
+                    "assigned": sorted((tp.topic, tp.partition) for tp in c.assignment())}
         finally:
             c.close()
     return run
@@ -228,3 +246,37 @@ def offset_for_leader_epoch(topic, replica_id=-1):
 def write_txn_markers(topic):
     return {"markers": [{"producer_id": 5, "producer_epoch": 0, "transaction_result": True,
                          "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0}]}
+
+
+def ck_idempotent_producer(topic):
+    """An idempotent producer's errors (its InitProducerId needs IDEMPOTENT_WRITE or WRITE)."""
+    def run(s):
+        codes: set[int] = set()
+        p = ck.Producer(s.conf(**{"enable.idempotence": True, "message.timeout.ms": 5000},
+                               error_cb=lambda e: codes.add(e.code())))
+        delivered = []
+        try:
+            p.produce(topic, b"idem", on_delivery=lambda e, m: delivered.append(_err(e)))
+            p.flush(8)
+        except ck.KafkaException as e:
+            codes.add(e.args[0].code())
+        return {"error_codes": sorted(codes), "delivered": delivered}
+    return run
+
+
+def ck_transactional_producer(tid, topic):
+    """init_transactions, then one record in a committed transaction: each step's error."""
+    def run(s):
+        p = ck.Producer(s.conf(**{"transactional.id": tid, "transaction.timeout.ms": 60000}))
+        steps = {}
+        for name, step in (("init", lambda: p.init_transactions(15)), ("begin", p.begin_transaction),
+                           ("produce", lambda: (p.produce(topic, b"txn"), p.flush(10))),
+                           ("commit", lambda: p.commit_transaction(15))):
+            try:
+                step()
+                steps[name] = None
+            except ck.KafkaException as e:
+                steps[name] = _err(e.args[0])
+                break
+        return steps
+    return run
