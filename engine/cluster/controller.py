@@ -11,7 +11,8 @@ idempotent, run after any watched change and every ``reconcile_interval`` second
 
 - a partition with an assignment and no state gets one: leader = the first live replica of the
   assignment, ISR = the live replicas, leader epoch 0;
-- a partition whose leader is not alive (its ``/brokers/ids/<id>`` is gone) or is shutting down
+- a partition whose leader is not alive (its ``/brokers/ids/<id>`` is gone: its session expired,
+  or a peer saw its process gone and removed it, engine/cluster/liveness.py) or is shutting down
   gets a new leader: the first replica (assignment order) that is alive, in the ISR and not
   shutting down; the leader epoch is bumped and the ISR becomes the live members.  With none:
   ``unclean.leader.election.enable`` (the topic's, else the broker default) elects the first live
