@@ -13,12 +13,10 @@ a new leader is elected; after the heal the old leader comes back as a follower 
 Prints acked / lost / dup / max unavailability, the fence and election times relative to the
 cut, and the time to heal (link restored -> full ISR again).
 
-Known gap (the xfail test below): while it is cut off, the old leader keeps answering Metadata
-from its fenced view (leader -1 for the partitions it led, its cached broker list), and
-librdkafka, whose only open connection is to that broker, sends every leader query to it.  The
-new leader, elected ~4-5 s after the cut, is found only when the link heals and the old broker
-re-reads ZooKeeper: the partition is unwritable for this producer for as long as the
-partition lasts (measured: 16 s of silence for a 15 s cut).  Nothing is lost meanwhile.
+While it is cut off, the old leader leaves itself out of the brokers its Metadata lists
+(engine/cluster/member.py ``ZkClusterView.brokers`` when fenced): librdkafka, whose only open
+connection is to that broker, then asks the others and finds the new leader soon after the
+election instead of after the heal (the second test; before, 16 s of silence for a 15 s cut).
 """
 
 from __future__ import annotations
@@ -189,10 +187,6 @@ def test_leader_cut_off_from_zookeeper_stops_acknowledging_before_a_new_leader(z
     assert (lost, dup) == (0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a broker cut off from ZooKeeper answers Metadata from its stale, fenced view (leader -1 for "
-    "what it led) and librdkafka, connected to that broker only, keeps asking it: the producer "
-    "finds the new leader only once the link heals (see this module's text)"))
 def test_partition_writable_again_while_the_old_leader_is_still_cut_off(zk_cut_cluster, zk_client):
     """Availability: once the new leader is elected, the producer (whose only connection is to
     the old leader) gets acknowledgements again within a few seconds, the old leader still cut
