@@ -89,7 +89,7 @@ class ZkClusterView(ClusterView):
             # cut off from ZooKeeper: this broker's view is stale, so it leaves itself out of
             # the live brokers it tells clients about -- they ask the others, which know the
             # new leader (a client connected only here would otherwise wait for the heal)
-            suspected = set(suspected) | {self.node_id}
+            suspected = suspected | {self.node_id}
         with self._m._lock:
             return {b: v for b, v in self._m._brokers.items() if b not in suspected}
 
