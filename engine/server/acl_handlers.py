@@ -20,9 +20,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..errors import ErrorCode, KafkaApiError
+from ..errors import ErrorCode, InvalidRequestError, KafkaApiError
 from ..protocol import messages as m
-from ..security.acl import AclBinding, AclBindingFilter, AclOperation, PatternType
+from ..security.acl import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from .common import admin_bound_s, off_loop
 
 __all__ = ["AclHandlers"]
@@ -37,6 +44,18 @@ def _filter(f) -> AclBindingFilter:
     return AclBindingFilter(f.resource_type_filter, f.resource_name_filter,
                             getattr(f, "pattern_type_filter", PatternType.LITERAL), f.principal_filter,
                             f.host_filter, f.operation, f.permission_type)
+
+
+def _no_unknown(*codes: int) -> None:
+    """Kafka refuses an ACL request holding an UNKNOWN (or unknown) enum value as malformed: the
+    connection closes (its request classes' "contains UNKNOWN elements" check)."""
+    if any(c == 0 for c in codes):
+        raise InvalidRequestError("the ACL request contains UNKNOWN elements")
+
+
+def _check_filter(f) -> None:
+    _no_unknown(ResourceType(f.resource_type_filter), PatternType(getattr(f, "pattern_type_filter", 3)),
+                AclOperation(f.operation), AclPermissionType(f.permission_type))
 
 
 def _failed(e: BaseException) -> tuple[int, str | None]:
@@ -74,6 +93,7 @@ class AclHandlers:
     async def describe_acls(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_ACLS, v, body.buf[body.pos:])
+        _check_filter(req)
         out = {"throttle_time": 0, "error_code": 0, "error_message": None, "resources": []}
         authorizer = self.access.authorizer
         if authorizer is None:
@@ -99,6 +119,9 @@ class AclHandlers:
     async def create_acls(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.CREATE_ACLS, v, body.buf[body.pos:])
+        for c in req.creations:
+            _no_unknown(ResourceType(c.resource_type), PatternType(getattr(c, "resource_pattern_type", 3)),
+                        AclOperation(c.operation), AclPermissionType(c.permission_type))
         authorizer = self.access.authorizer
         refused = self._refused(conn)
         if refused is not None:
@@ -121,6 +144,8 @@ class AclHandlers:
     async def delete_acls(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DELETE_ACLS, v, body.buf[body.pos:])
+        for f in req.filters:
+            _check_filter(f)
         authorizer = self.access.authorizer
         refused = self._refused(conn)
         if refused is not None:

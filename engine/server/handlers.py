@@ -145,8 +145,9 @@ class Handlers:
                 name = by_id.get(t.topic_id)
                 if name is not None and access.topic(conn, AclOperation.DESCRIBE, name):
                     names.append(name)
-                else:
-                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": t.topic_id,
+                else:       # as Kafka: an existing id the caller may not describe is refused
+                    code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    topics.append({"error_code": code, "name": None, "topic_id": t.topic_id,
                                    "is_internal": False, "partitions": []})
             if access.enabled:
                 allowed = access.filter(conn, AclOperation.DESCRIBE, ResourceType.TOPIC, names)

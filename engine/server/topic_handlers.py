@@ -14,7 +14,7 @@ import asyncio
 import logging
 import uuid
 
-from ..errors import InvalidRequestError, TopicAuthorizationError
+from ..errors import ErrorCode, InvalidRequestError, TopicAuthorizationError
 from ..protocol import messages as m
 from ..security.acl import AclOperation, ResourceType
 from .common import _ZERO_UUID, _code, _record_error, _topic_uuid, admin_bound_s, off_loop
@@ -85,9 +85,12 @@ class TopicHandlers:
                     deadline, f"creating topic {t.name!r}", node.topics.create_topic, t.name, n, rf, config,
                     plan, req.validate_only, max(until - loop.time(), 0.0))
                 res["topic_id"] = _topic_uuid(tid) if tid else uuid.uuid4()  # validate_only: a fresh id, as Kafka
-                res["num_partitions"] = n
-                res["replication_factor"] = rf
                 res["configs"] = []
+                if self.access.enabled and not self.access.topic(conn, AclOperation.DESCRIBE_CONFIGS, t.name):
+                    res["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED   # as Kafka: hidden
+                else:
+                    res["num_partitions"] = n
+                    res["replication_factor"] = rf
             except Exception as e:
                 _record_error(res, e, "create topic %r failed", t.name)
             results.append(res)
@@ -107,7 +110,7 @@ class TopicHandlers:
             res = {"name": name, "error_code": 0, "error_message": None}
             try:
                 if name in denied:
-                    raise TopicAuthorizationError("Authorization failed.")
+                    raise TopicAuthorizationError("Topic authorization failed.")
                 await off_loop(deadline, f"deleting topic {name!r}", self.node.topics.delete_topic, name,
                                max(until - loop.time(), 0.0))
             except Exception as e:
@@ -160,8 +163,10 @@ class TopicHandlers:
         for t in req.topics:
             res = {"name": t.name, "error_code": 0, "error_message": None}
             try:
-                if t.name in denied:
-                    raise TopicAuthorizationError("The topic authorization is failed.")
+                if t.name in denied:              # (Kafka: no message)
+                    res["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    results.append(res)
+                    continue
                 plan = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
                 await off_loop(deadline, f"adding partitions to {t.name!r}", node.topics.create_partitions,
                                t.name, t.count, plan, req.validate_only, max(until - loop.time(), 0.0))

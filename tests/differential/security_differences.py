@@ -8,26 +8,6 @@ is an xfail(strict): it fails once the difference is gone, so this list stays tr
 from __future__ import annotations
 
 DIFFERS: dict[str, str] = {
-    'Metadata-by-topic-id': (
-        'an existing topic asked by id without DESCRIBE: Kafka TOPIC_AUTHORIZATION_FAILED (29), ours '
-        'UNKNOWN_TOPIC_ID (100)'
-    ),
-    'acl-Metadata-by-topic-id-not-described': (
-        'an existing topic asked by id without DESCRIBE: Kafka TOPIC_AUTHORIZATION_FAILED (29), ours '
-        'UNKNOWN_TOPIC_ID (100)'
-    ),
-    'DeleteTopics': (
-        "message only: per-topic error_message Kafka 'Topic authorization failed.', ours 'Authorization "
-        "failed.'"
-    ),
-    'acl-DeleteTopics-no-DELETE': (
-        "message only: per-topic error_message Kafka 'Topic authorization failed.', ours 'Authorization "
-        "failed.'"
-    ),
-    'CreatePartitions': "message only: per-topic error_message Kafka null, ours 'The topic authorization is failed.'",
-    'acl-CreatePartitions-READ-only': (
-        "message only: per-topic error_message Kafka null, ours 'The topic authorization is failed.'"
-    ),
     'DescribeAcls': (
         "message only: Kafka 'Request Request(<its request dump>) is not authorized.' (its controller's "
         "refusal), ours 'Cluster authorization failed.'"
@@ -90,54 +70,6 @@ DIFFERS: dict[str, str] = {
     'DescribeUserScramCredentials-named': (
         "Kafka: top-level and per-user error_message null and the user's name '' in the result; ours 'Cluster"
         " authorization failed.' both and user 'alice'"
-    ),
-    'acl-CreateTopics-PREFIXED-CREATE': (
-        'created without DESCRIBE_CONFIGS: Kafka num_partitions -1, replication_factor -1, '
-        'topic_config_error_code 29 (configs hidden); ours 1, 1 and no topic_config_error_code'
-    ),
-    'acl-CreateTopics-validate-only': (
-        'validated without DESCRIBE_CONFIGS: Kafka num_partitions -1, replication_factor -1, '
-        'topic_config_error_code 29 (configs hidden); ours 1, 1 and no topic_config_error_code'
-    ),
-    'DescribeAcls-filter-resource-UNKNOWN': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers error 42 'Unknown patternFilter.'"
-    ),
-    'DescribeAcls-filter-pattern-UNKNOWN': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers error 42 'Unknown patternFilter.'"
-    ),
-    'DescribeAcls-filter-operation-UNKNOWN': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers error 42 'Unknown entryFilter.'"
-    ),
-    'DeleteAcls-filter-pattern-UNKNOWN': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers the filter with 42 'Unknown patternFilter.'"
-    ),
-    'DeleteAcls-filter-resource-UNKNOWN': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers the filter with 42 'Unknown patternFilter.'"
-    ),
-    'DeleteAcls-valid-and-invalid-filters': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers 42 'Unknown patternFilter.' for the bad filter and deletes what the good one matches"
-    ),
-    'CreateAcls-resource-UNKNOWN': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers 42 'Invalid resourceType UNKNOWN'"
-    ),
-    'CreateAcls-operation-UNKNOWN': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers 42 'Invalid operation UNKNOWN'"
-    ),
-    'CreateAcls-permission-UNKNOWN': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers 42 'Invalid permissionType UNKNOWN'"
-    ),
-    'CreateAcls-pattern-UNKNOWN': (
-        'Kafka closes the connection (InvalidRequestException: the request holds an UNKNOWN enum value); ours'
-        " answers 42 'Invalid patternType UNKNOWN'"
     ),
     'CreateAcls-resource-ANY': (
         "Kafka UNKNOWN_SERVER_ERROR (-1) with no message, ours INVALID_REQUEST (42) 'Invalid resourceType "
