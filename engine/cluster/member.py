@@ -85,16 +85,16 @@ class ZkClusterView(ClusterView):
 
     def brokers(self) -> dict[int, tuple[str | None, int | None, str | None]]:
         suspected = self._m.liveness.gone()         # (a peer whose process seems gone: not alive)
-        if self._m.fenced:
-            # cut off from ZooKeeper: this broker's view is stale, so it leaves itself out of
-            # the live brokers it tells clients about -- they ask the others, which know the
-            # new leader (a client connected only here would otherwise wait for the heal)
-            suspected = suspected | {self.node_id}
         with self._m._lock:
             return {b: v for b, v in self._m._brokers.items() if b not in suspected}
 
     def controller_id(self) -> int:
         return self._m._controller_id
+
+    @property
+    def fenced(self) -> bool:
+        """Cut off from ZooKeeper (session suspended or lost): this broker's view is stale."""
+        return self._m.fenced
 
     def topics(self) -> dict[str, tuple[str, int]]:
         with self._m._lock:

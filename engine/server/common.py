@@ -70,11 +70,16 @@ def partition_entry(view, topic: str, p: int, *, describe: bool = False) -> dict
 
 
 def broker_entries(view, conn, id_key: str = "node_id") -> list[dict]:
-    """The live brokers of the view; this node's address is the one the client connected to
-    (the advertised one) when the view has none for it."""
+    """The live brokers of the view as Metadata lists them; this node's address is the one the
+    client connected to (the advertised one) when the view has none for it."""
     host, port = conn.advertised_address()
     out = []
+    # cut off from ZooKeeper (a cluster view's ``fenced``), this broker leaves itself out: its
+    # view is stale, and a client connected only here then asks the others for the new leader
+    fenced = getattr(view, "fenced", False)
     for node, (h, p, rack) in sorted(view.brokers().items()):
+        if fenced and node == view.node_id:
+            continue
         if node == view.node_id and h is None:
             h, p = host, port
         out.append({id_key: node, "host": h, "port": p, "rack": rack})
