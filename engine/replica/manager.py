@@ -363,7 +363,11 @@ class ReplicaManager:
             part.complete_delete_waiters(self.view.brokers())
         new_isr = part.isr_to_expand()
         if new_isr is not None:
-            self._alter_isr(part, new_isr)
+            # (KIP-841) a follower whose broker is gone stays out: its last fetch may have been
+            # caught up, and asking for it would have every expansion refused, others' too
+            new_isr = [r for r in new_isr if r in part.isr or self.view.isr_eligible(r)]
+            if new_isr != part.isr:
+                self._alter_isr(part, new_isr)
         if part.maybe_advance_hw():
             part.complete_waiters()
             self._notify()

@@ -60,6 +60,12 @@ class ClusterView:
     def self_led(self, topic: str, partition: int) -> tuple[int, list[int], list[int]] | None:
         return None
 
+    def isr_eligible(self, broker_id: int) -> bool:
+        """May the leader add this follower to the ISR?  As KIP-841: only a broker the view
+        lists as alive (the ZooKeeper view leaves out the unregistered and those seen gone,
+        engine/cluster/liveness.py); its last fetch may have been caught up all the same."""
+        return broker_id in self.brokers()
+
     def alter_isr(self, topic: str, partition: int, new_isr: list[int], leader_epoch: int,
                   partition_epoch: int) -> bool:
         raise NotImplementedError

@@ -119,6 +119,24 @@ def test_lagging_follower_leaves_and_rejoins_the_isr(cluster):
     assert [tuple(ch[2]) for ch in c.view.isr_changes] == [(0,), (0, 1)]
 
 
+def test_a_gone_follower_caught_up_at_its_last_fetch_does_not_block_another_joining_the_isr(cluster):
+    """KIP-841: the leader adds to the ISR only followers whose broker is alive.  Broker 2 is
+    gone (its last fetch was caught up) and out of the ISR; broker 1 catches up and must join
+    alone -- asking for [0, 1, 2] is refused by the ZooKeeper view as long as 2 is gone, which
+    kept a reassignment from ever completing once 2's death was seen before 1 caught up."""
+    c = cluster(3)
+    c.create("t", [0, 1, 2])
+    leader = c.nodes[0]
+    assert produce(leader.address, "t", [b"a"], acks=-1) == (0, 0)
+    wait_until(lambda: all(f.leo == 1 for f in leader.rm.partition("t", 0).followers.values()),
+               what="both followers caught up")
+    c.stop(2)
+    c.elect("t", 0, 1, [0, 1, 2], isr=[0], partition_epoch=c.view.partition_epoch("t", 0) + 1)
+    assert produce(leader.address, "t", [b"b"], acks=1) == (0, 1)
+    wait_until(lambda: c.isr("t") == [0, 1], what="broker 1 back in the ISR")
+    assert all(2 not in ch[2] for ch in c.view.isr_changes), c.view.isr_changes
+
+
 def test_divergent_follower_is_truncated_by_leader_epoch(cluster):
     c = cluster(2, {"replica.lag.time.max.ms": 30000})
     c.create("t", [0, 1], epoch=1)
