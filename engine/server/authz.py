@@ -15,8 +15,3 @@ OMITTED = -2147483648
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))        # 3576
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))                 # 3400
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))        # 8096
-
-
-def authorized(requested: bool, operations: int) -> int:
-    """The authorized_operations field: every supported operation if asked, else omitted."""
-    return operations if requested else OMITTED
