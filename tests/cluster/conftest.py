@@ -8,6 +8,7 @@ import json
 import time
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from tests.serving import ServeProcess, ZooKeeperProcess, find_zookeeper
 
@@ -91,3 +92,12 @@ def wait_for(cond, timeout: float = 30.0, what: str = "condition"):
 def zk_json(client, path):
     data, stat = client.get(path)
     return json.loads(data), stat
+
+
+def controller_id(client) -> int | None:
+    """The broker id in /controller, None while there is none (the old controller's ephemeral node
+    can go between an exists() and a get(), so this asks once and takes NoNode as the answer)."""
+    try:
+        return zk_json(client, "/controller")[0]["brokerid"]
+    except NoNodeError:
+        return None

@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from tests.cluster.conftest import Cluster, wait_for
+from tests.cluster.conftest import Cluster, controller_id, wait_for
 from tests.cluster.test_replication import Load, _check, _consume_all, _create, _state
 from tests.tmpfs import fill, remount, tmpfs
 
@@ -57,13 +57,6 @@ def _stop_all(c):
 
 def _full_isr(zkc, topic, parts):
     return all(len(_state(zkc, topic, p)["isr"]) == 3 for p in range(parts))
-
-
-def _controller(zkc):
-    """The broker id in /controller, None while there is none."""
-    import json
-    got = zkc.exists("/controller") and zkc.get("/controller")[0]
-    return json.loads(got)["brokerid"] if got else None
 
 
 def _create_led_by(bootstrap, topic, leader):
@@ -187,7 +180,7 @@ def test_full_disk_at_topic_creation(tmp_path, zk, zk_client):
                 # (again, TOPIC_ALREADY_EXISTS when the first attempt got to ZooKeeper)
                 b.proc.wait(60)
                 if not zk_client.exists(f"/brokers/topics/{topic}"):
-                    wait_for(lambda: _controller(zk_client) not in (None, VICTIM), what="a new controller")
+                    wait_for(lambda: controller_id(zk_client) not in (None, VICTIM), what="a new controller")
                     _create_led_by(c.brokers[1].bootstrap, topic, VICTIM)
                 print(f"\ncreation answered {e!r} (the victim was the controller)")
             b.proc.wait(60)

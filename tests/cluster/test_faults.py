@@ -21,9 +21,7 @@ import signal
 import time
 import uuid
 
-from kazoo.exceptions import NoNodeError
-
-from tests.cluster.conftest import SESSION_MS, wait_for
+from tests.cluster.conftest import SESSION_MS, controller_id, wait_for
 from tests.cluster.test_replication import Load, _check, _consume_all, _create, _state
 
 LAG = ("--config", "replica.lag.time.max.ms=3000")
@@ -99,15 +97,6 @@ def test_last_replica_standing_acknowledges_nothing_then_recovers(zk_client, clu
     assert _check(load, _consume_all(c.bootstrap, topic, 1)) == (0, 0)
 
 
-def _controller_id(zk_client) -> int:
-    """The controller's broker id, -1 while there is none (its ephemeral znode may go between an
-    exists() and a get(): the old session expiring)."""
-    try:
-        return json.loads(zk_client.get("/controller")[0])["brokerid"]
-    except NoNodeError:
-        return -1
-
-
 def test_controller_killed_under_load(zk_client, cluster_factory):
     c = cluster_factory(3, *LAG)
     topic = _topic(c, zk_client, "ctl")
@@ -116,7 +105,7 @@ def test_controller_killed_under_load(zk_client, cluster_factory):
     controller = json.loads(zk_client.get("/controller")[0])["brokerid"]
     t0 = time.monotonic()
     c.brokers[controller].kill9()
-    wait_for(lambda: _controller_id(zk_client) not in (-1, controller),
+    wait_for(lambda: controller_id(zk_client) not in (None, controller),
              timeout=SESSION_MS / 1000 + 30, what="another controller")
     took = _first_delivery_after(load, t0)
     c.brokers[controller].start()

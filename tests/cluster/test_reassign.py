@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from tests.cluster.conftest import wait_for, zk_json
+from tests.cluster.conftest import controller_id, wait_for, zk_json
 from tests.cluster.test_replication import Load, _check, _consume_all, _create
 from tests.server.test_versions import call
 from tests.serving import find_kafka
@@ -143,10 +143,6 @@ def _listed(admin):
     return out
 
 
-def _controller(zkc) -> int:
-    return zk_json(zkc, "/controller")[0]["brokerid"]
-
-
 def _pause(broker):
     os.killpg(broker.proc.pid, signal.SIGSTOP)
 
@@ -157,7 +153,7 @@ def _resume(broker):
 
 def _roles(zkc):
     """(a, b, c): three broker ids, c not the controller (c is paused while it should catch up)."""
-    ctl = _controller(zkc)
+    ctl = controller_id(zkc)
     c = 3 if ctl != 3 else 2
     a, b = [i for i in (1, 2, 3) if i != c]
     return a, b, c
@@ -252,14 +248,14 @@ def test_shrink_to_one_replica_under_load_and_errors(zk_client, cluster_factory)
                  missing: UnknownTopicOrPartitionError}
     for bad in ([a, a], [a, 99]):
         assert admin.alter_partition_reassignments({tp: bad}) == {tp: InvalidReplicaAssignmentError}
-    resp = call(c.brokers[_controller(zk_client)].port, 45, 0, {"timeout": 5000, "topics": [   # (kafka-python
+    resp = call(c.brokers[controller_id(zk_client)].port, 45, 0, {"timeout": 5000, "topics": [   # (kafka-python
         {"name": topic, "partitions": [{"partition_index": 0, "replicas": []}]}]})          # refuses [] itself)
     assert [(int(p.error_code), p.error_message) for p in resp.responses[0].partitions] == \
         [(39, "The manual partition assignment includes an empty replica list.")]
     assert admin.alter_partition_reassignments({tp: [new]}) == {tp: None}      # already there: done
     # a reassignment that cannot finish (x, not the controller, paused), then cancelled: back to
     # [new], and x holds nothing
-    x = a if _controller(zk_client) != a else b
+    x = a if controller_id(zk_client) != a else b
     _pause(c.brokers[x])
     try:
         assert admin.alter_partition_reassignments({tp: [x]}) == {tp: None}
@@ -273,7 +269,7 @@ def test_shrink_to_one_replica_under_load_and_errors(zk_client, cluster_factory)
     wait_for(lambda: _dirs(c.brokers[x], topic) == set(), timeout=15, what=f"no log of {topic} on {x}")
     admin.close()
     # only the controller serves these (Kafka's ZooKeeper-era brokers): NOT_CONTROLLER elsewhere
-    other = next(i for i in c.brokers if i != _controller(zk_client))
+    other = next(i for i in c.brokers if i != controller_id(zk_client))
     resp = call(c.brokers[other].port, 46, 0, {"timeout": 5000, "topics": None})
     assert int(resp.error_code) == NOT_CONTROLLER
     resp = call(c.brokers[other].port, 45, 0, {"timeout": 5000, "topics": [
@@ -325,8 +321,8 @@ def test_kafka_reassign_partitions_tool(zk_client, cluster_factory, tmp_path):
     rc, out, err = run("--list")
     assert (rc, out.strip()) == (0, "No partition reassignments found."), err
     # a move that cannot finish (its new replica x paused), listed, then --cancel
-    x = 2 if _controller(zk_client) != 2 else 3
-    ctl = c.brokers[_controller(zk_client)].bootstrap       # (not the paused broker)
+    x = 2 if controller_id(zk_client) != 2 else 3
+    ctl = c.brokers[controller_id(zk_client)].bootstrap       # (not the paused broker)
     plan2 = tmp_path / "plan2.json"
     plan2.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 1, "replicas": [x]}]}))
     _pause(c.brokers[x])
@@ -355,7 +351,7 @@ def test_new_controller_finishes_a_move_and_a_restarted_old_replica_drops_its_lo
     the log of the partition it no longer replicates."""
     from tests.cluster.conftest import SESSION_MS
     c = cluster_factory(3)
-    ctl = _controller(zk_client)
+    ctl = controller_id(zk_client)
     y, z = [i for i in (1, 2, 3) if i != ctl]
     topic = f"fo-{uuid.uuid4().hex[:6]}"
     _create_assigned(c.brokers[y].bootstrap, topic, [[y, ctl]])
@@ -375,14 +371,14 @@ def test_new_controller_finishes_a_move_and_a_restarted_old_replica_drops_its_lo
         c.brokers[ctl].kill9()
     finally:
         _resume(c.brokers[z])
-    wait_for(lambda: zk_client.exists("/controller") and _controller(zk_client) != ctl,
+    wait_for(lambda: controller_id(zk_client) not in (None, ctl),
              timeout=SESSION_MS / 1000 + 20, what="a new controller")
     wait_for(lambda: _assignment(zk_client, topic)["partitions"] == {"0": [y, z]}, timeout=30,
              what="the new controller to finish the move")
     a = _assignment(zk_client, topic)
     assert (a["adding_replicas"], a["removing_replicas"]) == ({}, {})
     assert sorted(_state(zk_client, topic)["isr"]) == sorted([y, z])
-    resp = call(c.brokers[_controller(zk_client)].port, 46, 0, {"timeout": 5000, "topics": None})
+    resp = call(c.brokers[controller_id(zk_client)].port, 46, 0, {"timeout": 5000, "topics": None})
     assert (int(resp.error_code), resp.topics) == (0, ())
     assert _dirs(c.brokers[ctl], topic) == {0}          # (killed before it could act)
     c.brokers[ctl].start()
