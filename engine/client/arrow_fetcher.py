@@ -96,6 +96,17 @@ class _Fetcher(threading.Thread):
     def run(self) -> None:
         try:
             self._loop()
+        except Exception as e:  # noqa: BLE001 - a fetcher never dies silently, leaving its partitions unread
+            sh = self.shared
+            with sh.cond:
+                if sh.threads.get(self.node) is self:
+                    del sh.threads[self.node]
+                for tp in [tp for tp, n in sh.leaders.items() if n == self.node]:
+                    del sh.leaders[tp]              # looked up again, and a new thread started for them
+                if sh.next and not sh.threads:
+                    sh._ensure(-1)
+                gen = sh.gen
+            sh.out.put((gen, None, None, e, None))  # raised from poll_arrow
         finally:
             self.client.close()
 
@@ -225,6 +236,8 @@ class _Fetcher(threading.Thread):
             with sh.cond:
                 if sh.gen != gen:
                     return moved
+                if sh.next.get(tp) != off:
+                    continue    # another fetcher (a leader that moved) got there first: one chain of positions
                 sh.next[tp] = nxt
             sh.out.put((gen, tp, off, batch, nxt))
         return moved

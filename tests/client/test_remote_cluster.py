@@ -348,8 +348,12 @@ def test_group_of_arrow_consumers_survives_its_coordinators_loss(ha):
             try:
                 m.subscribe([topic])
                 while not stop.is_set():
+                    f = m._fetcher           # its fetchers' view, for a timeout's message
                     state[threading.get_ident()] = (
-                        f"assigned {sorted(tp.partition for tp in m.assignment())} at {time.monotonic():.1f}")
+                        f"assigned {sorted(tp.partition for tp in m.assignment())} at {time.monotonic():.1f}, "
+                        f"fetching {({tp.partition: o for tp, o in f.next.items()})} from "
+                        f"{({tp.partition: n for tp, n in f.leaders.items()})}, threads "
+                        f"{({n: t.is_alive() for n, t in list(f.threads.items())})}")
                     got = []
                     for b in m.poll_arrow(max_records=200, timeout_ms=100):
                         got.extend(zip(b.column("partition").to_pylist(), b.column("offset").to_pylist(), strict=True))

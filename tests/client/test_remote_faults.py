@@ -50,6 +50,36 @@ def test_a_broken_fetch_answer_is_retried_without_a_wrong_row(proxied, mode):
     assert time.monotonic() - t0 < 25
 
 
+def test_a_fetcher_thread_hit_by_an_unexpected_error_raises_it_once_and_reading_goes_on(proxied, monkeypatch):
+    """A fetcher thread that meets an error no handler expected (a bug, here injected) does not
+    die silently leaving its partitions unread: poll_arrow raises it once, a new thread takes the
+    partition, and the rows come without gap or duplicate."""
+    from engine.client.wire import WireClient
+    srv, proxy = proxied
+    _fill(proxy.address, "t")
+    real, fired = WireClient.fetch_many, []
+
+    def once(self, *a, **kw):
+        if not fired:
+            fired.append(1)
+            raise RuntimeError("injected")
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(WireClient, "fetch_many", once)
+    with engine.connect(proxy.address) as eng:
+        c = eng.consumer(**{"auto.offset.reset": "earliest"})
+        c.assign([("t", 0)])
+        with pytest.raises(RuntimeError, match="injected"):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                assert c.poll_arrow(timeout_ms=200) == []
+        got, deadline = [], time.monotonic() + 20
+        while sum(b.num_rows for b in got) < 300 and time.monotonic() < deadline:
+            got += c.poll_arrow(timeout_ms=200)
+        c.close()
+    assert pa.Table.from_batches(got).column("offset").to_pylist() == list(range(300))
+
+
 @pytest.mark.parametrize("mode", ["garbage", "stall", "close"])
 def test_a_broker_that_keeps_failing_fetches_is_a_typed_error_in_time(proxied, mode):
     srv, proxy = proxied
