@@ -42,7 +42,8 @@ class Issued:
         return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in self.chain)
 
 
-def _issue(subject: x509.Name, key, issuer: Issued | None, *, ca: bool = False, sans=None, client=False) -> Issued:
+def _issue(subject: x509.Name, key, issuer: Issued | None, *, ca: bool = False, sans=None, client=False,
+           server_and_client: bool = False) -> Issued:
     now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder().subject_name(subject)
                .issuer_name(issuer.cert.subject if issuer else subject)
@@ -54,8 +55,9 @@ def _issue(subject: x509.Name, key, issuer: Issued | None, *, ca: bool = False, 
         builder = builder.add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
                                         critical=True)
     else:
-        usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server_and_client
+                  else [ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH])
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -110,3 +112,19 @@ def make_pki(root: str) -> Pki:
         with open(pki.path(name), "wb") as f:
             f.write(data)
     return pki
+
+
+def issue_pem(pki: Pki, name: str, cn: str, *, broker: bool = False) -> str:
+    """One more certificate signed by ``pki``'s CA (``CN=<cn>,O=acme,C=US``, an EC key), written
+    as ``<name>.pem`` (key + chain) under its root; returns the path.  ``broker``: a broker's
+    certificate, for localhost / 127.0.0.1 and usable both ways (serverAuth and clientAuth): its
+    listeners serve it and, over an SSL inter-broker listener, it is the broker's client
+    certificate to the others (a serverAuth-only one is refused by a peer that requires one)."""
+    sans = ([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            if broker else None)
+    issued = _issue(_name(C="US", O="acme", CN=cn), ec.generate_private_key(ec.SECP256R1()), pki.ca,
+                    sans=sans, client=not broker, server_and_client=broker)
+    path = pki.path(f"{name}.pem")
+    with open(path, "wb") as f:
+        f.write(issued.key_pem() + issued.chain_pem())
+    return path
