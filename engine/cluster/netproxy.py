@@ -12,6 +12,10 @@ switches the link at runtime.
     proxy.set("pass")                         # heal
     proxy.close()
 
+    kproxy = LinkProxy("127.0.0.1", broker_port, kafka=True).start()   # in front of a broker
+    kproxy.rule("replica-2", "blackhole")     # only connections whose client id starts so
+    kproxy.rule("replica-2", None)            # that rule gone; kproxy.clear_rules(): all gone
+
 Modes:
 
 * ``pass``: bytes forwarded both ways as they come.
@@ -24,6 +28,15 @@ Modes:
   every new one is accepted and reset at once (the client sees ECONNRESET).
 * ``delay``: each chunk is forwarded ``delay_ms`` after it was read, each way (latency without
   a throughput limit: chunks are queued with their due time).
+
+Per client (``kafka=True``, a proxy in front of a Kafka listener speaking PLAINTEXT): the first
+request header a connection sends names its ``client_id`` (brokers' replica fetchers send
+``replica-<id>``, their inter-broker requests ``broker-<id>-inter-broker``; a test's clients set
+``client.id``); :meth:`LinkProxy.rule` gives the connections whose client id starts with a prefix
+their own mode, the longest matching prefix winning, the proxy's mode for the rest and for a
+connection not yet identified (one that has sent nothing, as the brokers' liveness watch).  A
+connection is identified before its first bytes are forwarded, so a rule in force when it opens
+holds its very first request.
 
 One asyncio loop in one daemon thread serves every connection of the proxy; :meth:`set` returns
 once the mode is in effect (a ``reset`` has closed what was open).
@@ -54,6 +67,20 @@ def _rst(writer: asyncio.StreamWriter | None) -> None:
     writer.transport.abort()
 
 
+def _client_id(head: bytes) -> str | None:
+    """The client_id of a Kafka request header at the start of `head` (size, api_key,
+    api_version, correlation_id, client_id as a nullable int16-length string); None while
+    `head` is too short to tell, "" for a null id or bytes that are not a request header."""
+    if len(head) < 14:
+        return None
+    size, n = struct.unpack_from(">i", head, 0)[0], struct.unpack_from(">h", head, 12)[0]
+    if size < 10 or n < 0:
+        return ""
+    if len(head) < 14 + n:
+        return None if size >= 10 + n else ""
+    return head[14:14 + n].decode("utf-8", "replace")
+
+
 class _Link:
     """One client connection and (once the link lets it through) its connection to the target."""
 
@@ -62,14 +89,28 @@ class _Link:
         self.c_reader, self.c_writer = reader, writer
         self.t_writer: asyncio.StreamWriter | None = None
         self.tasks: list[asyncio.Task] = []
+        self.client_id: str | None = None          # (kafka proxies) once its first header came
+        self.open = asyncio.Event()                # this link's pass/blackhole switch
+        self.mode, self.delay_ms = "pass", 0
+        self.apply()
+
+    def apply(self) -> None:
+        """Take the mode the proxy gives this link now (its rule, else the proxy's)."""
+        self.mode, self.delay_ms = self.proxy._mode_for(self.client_id)
+        if self.mode == "blackhole":
+            self.open.clear()
+        else:
+            self.open.set()
+        if self.mode == "reset":
+            self.reset()
 
     async def run(self) -> None:
         p = self.proxy
         to_target: asyncio.Queue = asyncio.Queue()
         # the client's bytes are read (and held) even before the target connection exists, so a
         # client that gives up during a blackhole is seen to have gone
-        self.tasks.append(asyncio.create_task(self._read(self.c_reader, to_target)))
-        await p._open.wait()
+        self.tasks.append(asyncio.create_task(self._read(self.c_reader, to_target, identify=p.kafka)))
+        await self.open.wait()
         if self.tasks[0].done():
             return                                 # (the client left before the link healed)
         try:
@@ -77,7 +118,7 @@ class _Link:
         except OSError:
             _rst(self.c_writer)
             return
-        if p.mode == "reset":                      # (reset while connecting)
+        if self.mode == "reset":                   # (reset while connecting)
             self.reset()
             return
         to_client: asyncio.Queue = asyncio.Queue()
@@ -86,23 +127,29 @@ class _Link:
                        asyncio.create_task(self._write(to_client, self.c_writer))]
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
-    async def _read(self, reader: asyncio.StreamReader, q: asyncio.Queue) -> None:
+    async def _read(self, reader: asyncio.StreamReader, q: asyncio.Queue, identify: bool = False) -> None:
+        head = b""
         try:
             while data := await reader.read(65536):
-                q.put_nowait((time.monotonic() + self.proxy.delay_ms / 1000.0, data))
+                if identify and self.client_id is None:
+                    head += data
+                    if (cid := _client_id(head)) is None:
+                        continue                   # (not enough of the header yet)
+                    self.client_id, data, head = cid, head, b""
+                    self.apply()                   # its rule, before its first bytes go on
+                q.put_nowait((time.monotonic() + self.delay_ms / 1000.0, data))
         except OSError:
             pass
         q.put_nowait((0.0, b""))                   # end of stream
 
     async def _write(self, q: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
-        p = self.proxy
         try:
             while True:
                 due, data = await q.get()
-                await p._open.wait()
+                await self.open.wait()
                 if (wait := due - time.monotonic()) > 0:
                     await asyncio.sleep(wait)
-                await p._open.wait()               # (a blackhole may have begun meanwhile)
+                await self.open.wait()             # (a blackhole may have begun meanwhile)
                 if not data:
                     if writer.can_write_eof():
                         writer.write_eof()
@@ -121,19 +168,22 @@ class _Link:
 
 class LinkProxy:
     """A TCP proxy from ``127.0.0.1:<port>`` to ``target_host:target_port``, switchable between
-    ``pass``, ``blackhole``, ``reset`` and ``delay`` (see the module's text)."""
+    ``pass``, ``blackhole``, ``reset`` and ``delay`` (see the module's text); with ``kafka=True``
+    also per client id (:meth:`rule`)."""
 
-    def __init__(self, target_host: str, target_port: int, listen_host: str = "127.0.0.1"):
+    def __init__(self, target_host: str, target_port: int, listen_host: str = "127.0.0.1",
+                 kafka: bool = False):
         self.target_host, self.target_port = target_host, target_port
         self.listen_host = listen_host
+        self.kafka = kafka
         self.port = 0
         self.mode = "pass"
         self.delay_ms = 0
+        self.rules: dict[str, tuple[str, int]] = {}     # client id prefix -> (mode, delay_ms)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._links: set[_Link] = set()
-        self._open: asyncio.Event
 
     def start(self) -> LinkProxy:
         ready = threading.Event()
@@ -160,17 +210,21 @@ class LinkProxy:
             raise failed[0]
         return self
 
+    def _mode_for(self, client_id: str | None) -> tuple[str, int]:
+        if client_id is not None:
+            hits = [pre for pre in self.rules if client_id.startswith(pre)]
+            if hits:
+                return self.rules[max(hits, key=len)]
+        return self.mode, self.delay_ms
+
     async def _listen(self) -> None:
-        self._open = asyncio.Event()
-        self._open.set()
         self._server = await asyncio.start_server(self._accept, self.listen_host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _accept(self, reader, writer) -> None:
-        if self.mode == "reset":
-            _rst(writer)
-            return
         link = _Link(self, reader, writer)
+        if link.mode == "reset":                   # (reset at once: the client sees ECONNRESET)
+            return
         self._links.add(link)
         try:
             await link.run()
@@ -180,27 +234,53 @@ class LinkProxy:
                 if w is not None and not w.transport.is_closing():
                     w.close()
 
-    def set(self, mode: str, delay_ms: int = 0) -> None:
-        """Switch the link to `mode` (one of :data:`MODES`); `delay_ms` is for ``delay``.
-        Returns when the mode is in effect."""
+    @staticmethod
+    def _check(mode: str, delay_ms: int) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown link mode {mode!r} (one of {', '.join(MODES)})")
         if mode == "delay" and delay_ms <= 0:
             raise ValueError("delay needs delay_ms > 0")
+
+    def _apply(self, change) -> None:
+        """Run `change` on the proxy's loop, then give every open link its mode."""
         if self._loop is None:
-            raise RuntimeError("LinkProxy.set before start()")
+            raise RuntimeError("LinkProxy used before start()")
 
         async def apply() -> None:
+            change()
+            for link in list(self._links):
+                link.apply()
+        asyncio.run_coroutine_threadsafe(apply(), self._loop).result(10)
+
+    def set(self, mode: str, delay_ms: int = 0) -> None:
+        """Switch the link to `mode` (one of :data:`MODES`); `delay_ms` is for ``delay``.
+        Connections a :meth:`rule` matches keep theirs.  Returns when the mode is in effect."""
+        self._check(mode, delay_ms)
+
+        def change() -> None:
             self.mode = mode
             self.delay_ms = delay_ms if mode == "delay" else 0
-            if mode == "blackhole":
-                self._open.clear()
+        self._apply(change)
+
+    def rule(self, client_id_prefix: str, mode: str | None, delay_ms: int = 0) -> None:
+        """Connections whose client id starts with `client_id_prefix` get `mode` (None: the
+        rule goes, they follow the proxy's mode again).  Needs ``kafka=True``.  Returns when
+        the rule is in effect on the open connections."""
+        if not self.kafka:
+            raise ValueError("client id rules need a LinkProxy made with kafka=True")
+        if mode is not None:
+            self._check(mode, delay_ms)
+
+        def change() -> None:
+            if mode is None:
+                self.rules.pop(client_id_prefix, None)
             else:
-                self._open.set()
-            if mode == "reset":
-                for link in list(self._links):
-                    link.reset()
-        asyncio.run_coroutine_threadsafe(apply(), self._loop).result(10)
+                self.rules[client_id_prefix] = (mode, delay_ms if mode == "delay" else 0)
+        self._apply(change)
+
+    def clear_rules(self) -> None:
+        """Every client id rule gone."""
+        self._apply(self.rules.clear)
 
     def close(self) -> None:
         """Stop listening and reset every connection."""

@@ -161,3 +161,54 @@ def test_bad_modes_refused(link):
         proxy.set("drop-everything")
     with pytest.raises(ValueError):
         proxy.set("delay")
+
+
+def _request(client_id: bytes, body: bytes = b"") -> bytes:
+    """A Kafka request frame: size, api_key 18 (ApiVersions), version 0, correlation id 1,
+    the client id (int16 length), then `body`."""
+    import struct
+    head = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id + body
+    return struct.pack(">i", len(head)) + head
+
+
+def test_rules_by_client_id_cut_only_that_client():
+    echo = Echo()
+    proxy = LinkProxy("127.0.0.1", echo.port, kafka=True).start()
+    try:
+        fetcher, client = _conn(proxy), _conn(proxy)
+        assert _roundtrip(fetcher, _request(b"replica-2")) == _request(b"replica-2")
+        proxy.rule("replica-2", "blackhole")
+        proxy.rule("replica-", "reset")               # the longest prefix wins for replica-2
+        req = _request(b"rdkafka", b"x" * 10)
+        client.sendall(req[:9])                       # a header split over two sends: passes
+        time.sleep(0.05)
+        client.sendall(req[9:])
+        got = b""
+        while len(got) < len(req):
+            got += client.recv(100)
+        assert got == req
+        fetcher.sendall(b"held")
+        fetcher.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            fetcher.recv(100)
+        # a connection opened under the rule is held from its very first request
+        late = _conn(proxy)
+        late.sendall(_request(b"replica-2"))
+        late.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            late.recv(100)
+        other = _conn(proxy)                          # replica-3: the shorter rule, reset
+        with pytest.raises((ConnectionResetError, BrokenPipeError)):
+            other.sendall(_request(b"replica-3"))
+            other.recv(100)
+        proxy.rule("replica-", None)
+        proxy.clear_rules()
+        fetcher.settimeout(5.0)
+        assert fetcher.recv(100) == b"held"
+        late.settimeout(5.0)
+        assert late.recv(100) == _request(b"replica-2")
+        with pytest.raises(ValueError):
+            LinkProxy("127.0.0.1", echo.port).rule("x", "pass")
+    finally:
+        proxy.close()
+        echo.close()
