@@ -17,8 +17,12 @@ Interface (duck-typed; :class:`ClusterView` documents it):
   node leads without being told, made leader on first use by the replica manager's
   ``become_leader`` (the single-node view: every partition of the data directory; a node alone
   is a cluster of one); None where leadership comes from ``become_leader`` calls (a cluster).
-- ``brokers() -> {id: (host, port, rack)}`` -- live brokers.  ``host``/``port`` of this node may
-  be None: the handlers then answer the address the client connected to (the advertised one).
+- ``brokers() -> {id: (host, port, rack)}`` -- live brokers at the address brokers reach each
+  other on (the inter-broker listener's).  ``host``/``port`` of this node may be None: the
+  handlers then answer the address the client connected to (the advertised one).
+- ``listener_brokers(listener) -> {id: (host, port, rack)}`` -- the live brokers that advertise
+  listener ``listener``, at that listener's address: what a client whose request came in on it
+  is told (Kafka answers per listener name).  By default ``brokers()`` (one address per broker).
 - ``partition_state(topic, partition) -> (leader, leader_epoch, replicas, isr)`` -- raises
   ``UnknownTopicOrPartitionError`` when the partition does not exist.
 - ``partition_count(topic) -> int | None`` -- None when the view does not know the topic.
@@ -47,6 +51,9 @@ class ClusterView:
 
     def brokers(self) -> dict[int, tuple[str | None, int | None, str | None]]:
         raise NotImplementedError
+
+    def listener_brokers(self, listener: str) -> dict[int, tuple[str | None, int | None, str | None]]:
+        return self.brokers()
 
     def partition_state(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
         raise NotImplementedError

@@ -253,7 +253,7 @@ class AdminHandlers:
             entry["is_internal"] = name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
             end = min(meta.partitions, start + remaining)
             for p in range(start, end):
-                entry["partitions"].append(self._partition(name, p))
+                entry["partitions"].append(self._partition(name, p, conn))
             remaining -= max(0, end - start)
             if end < meta.partitions:
                 next_cursor = {"topic_name": name, "partition_index": end}
@@ -261,8 +261,8 @@ class AdminHandlers:
         return [m.encode(m.ApiKey.DESCRIBE_TOPIC_PARTITIONS, v, {
             "throttle_time": 0, "topics": topics + refused, "next_cursor": next_cursor})]
 
-    def _partition(self, name: str, p: int) -> dict:
-        return partition_entry(self.handlers.view, name, p, describe=True)
+    def _partition(self, name: str, p: int, conn) -> dict:
+        return partition_entry(self.handlers.view, name, p, describe=True, conn=conn)
 
     # -- ElectLeaders (43) --------------------------------------------------------------
     async def elect_leaders(self, header, body, conn):

@@ -51,12 +51,34 @@ def _record_error(res: dict, e: BaseException, what: str, *args, message: bool =
         res["error_message"] = str(e)[:300]
 
 
-def partition_entry(view, topic: str, p: int, *, describe: bool = False) -> dict:
-    """A partition of a Metadata (or, `describe`, DescribeTopicPartitions) answer, from the view."""
+def client_listener(conn) -> str | None:
+    """The name of the listener the connection came in on (None: a connection without one)."""
+    listener = getattr(conn, "listener", None)
+    return listener.name if listener is not None else None
+
+
+def client_brokers(view, conn) -> dict[int, tuple[str | None, int | None, str | None]]:
+    """The live brokers as a client on `conn` reaches them: at the addresses of the listener its
+    request came in on, brokers without that listener left out (Kafka's
+    ``getAliveBrokerNodes(request.context.listenerName)``)."""
+    listener = client_listener(conn)
+    return view.brokers() if listener is None else view.listener_brokers(listener)
+
+
+def partition_entry(view, topic: str, p: int, *, describe: bool = False, conn=None,
+                    listener_not_found: bool = True) -> dict:
+    """A partition of a Metadata (or, `describe`, DescribeTopicPartitions) answer, from the view.
+    A live leader without an endpoint on `conn`'s listener: LISTENER_NOT_FOUND, or, when not
+    `listener_not_found` (Metadata before v6), LEADER_NOT_AVAILABLE -- Kafka's MetadataCache."""
     try:
         leader, epoch, replicas, isr = view.partition_state(topic, p)
         live = view.brokers()
-        error = ErrorCode.NONE if leader in live else ErrorCode.LEADER_NOT_AVAILABLE
+        if leader not in live:
+            error = ErrorCode.LEADER_NOT_AVAILABLE
+        elif conn is not None and leader not in client_brokers(view, conn):
+            error = ErrorCode.LISTENER_NOT_FOUND if listener_not_found else ErrorCode.LEADER_NOT_AVAILABLE
+        else:
+            error = ErrorCode.NONE
         res = {"error_code": error, "partition_index": p, "leader_id": leader if error == 0 else -1,
                "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                "offline_replicas": [r for r in replicas if r not in live]}
@@ -70,18 +92,21 @@ def partition_entry(view, topic: str, p: int, *, describe: bool = False) -> dict
 
 
 def broker_entries(view, conn, id_key: str = "node_id") -> list[dict]:
-    """The live brokers of the view as Metadata lists them; this node's address is the one the
-    client connected to (the advertised one) when the view has none for it."""
+    """The live brokers of the view as Metadata lists them, at the addresses of the listener the
+    request came in on (:func:`client_brokers`); this node's address is the one the client
+    connected to (the advertised one) when the view has none for it."""
     host, port = conn.advertised_address()
     out = []
     # cut off from ZooKeeper (a cluster view's ``fenced``), this broker leaves itself out: its
     # view is stale, and a client connected only here then asks the others for the new leader
     fenced = getattr(view, "fenced", False)
-    for node, (h, p, rack) in sorted(view.brokers().items()):
+    for node, (h, p, rack) in sorted(client_brokers(view, conn).items()):
         if fenced and node == view.node_id:
             continue
         if node == view.node_id and h is None:
             h, p = host, port
+        if h is None:                 # (alive, but no address to give)
+            continue
         out.append({id_key: node, "host": h, "port": p, "rack": rack})
     return out
 

@@ -46,7 +46,7 @@ from ..errors import ErrorCode
 from ..protocol import messages as m
 from . import authz
 from .access import AclOperation, ResourceType
-from .common import coordinator_bound_s
+from .common import client_brokers, coordinator_bound_s
 from .txn_handlers import call, coordinator
 
 __all__ = ["GroupHandlers"]
@@ -135,7 +135,9 @@ class GroupHandlers:
                 # the leader of the key's internal-topic partition coordinates it
                 coord = coordinator(self.node, "transaction" if key_type == 1 else "group")
                 node = coord.coordinator_node(key) if coord is not None else -1
-                addr = self.handlers.view.brokers().get(node)
+                # at the address of the listener the request came in on (Kafka: none there,
+                # COORDINATOR_NOT_AVAILABLE)
+                addr = client_brokers(self.handlers.view, conn).get(node)
                 if addr is None:
                     code, ok = ErrorCode.COORDINATOR_NOT_AVAILABLE, False
                     message = "the coordinator is not available"

@@ -171,7 +171,9 @@ class Handlers:
                     if deadline is None:
                         deadline = asyncio.get_running_loop().time() + zookeeper_bound_s(node)
                     meta = await self._auto_create(name, deadline)
-                parts = [partition_entry(self.view, name, p) for p in range(meta.partitions)]
+                # (a leader without this request's listener: LISTENER_NOT_FOUND from v6, as Kafka)
+                parts = [partition_entry(self.view, name, p, conn=conn, listener_not_found=v >= 6)
+                         for p in range(meta.partitions)]
                 topics.append({"error_code": 0, "name": name, "topic_id": _topic_uuid(meta.topic_id),
                                "is_internal": internal, "partitions": parts,
                                "topic_authorized_operations": access.operations(
