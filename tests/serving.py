@@ -199,11 +199,12 @@ def find_zookeeper() -> tuple[str | None, str]:
 
 class ZooKeeperProcess:
     """A standalone ZooKeeper on a free 127.0.0.1 port with its own data dir (Debian's package,
-    engine/cluster/zkserver.py); ``start()`` returns once it answers ``ruok``."""
+    engine/cluster/zkserver.py); ``start()`` returns once it answers ``ruok``.  ``settings`` (zoo.cfg
+    lines) and ``jvm_args`` go to ZooKeeperServer (e.g. SASL required: tests/cluster/test_zk_sasl.py)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, *, settings=None, jvm_args=()):
         from engine.cluster.zkserver import ZooKeeperServer
-        self.server = ZooKeeperServer(str(directory))
+        self.server = ZooKeeperServer(str(directory), settings=settings, jvm_args=jvm_args)
         self.connect = self.server.connect
 
     def start(self) -> ZooKeeperProcess:

@@ -11,6 +11,13 @@ Runs ``java org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg`` with the p
 (``/usr/share/java/zookeeper.jar`` and its two dependencies); ``find_zookeeper()`` says why not
 when the package or Java is missing (``apt-get install zookeeper``).  The server listens on
 127.0.0.1 only, keeps its data in ``<directory>/zk-data`` and logs to ``<directory>/zookeeper.log``.
+
+``settings`` adds ``zoo.cfg`` lines and ``jvm_args`` JVM options, e.g. a ZooKeeper that requires
+SASL (its JAAS file's ``Server`` section lists the users)::
+
+    ZooKeeperServer(d, settings={"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+                                 "enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"},
+                    jvm_args=["-Djava.security.auth.login.config=/path/zk_jaas.conf"])
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 
 __all__ = ["ZooKeeperServer", "find_zookeeper"]
 
@@ -56,8 +64,11 @@ def _ruok(port: int) -> bool:
 
 
 class ZooKeeperServer:
-    def __init__(self, directory: str, port: int = 0, tick_ms: int = 500):
+    def __init__(self, directory: str, port: int = 0, tick_ms: int = 500, *,
+                 settings: Mapping[str, str] | None = None, jvm_args: Sequence[str] = ()):
         self.dir = os.path.abspath(directory)
+        self.settings = dict(settings or {})
+        self.jvm_args = list(jvm_args)
         self.port = port or _free_port()
         self.tick_ms = tick_ms
         self.connect = f"127.0.0.1:{self.port}"
@@ -76,9 +87,10 @@ class ZooKeeperServer:
                     "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
                     f"minSessionTimeout={2 * self.tick_ms}\nmaxSessionTimeout=60000\n"
                     "4lw.commands.whitelist=ruok,srvr,stat\nmaxClientCnxns=0\n")
+            f.writelines(f"{k}={v}\n" for k, v in self.settings.items())
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
+            ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *self.jvm_args, "-cp", classpath,
              "org.apache.zookeeper.server.ZooKeeperServerMain", cfg],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
