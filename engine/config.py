@@ -145,6 +145,11 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "zookeeper.connect": ("", lambda k, v: str(v).strip()),
     "zookeeper.session.timeout.ms": (18000, _int(1)),
     "zookeeper.connection.timeout.ms": (18000, _int(1)),
+    # ZooKeeper security (engine/cluster/zk_auth.py): ACLs on the broker's znodes for its SASL
+    # principal; the JAAS file whose Client section holds that principal (Kafka takes it from
+    # -Djava.security.auth.login.config in KAFKA_OPTS, which is read too when this is "")
+    "zookeeper.set.acl": (False, _bool),
+    "java.security.auth.login.config": ("", lambda k, v: str(v).strip()),
     "broker.rack": ("", lambda k, v: str(v).strip()),        # "" = none (Kafka: null)
     "replica.lag.time.max.ms": (30000, _int(1)),
     # the replica fetcher (engine/replica/manager.py passes what the configuration set)

@@ -1,0 +1,175 @@
+"""How a broker authenticates to ZooKeeper and which ACLs its znodes get, as ZooKeeper-era Kafka.
+
+SASL: the ZooKeeper client logs in with the ``Client`` section (the JVM system property
+``zookeeper.sasl.clientconfig`` names another) of the JAAS file named by
+``java.security.auth.login.config`` -- the broker key of that name, else the
+``-Djava.security.auth.login.config=<path>`` in the ``KAFKA_OPTS`` environment variable, which
+is where Kafka's start scripts take it from.  That section holds ZooKeeper's
+``org.apache.zookeeper.server.auth.DigestLoginModule`` with ``username`` and ``password``:
+SASL DIGEST-MD5 (kazoo with pure-sasl); Kerberos (GSSAPI) is not supported.  A JAAS file
+without that section means no SASL, as Kafka (``JaasUtils.isZkSaslEnabled``); a section with
+``-Dzookeeper.sasl.client=false`` is Kafka's error.
+
+ACLs (``zookeeper.set.acl=true``, Kafka's ``ZkData.defaultAcls``): every znode the broker
+creates is ``CREATOR_ALL`` (all rights to the broker's SASL principal, ``sasl:<username>``,
+which all brokers of a cluster therefore share) plus world READ -- except the credentials and
+dynamic broker configs under :data:`SENSITIVE_ROOTS`, which only the principal can read, and
+the old consumers' ``/consumers``, which stays open.  Without it (the default) znodes are open
+(``world:anyone`` ALL).  ``zookeeper.set.acl=true`` without SASL credentials is refused at start:
+ZooKeeper would have no principal to give the rights to.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient, TransactionRequest
+from kazoo.exceptions import AuthFailedError, ZookeeperError
+from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+
+from ..errors import InvalidConfigError, JaasConfigError
+from ..security.jaas_file import read_jaas_section
+
+__all__ = ["DIGEST_LOGIN_MODULE", "SENSITIVE_ROOTS", "ZkClientSecurity", "SecuredKazooClient",
+           "java_system_properties", "znode_acl"]
+
+LOGIN_CONFIG = "java.security.auth.login.config"
+DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+# Kafka's ZkData.SensitiveRootPaths: SCRAM credentials and quotas of users, dynamic broker
+# configs (passwords among them), delegation tokens
+SENSITIVE_ROOTS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
+CONSUMERS = "/consumers"
+_SECURE_ACL = CREATOR_ALL_ACL + READ_ACL_UNSAFE
+
+
+def java_system_properties(kafka_opts: str | None) -> dict[str, str]:
+    """The ``-Dkey=value`` system properties of a ``KAFKA_OPTS`` value (``-Dkey`` alone: "")."""
+    props: dict[str, str] = {}
+    try:
+        words = shlex.split(kafka_opts or "")
+    except ValueError as e:
+        raise InvalidConfigError(f"KAFKA_OPTS: {e}") from None
+    for w in words:
+        if w.startswith("-D") and len(w) > 2:
+            key, _, value = w[2:].partition("=")
+            props[key] = value
+    return props
+
+
+def znode_acl(path: str, secure: bool) -> list:
+    """Kafka's ``ZkData.defaultAcls(isSecure, path)`` for a znode path (without the chroot)."""
+    if not secure or path == CONSUMERS:
+        return list(OPEN_ACL_UNSAFE)
+    if any(path.startswith(root) for root in SENSITIVE_ROOTS):
+        return list(CREATOR_ALL_ACL)
+    return list(_SECURE_ACL)
+
+
+@dataclass(frozen=True)
+class ZkClientSecurity:
+    """The broker's ZooKeeper client security: SASL DIGEST-MD5 credentials (None: none) and
+    whether its znodes get ACLs.  ``repr`` never shows the password."""
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    set_acl: bool = False
+    jaas_file: str | None = None          # where the credentials came from (for messages)
+    service: str = "zookeeper"            # -Dzookeeper.sasl.client.username
+
+    @property
+    def principal(self) -> str:
+        return f"sasl:{self.username}" if self.username else "(none: no SASL)"
+
+    @classmethod
+    def from_config(cls, cfg: Any, environ: Mapping[str, str] | None = None) -> ZkClientSecurity:
+        """From the broker's configuration (``java.security.auth.login.config``,
+        ``zookeeper.set.acl``) and ``KAFKA_OPTS``' ``-D`` system properties."""
+        env = os.environ if environ is None else environ
+        props = java_system_properties(env.get("KAFKA_OPTS"))
+        where = "broker key " + LOGIN_CONFIG
+        path = str(cfg[LOGIN_CONFIG] or "").strip()
+        if not path and props.get(LOGIN_CONFIG):
+            path, where = props[LOGIN_CONFIG], f"KAFKA_OPTS -D{LOGIN_CONFIG}"
+        set_acl = bool(cfg["zookeeper.set.acl"])
+        username = password = None
+        if path:
+            section = props.get("zookeeper.sasl.clientconfig") or "Client"
+            entries = read_jaas_section(path, section)
+            if entries:
+                if props.get("zookeeper.sasl.client", "true").strip().lower() == "false":
+                    raise InvalidConfigError(
+                        f"the JAAS file {path} ({where}) has a {section!r} section, but "
+                        "-Dzookeeper.sasl.client=false disables SASL in the ZooKeeper client")
+                entry = entries[0]
+                if entry.login_module != DIGEST_LOGIN_MODULE:
+                    raise JaasConfigError(
+                        f"JAAS file {path}, section {section!r}: login module {entry.login_module!r} "
+                        f"is not supported for ZooKeeper; use {DIGEST_LOGIN_MODULE} (SASL DIGEST-MD5)")
+                username, password = entry.options.get("username"), entry.options.get("password")
+                if not username or password is None:
+                    raise JaasConfigError(f"JAAS file {path}, section {section!r}: {DIGEST_LOGIN_MODULE} "
+                                          "needs username and password")
+        if set_acl and username is None:
+            raise InvalidConfigError(
+                "zookeeper.set.acl is true, but no SASL credentials for ZooKeeper were found: set "
+                f"{LOGIN_CONFIG} (broker key, or -D{LOGIN_CONFIG}=<path> in KAFKA_OPTS) to a JAAS "
+                f"file with a 'Client' section ({DIGEST_LOGIN_MODULE} username=... password=...)"
+                + (f"; {path} has none" if path else ""))
+        return cls(username, password, set_acl, path or None,
+                   props.get("zookeeper.sasl.client.username") or "zookeeper")
+
+    def kazoo_kwargs(self) -> dict[str, Any]:
+        if self.username is None:
+            return {}
+        return {"sasl_options": {"mechanism": "DIGEST-MD5", "username": self.username,
+                                 "password": self.password, "service": self.service}}
+
+
+class _SecureTransaction(TransactionRequest):
+    def create(self, path, value=b"", acl=None, ephemeral=False, sequence=False):
+        if acl is None:
+            acl = znode_acl(path, self.client.secure)
+        return super().create(path, value, acl, ephemeral, sequence)
+
+
+class SecuredKazooClient(KazooClient):
+    """A KazooClient whose creates without an explicit ACL get :func:`znode_acl` of their own
+    path -- parents made by ``makepath``/``ensure_path`` included -- and whose SASL failure is
+    kept (:attr:`sasl_failure`) and ends the session as AUTH_FAILED.
+
+    kazoo passes its module's ``OPEN_ACL_UNSAFE`` list itself down to ``_create_async_inner``
+    when no ACL was given (and the client has no ``default_acl``); that object is what is
+    replaced here, so an explicit ACL, even an open one, is kept.  ZooKeeper 3.6+ requiring SASL
+    answers a failed login with SESSIONCLOSEDREQUIRESASLAUTH, which kazoo 2.11's connection
+    thread does not catch (it dies, and the client never connects): it is raised as
+    AuthFailedError here, which kazoo handles (the session ends, calls fail at once)."""
+
+    def __init__(self, *args, secure: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.secure = secure
+        self.sasl_failure: str | None = None
+        conn = self._connection
+        inner = getattr(conn, "_authenticate_with_sasl", None)
+        if inner is not None:
+            def authenticate(host, timeout):
+                try:
+                    return inner(host, timeout)
+                except ZookeeperError as e:
+                    self.sasl_failure = f"{type(e).__name__}{': ' + str(e) if str(e) else ''}"
+                    if isinstance(e, AuthFailedError):
+                        raise
+                    raise AuthFailedError(self.sasl_failure) from e
+            conn._authenticate_with_sasl = authenticate
+
+    def _create_async_inner(self, path, value, acl, flags, trailing=False, include_data=False):
+        if acl is OPEN_ACL_UNSAFE:
+            acl = znode_acl(path, self.secure)
+        return super()._create_async_inner(path, value, acl, flags, trailing=trailing,
+                                           include_data=include_data)
+
+    def transaction(self):
+        return _SecureTransaction(self)
