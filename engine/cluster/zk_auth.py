@@ -23,19 +23,21 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kazoo import exceptions as kazoo_errors
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.exceptions import AuthFailedError, ZookeeperError
+from kazoo.exceptions import AuthFailedError, NoAuthError, ZookeeperError
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
-from ..errors import InvalidConfigError, JaasConfigError
+from ..errors import EngineError, InvalidConfigError, JaasConfigError
 from ..security.jaas_file import read_jaas_section
 
 __all__ = ["DIGEST_LOGIN_MODULE", "SENSITIVE_ROOTS", "ZkClientSecurity", "SecuredKazooClient",
-           "java_system_properties", "znode_acl"]
+           "ZooKeeperAuthError", "java_system_properties", "start_client", "znode_acl"]
 
 LOGIN_CONFIG = "java.security.auth.login.config"
 DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
@@ -44,6 +46,16 @@ DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
 SENSITIVE_ROOTS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
 CONSUMERS = "/consumers"
 _SECURE_ACL = CREATOR_ALL_ACL + READ_ACL_UNSAFE
+# what a refused login looks like to the first call (ZooKeeper 3.6+ requiring SASL:
+# SESSIONCLOSEDREQUIRESASLAUTH, which kazoo names since 2.8)
+_REFUSED: tuple[type[Exception], ...] = (AuthFailedError, NoAuthError) + tuple(
+    c for c in (getattr(kazoo_errors, "SessionClosedRequireSaslError", None),) if c is not None)
+
+
+class ZooKeeperAuthError(EngineError):
+    """ZooKeeper refused the broker's login (a wrong SASL password, an unknown user), or requires
+    SASL and the broker has none: the broker does not start.  The message names ZooKeeper and the
+    principal, never the password."""
 
 
 def java_system_properties(kafka_opts: str | None) -> dict[str, str]:
@@ -78,6 +90,7 @@ class ZkClientSecurity:
     password: str | None = field(default=None, repr=False)
     set_acl: bool = False
     jaas_file: str | None = None          # where the credentials came from (for messages)
+    section: str = "Client"               # -Dzookeeper.sasl.clientconfig
     service: str = "zookeeper"            # -Dzookeeper.sasl.client.username
 
     @property
@@ -96,8 +109,8 @@ class ZkClientSecurity:
             path, where = props[LOGIN_CONFIG], f"KAFKA_OPTS -D{LOGIN_CONFIG}"
         set_acl = bool(cfg["zookeeper.set.acl"])
         username = password = None
+        section = props.get("zookeeper.sasl.clientconfig") or "Client"
         if path:
-            section = props.get("zookeeper.sasl.clientconfig") or "Client"
             entries = read_jaas_section(path, section)
             if entries:
                 if props.get("zookeeper.sasl.client", "true").strip().lower() == "false":
@@ -119,8 +132,20 @@ class ZkClientSecurity:
                 f"{LOGIN_CONFIG} (broker key, or -D{LOGIN_CONFIG}=<path> in KAFKA_OPTS) to a JAAS "
                 f"file with a 'Client' section ({DIGEST_LOGIN_MODULE} username=... password=...)"
                 + (f"; {path} has none" if path else ""))
-        return cls(username, password, set_acl, path or None,
+        return cls(username, password, set_acl, path or None, section,
                    props.get("zookeeper.sasl.client.username") or "zookeeper")
+
+    def login_failed(self, connect: str, failure: str) -> str:
+        """The message of a start refused by ZooKeeper: `failure` is kazoo's error."""
+        if self.username is None:
+            return (f"ZooKeeper at {connect} requires SASL authentication ({failure}), and this broker "
+                    f"has no ZooKeeper credentials: set {LOGIN_CONFIG} (broker key, or "
+                    f"-D{LOGIN_CONFIG}=<path> in KAFKA_OPTS) to a JAAS file with a {self.section!r} "
+                    f"section ({DIGEST_LOGIN_MODULE} username=... password=...)")
+        return (f"ZooKeeper at {connect} refused the SASL DIGEST-MD5 login of principal "
+                f"{self.principal} ({failure}): check username and password in section "
+                f"{self.section!r} of the JAAS file {self.jaas_file} against the user_{self.username} "
+                "of ZooKeeper's Server section")
 
     def kazoo_kwargs(self) -> dict[str, Any]:
         if self.username is None:
@@ -173,3 +198,30 @@ class SecuredKazooClient(KazooClient):
 
     def transaction(self):
         return _SecureTransaction(self)
+
+
+def start_client(client: SecuredKazooClient, security: ZkClientSecurity, where: str, timeout_s: float) -> None:
+    """Start `client` and prove its login with one read, so a refused login fails the start at
+    once (:class:`ZooKeeperAuthError`) instead of leaving kazoo to retry for ever.  kazoo reports
+    a session as connected before its SASL exchange; a failed exchange ends it (AUTH_FAILED) and
+    calls then fail at once, and a ZooKeeper requiring SASL refuses the first call of a session
+    without it (SESSIONCLOSEDREQUIRESASLAUTH).  Not connected within `timeout_s`: kazoo's timeout
+    error (the client stopped and closed)."""
+    client.start_async()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not client.connected and client.sasl_failure is None:
+            if time.monotonic() >= deadline:
+                raise client.handler.timeout_exception(f"Connection time-out ({timeout_s:.0f} s)")
+            time.sleep(0.01)
+        try:
+            client.exists_async("/").get(timeout=max(1.0, deadline - time.monotonic()))
+        except Exception as e:
+            if client.sasl_failure is None and not isinstance(e, _REFUSED):
+                raise               # not a login matter (connection lost, no answer)
+            failure = client.sasl_failure or f"{type(e).__name__}{': ' + str(e) if str(e) else ''}"
+            raise ZooKeeperAuthError(security.login_failed(where, failure)) from None
+    except BaseException:
+        client.stop()
+        client.close()
+        raise
