@@ -34,22 +34,27 @@ def apply_serve_flags(args: argparse.Namespace, settings: dict) -> None:
         settings["zookeeper.connect"] = args.zookeeper
 
 
-def make_member(node, host: str):
+def make_member(node, host: str, inter_broker_listener: str = "PLAINTEXT"):
     """The cluster membership of `node` (engine/node.py) when ``zookeeper.connect`` is set (None
-    otherwise), not yet started: the node serves its view (``node.use_view(member.view)``)."""
+    otherwise), not yet started: the node serves its view (``node.use_view(member.view)``);
+    `host`: the inter-broker listener's advertised host, `inter_broker_listener` its name."""
     cfg = node.config
     if not cfg["zookeeper.connect"]:
         return None
     from .cluster.member import ClusterMember
     return ClusterMember(node, cfg["broker.id"], cfg["zookeeper.connect"], host, 0, cfg,
-                         rack=cfg["broker.rack"] or None)
+                         rack=cfg["broker.rack"] or None, inter_broker_listener=inter_broker_listener)
 
 
-def start_member(member, broker, node, port: int) -> None:
+def start_member(member, broker, node, port: int, endpoints=None) -> None:
     """Register (ClusterError when the id is taken), start the controller candidate and the
-    metadata watches, and let the watches drive the broker's replica manager."""
+    metadata watches, and let the watches drive the broker's replica manager.  `endpoints`:
+    every advertised listener, ``[(name, protocol, host, port)]`` (None: the inter-broker
+    listener alone, at `port`)."""
     from .cluster.local import ZkTopics
     member.port = port
+    if endpoints:
+        member.set_endpoints(endpoints)
     member.start()
     node.use_topics(ZkTopics(node, member))     # producer ids, topic configs, auto-create
     member.attach(broker.replicas)

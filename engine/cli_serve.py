@@ -171,12 +171,12 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             from .security.quotas import ClientQuotaStore
             quotas = ZkClientQuotas(ClientQuotaStore(eng.path))     # client quotas: the same
             listeners, lsettings = listeners_from_configs(settings, scram_credentials=scram)
-            # cluster mode registers the inter-broker listener's address (one endpoint per broker)
+            # cluster mode registers every advertised listener (engine/cluster/registration.py);
+            # the other brokers reach this one on the inter-broker listener's
             inter = next((li for li in listeners if li.name == lsettings.inter_broker_listener),
                          listeners[0])
-            adv_host, adv_port = inter.advertised_host, inter.advertised_port
-            host = inter.host or "0.0.0.0"
-            member = make_member(eng.node, adv_host or host)  # cluster mode: zookeeper.connect
+            member = make_member(eng.node, inter.advertised_host or inter.host or "0.0.0.0",
+                                 lsettings.inter_broker_listener)  # cluster mode: zookeeper.connect
             access = acl_store = None   # a node alone: the ACLs in its data directory (Broker's)
             if member is not None:      # the node serves the cluster's view, its coordinators join it
                 eng.node.use_view(member.view)
@@ -203,7 +203,8 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             try:
                 if member is not None:      # register, then serve (ClusterError: id taken)
                     await asyncio.get_running_loop().run_in_executor(
-                        None, start_member, member, broker, eng.node, adv_port or inter.port)
+                        None, start_member, member, broker, eng.node, inter.advertised_port or inter.port,
+                        _advertised_endpoints(listeners, lsettings))
                     started = member
                     await asyncio.get_running_loop().run_in_executor(None, scram.share, member.store)
                     await asyncio.get_running_loop().run_in_executor(None, quotas.share, member.store)
@@ -237,6 +238,15 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
 
     asyncio.run(run())
     return 0
+
+
+def _advertised_endpoints(listeners, lsettings) -> list[tuple[str, str, str, int]]:
+    """What cluster mode registers: ``[(name, protocol, host, port)]`` of every advertised broker
+    listener (``advertised.listeners``, else ``listeners``, as Kafka), at its advertised address
+    (the bound one where none is advertised; a wildcard host: the host's name)."""
+    names = {e.name for e in lsettings.advertised}
+    return [(li.name, li.security_protocol, li.advertised_host or li.host or "0.0.0.0",
+             li.advertised_port or li.port) for li in listeners if li.name in names]
 
 
 def _cluster_access(explicit):

@@ -4,7 +4,8 @@ A SIGKILLed (or crashed) process's sockets are closed by the kernel at once; its
 session, and so its ephemeral ``/brokers/ids/<id>``, lives on until ``zookeeper.session.timeout.ms``
 passes.  Every broker keeps one idle TCP connection to each registered peer (the address in the
 peer's registration) and watches it.  When one is closed (or a new one is refused), the peer is
-*suspected*; it is declared dead only when a fresh TCP connect to its registered address is
+*suspected*; it is declared dead only when a fresh TCP connect to its registered address (its
+inter-broker listener's endpoint in the registration, the one brokers reach each other on) is
 **refused** twice in a row (``PROBE_GAP_S`` apart).  Refused means the kernel answered for a port
 nobody listens on: the process is gone.  A paused (SIGSTOP) or partitioned broker does not close
 anything and its port does not refuse (the kernel still accepts, or nothing answers at all): it is
@@ -27,7 +28,6 @@ it led meanwhile.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import selectors
 import socket
@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from kazoo.exceptions import KazooException, NoNodeError
 
+from .registration import BrokerRegistration
 from .zk import BROKER_IDS, CONTROLLER, ZkStore
 
 __all__ = ["PeerLiveness", "probe"]
@@ -63,13 +64,15 @@ def probe(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> str:
 
 class PeerLiveness:
     """The watcher of one broker (`broker_id`): `peers()` gives the registered brokers
-    ``{id: (host, port, rack)}`` (the member's view); `reregister()` is called when this
-    broker's own registration disappears while its session lives on."""
+    ``{id: (host, port, rack)}`` at their `listener` (inter-broker) address (the member's view);
+    `reregister()` is called when this broker's own registration disappears while its session
+    lives on."""
 
     def __init__(self, store: ZkStore, broker_id: int,
-                 peers: Callable[[], dict[int, tuple[str, int, str | None]]],
-                 reregister: Callable[[], None] | None = None):
+                 peers: Callable[[], dict[int, tuple[str | None, int | None, str | None]]],
+                 reregister: Callable[[], None] | None = None, listener: str = "PLAINTEXT"):
         self.store = store
+        self.listener = listener
         self.broker_id = broker_id
         self._peers = peers
         self._reregister = reregister
@@ -148,7 +151,7 @@ class PeerLiveness:
                     self._check_own()
                 try:
                     peers = {b: (h, p) for b, (h, p, _r) in self._peers().items()
-                             if b != self.broker_id and h and p}
+                             if b != self.broker_id and h and p and p > 0}
                 except Exception:
                     peers = {}
                 for b in [b for b, (_s, addr) in conns.items() if peers.get(b) != addr]:
@@ -211,8 +214,12 @@ class PeerLiveness:
         path = f"{BROKER_IDS}/{b}"
         try:
             data, stat = self.store.bounded("get", path, timeout_s=PROBE_TIMEOUT_S * 4)
-            reg = json.loads(data)
-            host, port = reg["host"], int(reg["port"])
+            ep = BrokerRegistration.from_json(data).endpoint(self.listener)
+            if ep is None:
+                log.info("broker %d: peer %d %s, but it advertises no %s listener to probe: not declared "
+                         "dead (its ZooKeeper session is the bound)", self.broker_id, b, why, self.listener)
+                return False
+            host, port = ep
             for i in range(2):
                 if i:
                     time.sleep(PROBE_GAP_S)

@@ -3,7 +3,9 @@
 ::
 
     member = ClusterMember(node, broker_id=1, zookeeper="127.0.0.1:2181", host="127.0.0.1",
-                           port=9092, config=node.config)
+                           port=9092, config=node.config, inter_broker_listener="INTERNAL")
+    member.set_endpoints([("CLIENT", "PLAINTEXT", "127.0.0.1", 9092),   # every advertised listener
+                          ("INTERNAL", "SASL_SSL", "127.0.0.1", 9093)])
     member.start()                      # registers /brokers/ids/1 (ClusterError if taken)
     member.attach(replica_manager, loop)  # from now on state changes drive the replica manager
     member.view                         # the cluster view (engine/replica/view.py's interface)
@@ -26,6 +28,11 @@ controller can elect anyone else) this broker stops acting as leader: the view r
 leader for the partitions it led (Produce and Fetch answer NOT_LEADER_OR_FOLLOWER) and the
 replica manager is told it follows nobody.  On reconnection within the session it resumes from
 the znodes; after an expiry it registers again (a new session) and re-reads everything.
+
+Listeners: the registration holds every advertised listener (engine/cluster/registration.py).
+The view's ``brokers()`` gives each broker's inter-broker listener address (what fetchers, the
+coordinators' link and the liveness watcher connect to); ``listener_brokers(name)`` the
+addresses on listener ``name`` (what a client that came in on that listener is answered).
 """
 
 from __future__ import annotations
@@ -43,10 +50,11 @@ from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
-from ..replica.view import ClusterView
+from ..errors import KafkaStorageError
 from .controller import Controller
 from .liveness import PeerLiveness
+from .registration import BrokerRegistration
+from .view import ZkClusterView
 from .zk import (
     BROKER_IDS,
     CONFIG_TOPICS,
@@ -60,129 +68,24 @@ from .zk import (
     state_path,
 )
 
-__all__ = ["ClusterMember", "ZkClusterView"]
+__all__ = ["ClusterMember", "ZkClusterView"]      # (the view: engine/cluster/view.py)
 
 log = logging.getLogger("engine.cluster")
 
 _DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT}
 
 
-class ZkClusterView(ClusterView):
-    """The cluster view (engine/replica/view.py's interface) fed by ZooKeeper watches.
-
-    Besides the interface: ``topics() -> {name: (topic_id, partition count)}``, ``cluster_id``,
-    ``assignment(topic)`` and ``state(topic, p)`` (the cached :class:`PartitionState`)."""
-
-    local = False
-
-    def __init__(self, member: ClusterMember):
-        self._m = member
-        self.node_id = member.broker_id
-
-    @property
-    def cluster_id(self) -> str | None:
-        return self._m.cluster_id
-
-    def brokers(self) -> dict[int, tuple[str | None, int | None, str | None]]:
-        suspected = self._m.liveness.gone()         # (a peer whose process seems gone: not alive)
-        with self._m._lock:
-            return {b: v for b, v in self._m._brokers.items() if b not in suspected}
-
-    def controller_id(self) -> int:
-        return self._m._controller_id
-
-    @property
-    def fenced(self) -> bool:
-        """Cut off from ZooKeeper (session suspended or lost): this broker's view is stale."""
-        return self._m.fenced
-
-    def topics(self) -> dict[str, tuple[str, int]]:
-        with self._m._lock:
-            return {t: (a.topic_id, len(a.partitions)) for t, a in self._m._assignments.items()}
-
-    def assignment(self, topic: str) -> TopicAssignment | None:
-        with self._m._lock:
-            return self._m._assignments.get(topic)
-
-    def partition_count(self, topic: str) -> int | None:
-        a = self.assignment(topic)
-        return len(a.partitions) if a is not None else None
-
-    def state(self, topic: str, partition: int) -> PartitionState | None:
-        with self._m._lock:
-            return self._m._states.get((topic, partition))
-
-    def partition_state(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
-        m = self._m
-        with m._lock:
-            a = m._assignments.get(topic)
-            if a is None or partition not in a.partitions:
-                raise UnknownTopicOrPartitionError(f"unknown partition {topic}-{partition}")
-            replicas = list(a.partitions[partition])
-            st = m._states.get((topic, partition))
-            if st is None:
-                return -1, 0, replicas, []
-            leader = st.leader
-            if leader == self.node_id and m.fenced:
-                leader = -1
-            return leader, st.leader_epoch, replicas, list(st.isr)
-
-    def partition_epoch(self, topic: str, partition: int) -> int:
-        st = self.state(topic, partition)
-        return -1 if st is None else st.version
-
-    def alter_isr(self, topic: str, partition: int, new_isr: list[int], leader_epoch: int,
-                  partition_epoch: int) -> bool:
-        """The leader's ISR change: a write conditional on the znode version (the partition
-        epoch); refused when the leader epoch moved on or this broker is fenced."""
-        m = self._m
-        if m.fenced or m._stopping:
-            return False
-        try:
-            return self._alter_isr(topic, partition, new_isr, leader_epoch, partition_epoch)
-        except KazooException as e:          # connection lost or closed: the change did not happen
-            log.warning("broker %d: ISR change of %s-%d not written (ZooKeeper: %s)", self.node_id,
-                        topic, partition, type(e).__name__)
-            return False
-
-    def _alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch) -> bool:
-        m = self._m
-        st = m.store.partition_state(topic, partition)
-        if st is None or st.leader != self.node_id or st.leader_epoch != leader_epoch \
-                or st.version != partition_epoch:
-            return False
-        for b in set(new_isr) - set(st.isr):
-            # as KIP-841: the ISR grows only with brokers that are registered and not in a
-            # controlled shutdown (a stopping follower's last fetch must not bring it back)
-            if m.store.exists(f"{BROKER_IDS}/{b}") is None or \
-                    m.store.exists(f"{CONTROLLED_SHUTDOWN}/{b}") is not None:
-                log.info("broker %d: ISR of %s-%d may not take broker %d (offline or shutting down)",
-                         self.node_id, topic, partition, b)
-                return False
-        new = PartitionState(st.leader, st.leader_epoch, list(new_isr), st.controller_epoch, st.version)
-        version = m.store.update_partition_state(topic, partition, new)
-        if version is None:
-            return False
-        new.version = version
-        log.info("broker %d: ISR of %s-%d is now %s (partition epoch %d)", self.node_id, topic,
-                 partition, new.isr, version)
-        with m._lock:
-            cur = m._states.get((topic, partition))
-            if cur is None or cur.version < version:
-                m._states[(topic, partition)] = new
-        return True
-
-
 class ClusterMember:
     def __init__(self, node, broker_id: int, zookeeper: str, host: str, port: int, config=None,
-                 rack: str | None = None):
+                 rack: str | None = None, inter_broker_listener: str = "PLAINTEXT"):
         cfg = config if config is not None else node.config
-        if host in ("", "0.0.0.0", "::"):        # a wildcard listener registers the host's name
-            import socket
-            host = socket.getfqdn()
         self.node = node
         self.broker_id = broker_id
-        self.host, self.port, self.rack = host, port, rack
+        self.inter_broker_listener = inter_broker_listener.upper()
+        self.host, self.port, self.rack = _routable(host), port, rack
+        # every advertised listener: [(name, protocol, host, port)] (set_endpoints; until then
+        # the one inter-broker listener at host:port)
+        self._endpoints: list[tuple[str, str, str, int]] | None = None
         self.store = ZkStore(zookeeper, cfg["zookeeper.session.timeout.ms"],
                              cfg["zookeeper.connection.timeout.ms"] / 1000.0)
         self.controller = Controller(
@@ -192,10 +95,11 @@ class ClusterMember:
             imbalance_pct=cfg["leader.imbalance.per.broker.percentage"])
         self.cluster_id: str | None = None
         self.view = ZkClusterView(self)
-        self.liveness = PeerLiveness(self.store, broker_id, self._registered, self._reregister)
+        self.liveness = PeerLiveness(self.store, broker_id, self._registered, self._reregister,
+                                     listener=self.inter_broker_listener)
         self.fenced = False
         self._lock = threading.RLock()
-        self._brokers: dict[int, tuple[str, int, str | None]] = {}
+        self._brokers: dict[int, BrokerRegistration] = {}
         self._controller_id = -1
         self._assignments: dict[str, TopicAssignment] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
@@ -214,13 +118,31 @@ class ClusterMember:
         self._strays_checked = False
 
     # -- lifecycle -------------------------------------------------------------------
+    def set_endpoints(self, endpoints: list[tuple[str, str, str, int]]) -> None:
+        """Every advertised listener, ``[(name, security protocol, host, port)]``, registered
+        once started (a wildcard host registers the host's name, as Kafka's canonical host
+        name); ``host`` / ``port`` become the inter-broker listener's (ClusterError when the
+        list does not hold it)."""
+        eps = [(n.upper(), proto.upper(), _routable(h), int(p)) for n, proto, h, p in endpoints]
+        inter = next((e for e in eps if e[0] == self.inter_broker_listener), None)
+        if inter is None:
+            raise ClusterError(f"inter-broker listener {self.inter_broker_listener} is not among the "
+                               f"advertised listeners {', '.join(e[0] for e in eps)}")
+        self._endpoints = eps
+        self.host, self.port = inter[2], inter[3]
+
+    def registration(self) -> BrokerRegistration:
+        """What this broker writes to ``/brokers/ids/<id>``."""
+        eps = self._endpoints or [(self.inter_broker_listener, self.inter_broker_listener, self.host, self.port)]
+        return BrokerRegistration.of(eps, self.rack)
+
     def start(self) -> ClusterMember:
         self.store.start()
         try:
             self.cluster_id = self.store.cluster_id(self.node.cluster_id or _new_id())
             from .local import adopt_cluster_id
             adopt_cluster_id(self.node, self.cluster_id, self.broker_id)
-            self.store.register_broker(self.broker_id, self.host, self.port, self.rack)
+            self.store.register_broker(self.broker_id, self.registration())
         except BaseException:
             self.store.close()
             raise
@@ -326,6 +248,9 @@ class ClusterMember:
                 info = self.store.broker(int(b))
             except KazooException:
                 info = self._brokers.get(int(b))      # keep what we knew; the watch re-fires
+            except ValueError as e:                  # not Kafka's layout: not a broker we can use
+                log.error("broker %d: registration of broker %s unreadable: %s", self.broker_id, b, e)
+                info = None
             if info is not None:
                 brokers[int(b)] = info
         with self._lock:
@@ -557,7 +482,7 @@ class ClusterMember:
         if self._session_lost:
             self._session_lost = False
             try:
-                self.store.register_broker(self.broker_id, self.host, self.port, self.rack)
+                self.store.register_broker(self.broker_id, self.registration())
                 log.info("broker %d registered again after its ZooKeeper session expired", self.broker_id)
             except ClusterError as e:
                 log.error("%s", e)
@@ -570,15 +495,21 @@ class ClusterMember:
         for k in keys:
             self._apply(*k)
 
-    def _registered(self) -> dict[int, tuple[str, int, str | None]]:
+    def _registered(self) -> dict[int, tuple[str | None, int | None, str | None]]:
+        """Every registered broker at its inter-broker listener's address."""
         with self._lock:
-            return dict(self._brokers)
+            regs = dict(self._brokers)
+        out: dict[int, tuple[str | None, int | None, str | None]] = {}
+        for b, reg in regs.items():
+            ep = reg.endpoint(self.inter_broker_listener)
+            out[b] = (ep[0], ep[1], reg.rack) if ep is not None else (None, None, reg.rack)
+        return out
 
     def _reregister(self) -> None:
         """Our registration was deleted by another broker while our session lives (engine/cluster/
         liveness.py): register again, unless stopping or between sessions (``_resume`` does it)."""
         if not (self._stopping or self._shutting_down or self._session_lost) and self.store.client.connected:
-            self.store.register_broker(self.broker_id, self.host, self.port, self.rack)
+            self.store.register_broker(self.broker_id, self.registration())
 
     def _refresh_all(self) -> None:
         """Re-read every topic's assignment and state (after a new session)."""
@@ -593,6 +524,14 @@ class ClusterMember:
                 if st is not None:
                     with self._lock:
                         self._states[(t, p)] = st
+
+
+def _routable(host: str) -> str:
+    """A wildcard listener host registers the host's name (Kafka: its canonical host name)."""
+    if host in ("", "0.0.0.0", "::"):
+        import socket
+        return socket.getfqdn()
+    return host
 
 
 def _new_id() -> str:

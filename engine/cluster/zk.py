@@ -3,8 +3,12 @@
 ::
 
     /cluster/id                                   {"version":"1","id":"<22-char base64>"}
-    /brokers/ids/<id>                   ephemeral {"version":5,"host":..,"port":..,"endpoints":[..],
-                                                   "rack":..,"jmx_port":-1,"timestamp":"<ms>",..}
+    /brokers/ids/<id>                   ephemeral {"version":5,"host":..,"port":..,"endpoints":
+                                                   ["CLIENT://h:p","INTERNAL://h:p"],
+                                                   "listener_security_protocol_map":{..},"rack":..,
+                                                   "jmx_port":-1,"timestamp":"<ms>",..}
+                                                  (one endpoint per advertised listener:
+                                                   engine/cluster/registration.py)
     /brokers/topics/<t>                           {"version":3,"topic_id":"..","partitions":{"0":[1,2,3]},
                                                    "adding_replicas":{},"removing_replicas":{}}
                                                   (while partition 0 moves from [1,2] to [2,3]:
@@ -57,6 +61,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ..errors import EngineError, RequestTimedOutError
+from .registration import BrokerRegistration
 
 __all__ = ["PartitionState", "TopicAssignment", "ZkStore", "BadVersionError", "NodeExistsError",
            "NoNodeError", "ClusterError", "ZooKeeperTimeoutError", "answered_as_timeout"]
@@ -235,17 +240,14 @@ class ZkStore:
             return json.loads(data)["id"]
 
     # -- brokers -------------------------------------------------------------------
-    def register_broker(self, broker_id: int, host: str, port: int, rack: str | None) -> None:
-        reg = {"features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-               "endpoints": [f"PLAINTEXT://{host}:{port}"], "jmx_port": -1, "host": host,
-               "timestamp": _now_ms(), "port": port, "version": 5}
-        if rack:
-            reg["rack"] = rack
+    def register_broker(self, broker_id: int, reg: BrokerRegistration) -> None:
+        """Create the ephemeral ``/brokers/ids/<id>`` (ClusterError when another broker holds
+        the id; our own previous incarnation's, same endpoints, is waited out)."""
         path = f"{BROKER_IDS}/{broker_id}"
         deadline = time.monotonic() + self.session_timeout_s + 5.0
         while True:
             try:
-                self.bounded("create", path, _dumps(reg), ephemeral=True)
+                self.bounded("create", path, reg.to_json(), ephemeral=True)
                 return
             except NodeExistsError:
                 pass
@@ -255,29 +257,33 @@ class ZkStore:
                 continue
             if stat.ephemeralOwner == self.client.client_id[0]:
                 return          # ours already (a retried create after a lost answer)
-            other = json.loads(data)
-            if (other.get("host"), other.get("port")) == (host, port) and time.monotonic() < deadline:
+            try:
+                other = BrokerRegistration.from_json(data)
+            except ValueError:
+                other = BrokerRegistration({})
+            if other.endpoints == reg.endpoints and time.monotonic() < deadline:
                 # our own previous incarnation (killed, restarted at once): its session is
                 # about to expire; wait for that rather than refuse to start
                 time.sleep(0.2)
                 continue
             raise ClusterError(
                 f"broker id {broker_id} is already registered in ZooKeeper at {self.connect} by "
-                f"{other.get('host')}:{other.get('port')} (session 0x{stat.ephemeralOwner:x}); "
+                f"{other.describe() or data[:200]!r} (session 0x{stat.ephemeralOwner:x}); "
                 "give each broker its own broker.id") from None
 
     def broker_ids(self, watch=None) -> list[int]:
         return sorted(int(x) for x in self.bounded("get_children", BROKER_IDS, watch=watch))
 
-    def broker(self, broker_id: int) -> tuple[str, int, str | None] | None:
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        """The broker's registration (None when it is not registered); RegistrationError
+        (a ValueError) for one that is not Kafka's layout."""
         try:
             data, _ = self.bounded("get", f"{BROKER_IDS}/{broker_id}")
         except NoNodeError:
             return None
-        d = json.loads(data)
-        return d["host"], int(d["port"]), d.get("rack")
+        return BrokerRegistration.from_json(data)
 
-    def brokers(self) -> dict[int, tuple[str, int, str | None]]:
+    def brokers(self) -> dict[int, BrokerRegistration]:
         out = {}
         for b in self.broker_ids():
             info = self.broker(b)

@@ -1,9 +1,10 @@
 """Three brokers whose inter-broker listener is SASL_SSL with SCRAM-SHA-512 (a real ZooKeeper, real
-``python -m engine serve`` processes): each registers its SASL_SSL address, the followers replicate
-over it with the broker user's credential -- created in ZooKeeper's ``/config/users/broker`` before
-the brokers start, as Kafka's ``kafka-configs.sh --zookeeper ... --add-config SCRAM-SHA-512=...``
-did -- and confluent-kafka produces (acks=all, RF=3, min.insync.replicas=3: every follower must
-fetch) and consumes over SASL_SSL, as does engine.connect."""
+``python -m engine serve`` processes): each registers its PLAINTEXT and SASL_SSL addresses, the
+followers replicate over SASL_SSL with the broker user's credential -- created in ZooKeeper's
+``/config/users/broker`` before the brokers start, as Kafka's ``kafka-configs.sh --zookeeper ...
+--add-config SCRAM-SHA-512=...`` did -- and confluent-kafka produces (acks=all, RF=3,
+min.insync.replicas=3: every follower must fetch) and consumes over SASL_SSL, as does
+engine.connect."""
 
 from __future__ import annotations
 
@@ -59,10 +60,13 @@ def test_replication_and_clients_over_sasl_ssl(secured_cluster, zk_client):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     c = secured_cluster
-    # each broker registered its inter-broker (SASL_SSL) address: the only one the others know
+    # each broker registered both listeners (Kafka's layout: host/port are the PLAINTEXT one's);
+    # the others reach it at its inter-broker (SASL_SSL) address
     for i, b in c.brokers.items():
         reg, _ = zk_json(zk_client, f"/brokers/ids/{i}")
-        assert reg["port"] == _sasl_ssl_port(b), reg
+        assert reg["endpoints"] == [f"PLAINTEXT://127.0.0.1:{b.port}",
+                                    f"SASL_SSL://127.0.0.1:{_sasl_ssl_port(b)}"], reg
+        assert reg["port"] == b.port, reg
     auth = {"bootstrap.servers": c.sasl_ssl, "security.protocol": "SASL_SSL",
             "ssl.ca.location": c.pki.path("ca.pem"), "sasl.mechanism": MECH,
             "sasl.username": "alice", "sasl.password": "alice-secret"}

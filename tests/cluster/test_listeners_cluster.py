@@ -1,0 +1,166 @@
+"""A cluster whose clients and brokers use different listeners (a real ZooKeeper, three real
+``python -m engine serve`` processes): CLIENT (PLAINTEXT) for clients, INTERNAL (SASL_SSL with
+SCRAM-SHA-512) between brokers (``inter.broker.listener.name=INTERNAL``), as Kafka is usually run.
+
+Each broker registers both listeners in Kafka's layout; a request is answered with the addresses
+of the listener it came in on (Metadata, FindCoordinator: a group consumer on CLIENT works only
+if it is never sent to an INTERNAL port); the followers replicate over INTERNAL (acks=all with
+min.insync.replicas=3 needs all three); a leader without the request's listener is Kafka's
+LISTENER_NOT_FOUND.  One cluster for the module (~20 s to start)."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+import uuid
+
+import pytest
+
+from tests.cluster.conftest import Cluster, wait_for, zk_json
+from tests.cluster.test_inter_broker_sasl_ssl import BROKER_JAAS, MECH, _create_user
+from tests.security.certs import make_pki
+from tests.serving import ZooKeeperProcess, find_zookeeper
+
+
+def _internal_port(broker) -> int:
+    m = re.search(r"listener INTERNAL \(SASL_SSL\) on [\d.]+:(\d+)", broker.log_text())
+    assert m, broker.log_text()[-2000:]
+    return int(m.group(1))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cp, why = find_zookeeper()
+    if cp is None:
+        pytest.skip(why)
+    from kazoo.client import KazooClient
+    base = tmp_path_factory.mktemp("listeners")
+    zk = ZooKeeperProcess(base / "zookeeper").start()
+    zkc = KazooClient(zk.connect, timeout=20)
+    zkc.start(60)
+    c = None
+    try:
+        pki = make_pki(str(base))
+        _create_user(zkc, "broker", "broker-secret")
+        _create_user(zkc, "alice", "alice-secret")
+        c = Cluster(base, zk, 3,
+                    "--config", "listeners=CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+                    "--config", "listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
+                    "--config", "inter.broker.listener.name=INTERNAL",
+                    "--config", f"sasl.enabled.mechanisms={MECH}",
+                    "--config", f"sasl.mechanism.inter.broker.protocol={MECH}",
+                    "--config", f"listener.name.internal.{MECH.lower()}.sasl.jaas.config={BROKER_JAAS}",
+                    "--config", "ssl.keystore.type=PEM", "--config", f"ssl.keystore.location={pki.path('server.pem')}",
+                    "--config", "ssl.truststore.type=PEM", "--config", f"ssl.truststore.location={pki.path('ca.pem')}",
+                    "--config", "replica.fetch.backoff.ms=200").start()
+        c.zkc = zkc
+        c.client_ports = {i: b.port for i, b in c.brokers.items()}
+        c.internal_ports = {i: _internal_port(b) for i, b in c.brokers.items()}
+        c.internal = {"bootstrap.servers": ",".join(f"127.0.0.1:{p}" for p in c.internal_ports.values()),
+                      "security.protocol": "SASL_SSL", "ssl.ca.location": pki.path("ca.pem"),
+                      "sasl.mechanism": MECH, "sasl.username": "alice", "sasl.password": "alice-secret"}
+        yield c
+    finally:
+        logs = c.stop() if c is not None else {}
+        zkc.stop()
+        zkc.close()
+        zk.stop()
+    for i, text in logs.items():
+        assert "Traceback" not in text, f"broker {i} logged a traceback:\n{text[-4000:]}"
+
+
+def _brokers(conf: dict) -> dict[int, int]:
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient(conf).list_topics(timeout=15)
+    return {b.id: b.port for b in md.brokers.values()}
+
+
+def test_registration_has_every_listener_in_kafkas_layout(cluster):
+    for i in cluster.brokers:
+        reg, stat = zk_json(cluster.zkc, f"/brokers/ids/{i}")
+        cport, iport = cluster.client_ports[i], cluster.internal_ports[i]
+        assert reg["endpoints"] == [f"CLIENT://127.0.0.1:{cport}", f"INTERNAL://127.0.0.1:{iport}"], reg
+        assert reg["listener_security_protocol_map"] == {"CLIENT": "PLAINTEXT", "INTERNAL": "SASL_SSL"}
+        # host/port: the PLAINTEXT listener's (Kafka keeps them for old clients)
+        assert (reg["host"], reg["port"], reg["version"], reg["jmx_port"]) == ("127.0.0.1", cport, 5, -1)
+        assert stat.ephemeralOwner != 0
+
+
+def test_metadata_answers_the_listener_it_was_asked_on(cluster):
+    assert _brokers({"bootstrap.servers": cluster.brokers[1].bootstrap}) == cluster.client_ports
+    assert _brokers(cluster.internal) == cluster.internal_ports
+
+
+def test_clients_on_client_listener_brokers_replicate_over_internal(cluster):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    plain = {"bootstrap.servers": ",".join(b.bootstrap for b in cluster.brokers.values())}
+    topic = f"two-listeners-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(plain)
+    admin.create_topics([NewTopic(topic, 2, 3, config={"min.insync.replicas": "3"})])[topic].result(30)
+    wait_for(lambda: all(len(p.isrs) == 3 for p in
+                         admin.list_topics(topic, timeout=10).topics[topic].partitions.values()),
+             30, "every replica in the ISR (followers fetching over INTERNAL)")
+    errors: list = []
+    p = Producer({**plain, "acks": "all", "enable.idempotence": True})
+    n = 200
+    for i in range(n):
+        p.produce(topic, f"v{i}".encode(), key=str(i % 7).encode(),
+                  on_delivery=lambda err, _msg: errors.append(err) if err else None)
+    assert p.flush(30) == 0
+    assert errors == []
+    consumer = Consumer({**plain, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.time() + 30
+    while len(got) < n and time.time() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    consumer.close()      # commits through the group coordinator (found at its CLIENT address)
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(n))
+
+
+def test_leader_without_the_listener_is_listener_not_found(cluster):
+    """A broker registered with INTERNAL only (as Kafka's brokers with other listeners would be)
+    leading a partition: asked on CLIENT, the partition is LISTENER_NOT_FOUND and the broker is
+    not listed; asked on INTERNAL, it leads at its INTERNAL address.  (Its address is a socket
+    that accepts, so the brokers' liveness watchers keep it registered.)"""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
+
+    from engine.metadata import new_topic_id
+    zkc = cluster.zkc
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(16)
+    port = holder.getsockname()[1]
+    reg = {"version": 5, "host": None, "port": -1, "jmx_port": -1, "timestamp": str(int(time.time() * 1000)),
+           "endpoints": [f"INTERNAL://127.0.0.1:{port}"], "features": {},
+           "listener_security_protocol_map": {"INTERNAL": "SASL_SSL"}}
+    topic = f"internal-only-{uuid.uuid4().hex[:8]}"
+    zkc.create("/brokers/ids/9", json.dumps(reg).encode(), ephemeral=True)
+    try:
+        tx = zkc.transaction()
+        tx.create(f"/config/topics/{topic}", json.dumps({"version": 1, "config": {}}).encode())
+        tx.create(f"/brokers/topics/{topic}", json.dumps({"version": 3, "topic_id": new_topic_id(),
+                                                           "partitions": {"0": [9]}}).encode())
+        tx.commit()
+        wait_for(lambda: zkc.exists(f"/brokers/topics/{topic}/partitions/0/state"), 15, "the partition state")
+        client = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+        on_client = wait_for(lambda: (lambda md: md if topic in md.topics and md.topics[topic].partitions
+                                      else None)(client.list_topics(topic, timeout=10)), 15, "the topic")
+        assert on_client.topics[topic].partitions[0].error.code() == KafkaError.LISTENER_NOT_FOUND
+        assert on_client.topics[topic].partitions[0].leader == -1
+        assert 9 not in on_client.brokers
+        on_internal = AdminClient(cluster.internal).list_topics(topic, timeout=10)
+        assert on_internal.topics[topic].partitions[0].error is None
+        assert on_internal.topics[topic].partitions[0].leader == 9
+        assert on_internal.brokers[9].port == port
+    finally:
+        zkc.create(f"/admin/delete_topics/{topic}", makepath=True)
+        zkc.delete("/brokers/ids/9")
+        holder.close()
