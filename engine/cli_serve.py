@@ -204,7 +204,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                 if member is not None:      # register, then serve (ClusterError: id taken)
                     await asyncio.get_running_loop().run_in_executor(
                         None, start_member, member, broker, eng.node, inter.advertised_port or inter.port,
-                        _advertised_endpoints(listeners, lsettings))
+                        _advertised_endpoints(listeners))
                     started = member
                     await asyncio.get_running_loop().run_in_executor(None, scram.share, member.store)
                     await asyncio.get_running_loop().run_in_executor(None, quotas.share, member.store)
@@ -240,13 +240,13 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
     return 0
 
 
-def _advertised_endpoints(listeners, lsettings) -> list[tuple[str, str, str, int]]:
-    """What cluster mode registers: ``[(name, protocol, host, port)]`` of every advertised broker
-    listener (``advertised.listeners``, else ``listeners``, as Kafka), at its advertised address
-    (the bound one where none is advertised; a wildcard host: the host's name)."""
-    names = {e.name for e in lsettings.advertised}
+def _advertised_endpoints(listeners) -> list[tuple[str, str, str, int]]:
+    """What cluster mode registers: ``[(name, protocol, host, port)]`` of every broker listener at
+    the address its clients are told (engine/server/listener.py): its ``advertised.listeners``
+    entry, the bound address where that key does not name it (Kafka would leave such a listener
+    out; here it is served, so it is advertised), a wildcard host as the host's name."""
     return [(li.name, li.security_protocol, li.advertised_host or li.host or "0.0.0.0",
-             li.advertised_port or li.port) for li in listeners if li.name in names]
+             li.advertised_port or li.port) for li in listeners]
 
 
 def _cluster_access(explicit):

@@ -6,7 +6,9 @@ Each broker registers both listeners in Kafka's layout; a request is answered wi
 of the listener it came in on (Metadata, FindCoordinator: a group consumer on CLIENT works only
 if it is never sent to an INTERNAL port); the followers replicate over INTERNAL (acks=all with
 min.insync.replicas=3 needs all three); a leader without the request's listener is Kafka's
-LISTENER_NOT_FOUND.  One cluster for the module (~20 s to start)."""
+LISTENER_NOT_FOUND.  ``advertised.listeners`` names INTERNAL only, as ``localhost`` (the
+certificate's name): INTERNAL is registered and answered by that name, CLIENT at its own address.
+One cluster for the module (~3 s to start)."""
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ def cluster(tmp_path_factory):
                     "--config", "listeners=CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
                     "--config", "listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
                     "--config", "inter.broker.listener.name=INTERNAL",
+                    "--config", "advertised.listeners=INTERNAL://localhost:0",   # port 0: the bound one
                     "--config", f"sasl.enabled.mechanisms={MECH}",
                     "--config", f"sasl.mechanism.inter.broker.protocol={MECH}",
                     "--config", f"listener.name.internal.{MECH.lower()}.sasl.jaas.config={BROKER_JAAS}",
@@ -58,7 +61,7 @@ def cluster(tmp_path_factory):
         c.zkc = zkc
         c.client_ports = {i: b.port for i, b in c.brokers.items()}
         c.internal_ports = {i: _internal_port(b) for i, b in c.brokers.items()}
-        c.internal = {"bootstrap.servers": ",".join(f"127.0.0.1:{p}" for p in c.internal_ports.values()),
+        c.internal = {"bootstrap.servers": ",".join(f"localhost:{p}" for p in c.internal_ports.values()),
                       "security.protocol": "SASL_SSL", "ssl.ca.location": pki.path("ca.pem"),
                       "sasl.mechanism": MECH, "sasl.username": "alice", "sasl.password": "alice-secret"}
         yield c
@@ -71,17 +74,17 @@ def cluster(tmp_path_factory):
         assert "Traceback" not in text, f"broker {i} logged a traceback:\n{text[-4000:]}"
 
 
-def _brokers(conf: dict) -> dict[int, int]:
+def _brokers(conf: dict) -> dict[int, tuple[str, int]]:
     from confluent_kafka.admin import AdminClient
     md = AdminClient(conf).list_topics(timeout=15)
-    return {b.id: b.port for b in md.brokers.values()}
+    return {b.id: (b.host, b.port) for b in md.brokers.values()}
 
 
 def test_registration_has_every_listener_in_kafkas_layout(cluster):
     for i in cluster.brokers:
         reg, stat = zk_json(cluster.zkc, f"/brokers/ids/{i}")
         cport, iport = cluster.client_ports[i], cluster.internal_ports[i]
-        assert reg["endpoints"] == [f"CLIENT://127.0.0.1:{cport}", f"INTERNAL://127.0.0.1:{iport}"], reg
+        assert reg["endpoints"] == [f"CLIENT://127.0.0.1:{cport}", f"INTERNAL://localhost:{iport}"], reg
         assert reg["listener_security_protocol_map"] == {"CLIENT": "PLAINTEXT", "INTERNAL": "SASL_SSL"}
         # host/port: the PLAINTEXT listener's (Kafka keeps them for old clients)
         assert (reg["host"], reg["port"], reg["version"], reg["jmx_port"]) == ("127.0.0.1", cport, 5, -1)
@@ -89,8 +92,9 @@ def test_registration_has_every_listener_in_kafkas_layout(cluster):
 
 
 def test_metadata_answers_the_listener_it_was_asked_on(cluster):
-    assert _brokers({"bootstrap.servers": cluster.brokers[1].bootstrap}) == cluster.client_ports
-    assert _brokers(cluster.internal) == cluster.internal_ports
+    assert _brokers({"bootstrap.servers": cluster.brokers[1].bootstrap}) == \
+        {i: ("127.0.0.1", p) for i, p in cluster.client_ports.items()}
+    assert _brokers(cluster.internal) == {i: ("localhost", p) for i, p in cluster.internal_ports.items()}
 
 
 def test_clients_on_client_listener_brokers_replicate_over_internal(cluster):
