@@ -6,6 +6,12 @@ every acknowledged value is looked for in the topic.
 
     python -m engine chaos --brokers 3 --duration 60 --seed 1
     python -m engine chaos --disk-full          # also: a broker's disk fills up (root: tmpfs)
+    python -m engine chaos --scenario leader-isolated --duration 20   # a network partition
+    python -m engine chaos --scenario all --seed 7
+
+``--scenario NAME`` runs a network-partition scenario instead (engine/cluster/partition_scenarios.py:
+leader-isolated, controller-isolated, follower-isolated, flapping, txn-cut, or all), each link
+held cut for ``--duration`` seconds (default 10), one verdict line per scenario.
 
 Prints one line per fault and a verdict: acknowledged / lost / duplicated values, producer errors,
 the longest pause between acknowledgements.  Exit code 0 only with nothing lost or duplicated.
@@ -37,7 +43,8 @@ __all__ = ["add_chaos_parser", "cmd_chaos"]
 def add_chaos_parser(sub) -> None:
     c = sub.add_parser("chaos", help="a local cluster under load while brokers are killed (a checker)")
     c.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
-    c.add_argument("--duration", type=float, default=60.0, help="seconds of faults (default 60)")
+    c.add_argument("--duration", type=float, default=None,
+                   help="seconds of faults (default 60; with --scenario: how long a link stays cut, default 10)")
     c.add_argument("--interval", type=float, default=8.0, help="seconds between faults (default 8)")
     c.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
     c.add_argument("--seed", type=int, default=None, help="random seed (default: time)")
@@ -45,6 +52,9 @@ def add_chaos_parser(sub) -> None:
     c.add_argument("--disk-full", action="store_true",
                    help="also fill a broker's disk (needs root: data directories on tmpfs)")
     c.add_argument("--disk-mb", type=int, default=256, help="tmpfs size per broker with --disk-full (default 256)")
+    c.add_argument("--scenario", default=None, metavar="NAME",
+                   help="a network-partition scenario instead of kills: leader-isolated, controller-isolated, "
+                        "follower-isolated, flapping, txn-cut, or all")
     c.set_defaults(func=cmd_chaos)
 
 
@@ -136,6 +146,14 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     if find_zookeeper()[0] is None:
         raise SystemExit(f"error: {find_zookeeper()[1]}")
     seed = args.seed if args.seed is not None else int(time.time())
+    if args.scenario is not None:
+        from .partition_scenarios import SCENARIOS, run_scenarios
+        names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+        if any(n not in SCENARIOS for n in names):
+            raise SystemExit(f"error: unknown scenario {args.scenario!r} (one of {', '.join(SCENARIOS)}, all)")
+        return run_scenarios(names, seed, args.duration if args.duration is not None else 10.0, args.keep)
+    if args.duration is None:
+        args.duration = 60.0
     rnd = random.Random(seed)
     base = tempfile.mkdtemp(prefix="engine-chaos-")
     print(f"chaos: seed {seed}, {args.brokers} brokers, data in {base}", flush=True)

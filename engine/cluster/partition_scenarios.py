@@ -1,0 +1,381 @@
+"""Network-partition scenarios (issue 20), each on a :class:`~engine.cluster.partition_cluster.
+PartitionCluster` under an idempotent acks=all producer and a consumer group
+(engine/cluster/partition_workload.py), on a fresh topic with RF 3 and ``min.insync.replicas=2``:
+
+* ``leader-isolated`` (a): the partition's leader cut from its followers (their fetches and
+  inter-broker requests blackholed, both ways) but not from ZooKeeper nor its clients: the ISR
+  shrinks to the leader alone, acks=all writes are refused (NOT_ENOUGH_REPLICAS, seen by a
+  no-retry probe producer), nothing acknowledged is lost; after the heal the ISR is full again.
+* ``controller-isolated`` (b): the controller cut from ZooKeeper: another broker becomes the
+  controller with a higher controller epoch; no partition state is written after that with a
+  leader change under the old epoch.
+* ``follower-isolated`` (c): one follower (not the controller when avoidable) cut from everything:
+  the ISR shrinks, the producer goes on (its longest pause bounded by the replica lag time), the
+  follower rejoins after the heal.
+* ``flapping`` (d): the leader's ZooKeeper link or its followers' link (chosen at random each
+  time) blackholed and healed every ~1 s for the duration.
+* ``txn-cut`` (e): a transactional producer's connections (client id ``scenario-txn``) reset or
+  blackholed between its produces and its commit; each transaction is then committed (commit
+  retried) or aborted after the heal, and a read_committed consumer sees every transaction whole
+  or not at all, as decided.
+
+Every scenario ends with the same checks: nothing acknowledged lost or doubled, the group member
+received every acknowledged value, and every replica of every partition byte-identical below the
+high watermark (:meth:`PartitionCluster.replicas_identical`).  ``run_scenario`` returns a
+:class:`Result` (its ``line()`` is what ``python -m engine chaos --scenario NAME`` prints) whose
+``problems`` lists what failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+import threading
+import time
+import uuid
+
+from .partition_cluster import PartitionCluster, wait_until
+from .partition_workload import Workload, read_all
+
+__all__ = ["SCENARIOS", "Result", "run_scenario", "run_scenarios"]
+
+TXN_CLIENT_ID = "scenario-txn"
+
+
+@dataclasses.dataclass
+class Result:
+    name: str
+    acked: int = 0
+    lost: int = 0
+    dup: int = 0
+    errors: int = 0
+    max_unavailable_s: float = 0.0
+    heal_s: float = 0.0
+    group_missing: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    def line(self) -> str:
+        return (f"{self.name}: acked={self.acked} lost={self.lost} dup={self.dup} errors={self.errors} "
+                f"max_unavailability={self.max_unavailable_s:.2f}s time_to_heal={self.heal_s:.2f}s "
+                f"group_missing={self.group_missing}; {'; '.join(self.notes)}"
+                + (f"\n  PROBLEMS: {'; '.join(self.problems)}" if self.problems else ""))
+
+
+class StateWatch(threading.Thread):
+    """Polls a topic's partition states (every 50 ms) and keeps each version seen:
+    (partition, state, znode mtime)."""
+
+    def __init__(self, c: PartitionCluster, topic: str, partitions: int):
+        super().__init__(daemon=True)
+        self.c, self.topic, self.partitions = c, topic, partitions
+        self.seen: list[tuple[int, dict, float]] = []
+        self._last: dict[int, int] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for p in range(self.partitions):
+                with contextlib.suppress(Exception):
+                    st, mtime = self.c.state_stat(self.topic, p)
+                    key = hash((st["leader"], st["leader_epoch"], tuple(st["isr"]), st["controller_epoch"], mtime))
+                    if self._last.get(p) != key:
+                        self._last[p] = key
+                        self.seen.append((p, st, mtime))
+            time.sleep(0.05)
+
+    def isr_sizes(self, p: int = 0) -> list[int]:
+        return [len(st["isr"]) for q, st, _ in self.seen if q == p]
+
+
+def _sleep_until(t: float) -> None:
+    time.sleep(max(0.0, t - time.time()))
+
+
+def _probe_acks_all(c: PartitionCluster, topic: str) -> str:
+    """One record through a producer that does not retry, acks=all: the error name (or "NONE")."""
+    from confluent_kafka import Producer
+    got: list[str] = []
+    p = Producer({"bootstrap.servers": c.bootstrap, "broker.address.family": "v4", "client.id": "scenario-probe",
+                  "acks": "all", "retries": 0, "enable.idempotence": False, "message.timeout.ms": 10000})
+    p.produce(topic, b"-1", partition=0,
+              on_delivery=lambda err, msg: got.append("NONE" if err is None else err.name()))
+    p.flush(15)
+    return got[0] if got else "no report"
+
+
+# -- (a) ------------------------------------------------------------------------------------
+def _isr_history(watch: StateWatch, t0: float, p: int = 0) -> str:
+    return " -> ".join(f"{st['isr']}@{m - t0:.2f}s" for q, st, m in watch.seen if q == p)
+
+
+def leader_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+                    r: Result) -> float:
+    leader = c.state(topic)["leader"]
+    watch = StateWatch(c, topic, 1)
+    watch.start()
+    t_cut = time.time()
+    c.cut_peers(leader)
+    wait_until(lambda: c.state(topic)["isr"] == [leader], 30, f"the ISR shrunk to the leader {leader}")
+    _, t_alone = c.state_stat(topic)                       # (ZooKeeper's time of that write)
+    probe = _probe_acks_all(c, topic)
+    r.notes.append(f"leader {leader} cut from its followers; acks=all probe with ISR [{leader}]: {probe}")
+    if probe not in ("NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"):
+        r.problems.append(f"an acks=all write with the ISR [{leader}] got {probe}, not NOT_ENOUGH_REPLICAS")
+    _sleep_until(t_cut + hold_s)
+    t_heal = time.time()
+    # Acknowledgements may still come while the ISR shrinks one follower at a time: dropping the
+    # follower that was further behind lets the HW rise to what the other had fetched before the
+    # cut (on two replicas: acks=all kept).  None once the ISR is the leader alone (0.5 s:
+    # callbacks in flight, the leader applying its own ISR write).
+    during = [t for t in w.ack_walls if t_cut < t < t_heal]
+    alone = [t for t in during if t > t_alone + 0.5]
+    if alone:
+        r.problems.append(f"{len(alone)} acknowledgements with the ISR [{leader}], at "
+                          f"{', '.join(f'{t - t_cut:.2f}' for t in alone[:5])}s after the cut "
+                          f"(ISR [{leader}] at {t_alone - t_cut:.2f}s)")
+    t = time.monotonic()
+    c.heal()
+    watch.stop.set()
+    r.notes.append(f"ISR {_isr_history(watch, t_cut)} (cut at 0, healed at {t_heal - t_cut:.2f}s); "
+                   f"{len(during)} acks during the cut, the last at "
+                   f"{(max(during) - t_cut) if during else 0:.2f}s, {len(alone)} with the ISR [{leader}]")
+    return t
+
+
+# -- (b) ------------------------------------------------------------------------------------
+def controller_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+                        r: Result) -> float:
+    old = c.controller()
+    e0, _ = c.controller_epoch()
+    watch = StateWatch(c, topic, w.partitions)
+    watch.start()
+    t_cut = time.time()
+    c.zk_cut(old)
+    new = wait_until(lambda: c.controller() not in (old, -1) and c.controller(), c.session_ms / 1000 + 20,
+                     "a new controller")
+    e1, t_e1 = c.controller_epoch()
+    r.notes.append(f"controller {old} (epoch {e0}) cut from ZooKeeper; controller {new} (epoch {e1}) "
+                   f"after {time.time() - t_cut:.2f}s")
+    _sleep_until(t_cut + max(hold_s, c.session_ms / 1000 + 1))
+    t = time.monotonic()
+    c.heal()
+    wait_until(lambda: old in c.registered(), 30, f"broker {old} registered again")
+    c.wait_full_isr(topic, w.partitions)
+    watch.stop.set()
+    watch.join(5)
+    if e1 <= e0:
+        r.problems.append(f"the controller epoch went {e0} -> {e1}")
+    # a leader change (an election: the controller's write) after the new epoch, under an older one
+    prev: dict[int, int] = {}
+    stale = []
+    for p, st, mtime in watch.seen:
+        if p in prev and st["leader_epoch"] != prev[p] and mtime >= t_e1 and st["controller_epoch"] < e1:
+            stale.append((p, st))
+        prev[p] = st["leader_epoch"]
+    if stale:
+        r.problems.append(f"elections written under an old controller epoch after epoch {e1}: {stale[:3]}")
+    elections = sum(1 for p, st, m in watch.seen if m >= t_e1 and st["controller_epoch"] >= e1)
+    r.notes.append(f"{elections} partition states written under epoch {e1}, none under an older one"
+                   if not stale else f"{len(stale)} stale elections")
+    return t
+
+
+# -- (c) ------------------------------------------------------------------------------------
+def follower_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+                      r: Result) -> float:
+    st = c.state(topic)
+    followers = [b for b in st["isr"] if b != st["leader"]]
+    f = rnd.choice([b for b in followers if b != c.controller()] or followers)
+    t_cut = time.time()
+    c.isolate(f)
+    wait_until(lambda: f not in c.state(topic)["isr"], 30, f"follower {f} out of the ISR")
+    r.notes.append(f"follower {f} isolated; out of the ISR after {time.time() - t_cut:.2f}s")
+    _sleep_until(t_cut + hold_s)
+    gap, _ = w.max_gap(t_cut - 1.0)
+    lag_s = 2.0
+    r.notes.append(f"longest pause during the cut {gap:.2f}s")
+    if gap > lag_s + 3.0:
+        r.problems.append(f"the producer stopped {gap:.2f}s with a minority follower cut off")
+    t = time.monotonic()
+    c.heal()
+    return t
+
+
+# -- (d) ------------------------------------------------------------------------------------
+def flapping(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+             r: Result) -> float:
+    leader = c.state(topic)["leader"]
+    e0 = c.state(topic)["leader_epoch"]
+    t_end = time.time() + hold_s
+    flips: list[str] = []
+    while time.time() < t_end:
+        link = rnd.choice(["zk", "followers"])
+        if link == "zk":
+            c.zk_cut(leader)
+        else:
+            c.cut_peers(leader)
+        flips.append(link)
+        time.sleep(rnd.uniform(0.7, 1.3))
+        c.heal()
+        time.sleep(rnd.uniform(0.7, 1.3))
+    t = time.monotonic()
+    c.heal()
+    st = c.state(topic)
+    r.notes.append(f"leader {leader}'s links flapped {len(flips)} times ({flips.count('zk')} ZooKeeper, "
+                   f"{flips.count('followers')} followers); leader now {st['leader']} epoch "
+                   f"{st['leader_epoch']} (was {e0})")
+    return t
+
+
+# -- (e) ------------------------------------------------------------------------------------
+def _txn_producer(c: PartitionCluster, txn_id: str):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": c.bootstrap, "broker.address.family": "v4", "client.id": TXN_CLIENT_ID,
+                  "transactional.id": txn_id, "transaction.timeout.ms": 30000, "linger.ms": 2,
+                  "retry.backoff.max.ms": 500})
+    p.init_transactions(30)
+    return p
+
+
+def txn_cut(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+            r: Result) -> float:
+    from confluent_kafka import KafkaException
+    ttopic = f"{topic}-txn"
+    c.create_topic(ttopic, 2)
+    txn_id = f"scenario-{uuid.uuid4().hex[:6]}"
+    p = _txn_producer(c, txn_id)
+    per_txn = 10
+    decided: dict[int, str] = {}
+    worst = 0.0
+    for k in range(max(2, int(hold_s / 2))):
+        mode, finish = rnd.choice(["reset", "blackhole"]), rnd.choice(["commit", "commit", "abort"])
+        flushed = rnd.random() < 0.5
+        p.begin_transaction()
+        for j in range(per_txn):
+            p.produce(ttopic, f"{k}:{j}".encode(), partition=j % 2)
+        if flushed:
+            p.flush(30)                            # the records in both logs, the end not yet asked
+        else:
+            p.poll(0)                              # the records perhaps still on their way
+        t0 = time.monotonic()
+        c.cut_client(TXN_CLIENT_ID, mode)
+        end = p.commit_transaction if finish == "commit" else p.abort_transaction
+        done = "committed" if finish == "commit" else "aborted"
+        outcome = "unknown"
+        try:
+            end(1.5)
+            outcome = done                                         # (done before the cut took hold)
+        except KafkaException as e:
+            err = e.args[0]
+            time.sleep(rnd.uniform(0.2, 1.0))
+            c.heal()
+            try:
+                if err.fatal():
+                    raise
+                if err.txn_requires_abort():
+                    p.abort_transaction(30)
+                    outcome = "aborted"
+                else:                              # (timed out: the same call again, librdkafka's rule)
+                    end(30)
+                    outcome = done
+            except KafkaException as e2:
+                r.notes.append(f"txn {k}: {e2.args[0].name()} after the heal: new producer")
+                with contextlib.suppress(Exception):
+                    p.purge()
+                p = _txn_producer(c, txn_id)       # (fences the old one: its open transaction aborted)
+        c.heal()
+        decided[k] = f"{mode}/{finish}/{outcome}" + ("/flushed" if flushed else "")
+        worst = max(worst, time.monotonic() - t0)
+    t_last = time.monotonic()
+    values, hw = read_all(c.bootstrap, ttopic, 2)
+    got: dict[int, set[int]] = {}
+    for v in values:
+        k, j = (int(x) for x in v.split(b":"))
+        got.setdefault(k, set()).add(j)
+    for k, how in decided.items():
+        n = len(got.get(k, ()))
+        outcome = how.split("/")[2]
+        if n not in (0, per_txn):
+            r.problems.append(f"transaction {k} ({how}): {n} of {per_txn} records visible to read_committed")
+        elif (outcome == "committed" and n == 0) or (outcome == "aborted" and n == per_txn):
+            r.problems.append(f"transaction {k} {outcome} but read_committed sees {n} of its records")
+    if len(values) != sum(len(s) for s in got.values()):
+        r.problems.append(f"{len(values) - sum(len(s) for s in got.values())} transactional records twice")
+    kinds = ", ".join(f"{k}:{v}" for k, v in decided.items())
+    visible = sum(1 for s in got.values() if s)
+    r.notes.append(f"{len(decided)} transactions cut before their end ({kinds}); {visible} visible whole, "
+                   f"the rest not at all; longest cut-to-resolution {worst:.2f}s")
+    for q in range(2):
+        r.notes.append(f"{ttopic}-{q} replicas identical ({c.replicas_identical(ttopic, q, hw[q])})")
+    return t_last
+
+
+SCENARIOS = {"leader-isolated": (leader_isolated, 1), "controller-isolated": (controller_isolated, 3),
+             "follower-isolated": (follower_isolated, 1), "flapping": (flapping, 1), "txn-cut": (txn_cut, 1)}
+
+
+def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 6.0) -> Result:
+    """Scenario `name` of :data:`SCENARIOS` on a fresh topic of `c`; every link healed after."""
+    body, partitions = SCENARIOS[name]
+    rnd = random.Random(seed)
+    r = Result(name)
+    topic = f"{name}-{uuid.uuid4().hex[:6]}"
+    c.create_topic(topic, partitions)
+    w = Workload(c.bootstrap, topic, partitions).start()
+    try:
+        w.wait_acked(500)
+        t_start = time.time()
+        try:
+            t_heal = body(c, w, topic, rnd, hold_s, r)
+        finally:
+            c.heal()
+        c.wait_full_isr(topic, partitions)
+        r.heal_s = time.monotonic() - t_heal
+        w.wait_acked(300)
+        r.max_unavailable_s = w.max_gap(t_start)[0]
+    finally:
+        v = w.finish()
+    r.acked, r.lost, r.dup, r.group_missing = v["acked"], v["lost"], v["dup"], v["group_missing"]
+    r.errors = len(v["errors"])
+    if r.lost or r.dup:
+        r.problems.append(f"{r.lost} acknowledged records lost, {r.dup} duplicated")
+    if v["errors"]:
+        r.problems.append(f"producer errors: {v['errors'][:3]}")
+    if r.group_missing:
+        r.problems.append(f"the consumer group never received {r.group_missing} acknowledged records")
+    for p in range(partitions):
+        try:
+            c.replicas_identical(topic, p, v["hw"][p])
+        except AssertionError as e:
+            r.problems.append(str(e))
+    r.notes.append("replicas identical below the HW" if not any("replica" in x for x in r.problems)
+                   else "REPLICAS DIFFER")
+    return r
+
+
+def run_scenarios(names: list[str], seed: int, hold_s: float, keep: bool = False) -> int:
+    """``python -m engine chaos --scenario NAME``: a fresh 3-broker cluster in a temporary
+    directory, the scenarios one after another, one line each; 0 only without problems."""
+    import shutil
+    import tempfile
+    base = tempfile.mkdtemp(prefix="engine-partition-")
+    print(f"partition scenarios: seed {seed}, hold {hold_s:.0f}s, data in {base}", flush=True)
+    c = PartitionCluster(base).start()
+    failed = 0
+    try:
+        for i, name in enumerate(names):
+            r = run_scenario(c, name, seed + i, hold_s)
+            print(r.line(), flush=True)
+            failed += bool(r.problems)
+    finally:
+        logs = c.stop()
+        for n, text in logs.items():
+            if "Traceback" in text:
+                print(f"broker {n} logged a traceback (log in {base})", flush=True)
+                failed += 1
+                keep = True
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+    return 1 if failed else 0
