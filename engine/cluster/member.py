@@ -86,8 +86,7 @@ class ClusterMember:
         # every advertised listener: [(name, protocol, host, port)] (set_endpoints; until then
         # the one inter-broker listener at host:port)
         self._endpoints: list[tuple[str, str, str, int]] | None = None
-        self.store = ZkStore(zookeeper, cfg["zookeeper.session.timeout.ms"],
-                             cfg["zookeeper.connection.timeout.ms"] / 1000.0)
+        self.store = ZkStore.from_config(zookeeper, cfg)
         self.controller = Controller(
             self.store, broker_id, unclean_default=cfg["unclean.leader.election.enable"],
             auto_rebalance=cfg["auto.leader.rebalance.enable"],

@@ -37,6 +37,11 @@ ZooKeeper gone, for ever.  Every call of :class:`ZkStore` is bounded by the sess
 needs anyway) and raises :class:`ZooKeeperTimeoutError` then; ``store.client`` itself (watches,
 listeners) is kazoo's, unbounded.
 
+Security (engine/cluster/zk_auth.py): the client logs in with SASL DIGEST-MD5 when the broker's
+JAAS file has a ``Client`` section, proving the login at :meth:`ZkStore.start` (a refused one is
+:class:`~engine.cluster.zk_auth.ZooKeeperAuthError` at once); with ``zookeeper.set.acl=true``
+every znode created without an explicit ACL gets Kafka's ACL for its path.
+
 Thread-safety: kazoo's client is thread-safe; this module keeps no state besides the client.
 """
 
@@ -48,7 +53,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
@@ -62,6 +66,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from ..errors import EngineError, RequestTimedOutError
 from .registration import BrokerRegistration
+from .zk_auth import SecuredKazooClient, ZkClientSecurity, ZooKeeperAuthError, start_client
 
 __all__ = ["PartitionState", "TopicAssignment", "ZkStore", "BadVersionError", "NodeExistsError",
            "NoNodeError", "ClusterError", "ZooKeeperTimeoutError", "answered_as_timeout"]
@@ -169,32 +174,48 @@ def state_path(topic: str, partition: int) -> str:
 class ZkStore:
     """Reads and conditional writes of the layout above over one kazoo session."""
 
-    def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_s: float = 15.0):
+    def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_s: float = 15.0,
+                 security: ZkClientSecurity | None = None):
         self.connect = connect
         self.session_timeout_s = session_timeout_ms / 1000.0      # the one we ask ZooKeeper for
-        self.client = KazooClient(hosts=connect, timeout=self.session_timeout_s,
-                                  connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0},
+        self.security = security or ZkClientSecurity()          # SASL login, znode ACLs (zk_auth.py)
+        self.client = self._kazoo(connect, connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0},
                                   command_retry={"max_tries": 3, "delay": 0.1, "max_delay": 1.0})
         self._connection_timeout_s = connection_timeout_s
+
+    @classmethod
+    def from_config(cls, connect: str, cfg) -> ZkStore:
+        """With the broker's ``zookeeper.*`` keys, its JAAS file and ``zookeeper.set.acl``."""
+        return cls(connect, cfg["zookeeper.session.timeout.ms"], cfg["zookeeper.connection.timeout.ms"] / 1000.0,
+                   ZkClientSecurity.from_config(cfg))
+
+    def _kazoo(self, hosts: str, **kw) -> SecuredKazooClient:
+        return SecuredKazooClient(hosts=hosts, timeout=self.session_timeout_s, secure=self.security.set_acl,
+                                  **self.security.kazoo_kwargs(), **kw)
+
+    def _start_client(self, client: SecuredKazooClient, where: str) -> None:
+        """Connected and logged in, or ZooKeeperAuthError (the login refused) / ClusterError."""
+        try:
+            start_client(client, self.security, where, self._connection_timeout_s)
+        except ZooKeeperAuthError:
+            raise
+        except Exception as e:
+            raise ClusterError(f"cannot connect to ZooKeeper at {where}: {e}") from None
 
     def start(self) -> ZkStore:
         hosts, slash, chroot = self.connect.partition("/")
         if slash and chroot.strip("/"):       # HOST:PORT/chroot: made when absent, as Kafka does
-            boot = KazooClient(hosts=hosts, timeout=self.session_timeout_s)
+            boot = self._kazoo(hosts)
+            self._start_client(boot, hosts)
             try:
-                boot.start(timeout=self._connection_timeout_s)
                 boot.ensure_path("/" + chroot.strip("/"))
             except Exception as e:
-                raise ClusterError(f"cannot connect to ZooKeeper at {hosts}: {e}") from None
+                raise ClusterError(f"cannot create the chroot /{chroot.strip('/')} in ZooKeeper at {hosts}: "
+                                   f"{type(e).__name__} {e}") from None
             finally:
                 boot.stop()
                 boot.close()
-        try:
-            self.client.start(timeout=self._connection_timeout_s)
-        except Exception as e:
-            self.client.stop()
-            self.client.close()
-            raise ClusterError(f"cannot connect to ZooKeeper at {self.connect}: {e}") from None
+        self._start_client(self.client, self.connect)
         for path in (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN):
             self.client.ensure_path(path)
         return self
