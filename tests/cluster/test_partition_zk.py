@@ -14,9 +14,9 @@ Prints acked / lost / dup / max unavailability, the fence and election times rel
 cut, and the time to heal (link restored -> full ISR again).
 
 While it is cut off, the old leader leaves itself out of the brokers its Metadata lists
-(engine/cluster/member.py ``ZkClusterView.brokers`` when fenced): librdkafka, whose only open
-connection is to that broker, then asks the others and finds the new leader soon after the
-election instead of after the heal (the second test; before, 16 s of silence for a 15 s cut).
+(engine/server/common.py ``broker_entries``, engine/cluster/view.py ``ZkClusterView.fenced``):
+librdkafka, whose only open connection is to that broker, then asks the others and finds the new
+leader soon after the election instead of after the heal (the second test; before, 16 s of silence for a 15 s cut).
 """
 
 from __future__ import annotations
