@@ -139,7 +139,7 @@ class Connection:
 
     async def run(self) -> None:
         if self.tls is not None and not await self._tls_handshake():
-            self.close()
+            await self._lingering_close()     # the TLS alert is not destroyed by a reset
             return
         reader = self.loop.create_task(self._read_loop())
         try:

@@ -8,7 +8,8 @@ records into the outgoing BIO, which is flushed to the socket with ``loop.sock_s
 
 - :meth:`handshake` runs the server side of the handshake (bounded by the caller); a peer that
   is not a TLS client, a certificate the trust store refuses or a missing one with
-  ``ssl.client.auth=required`` raise ``ssl.SSLError`` and the connection closes.
+  ``ssl.client.auth=required`` raise ``ssl.SSLError`` after OpenSSL's alert is sent (as Kafka
+  sends it), and the connection closes.
 - :meth:`recv_into` returns plaintext bytes, 0 at the end of the stream (close_notify or EOF).
 - :meth:`sendall` encrypts and writes; responses with FileSlices are sent buffered
   (no sendfile through TLS).
@@ -65,6 +66,14 @@ class TlsChannel:
                 await self._flush()
                 if not await self._fill():
                     raise ConnectionError("end of stream during the TLS handshake") from None
+            except ssl.SSLError:
+                # OpenSSL wrote its alert (bad_certificate, decode_error, ...) into the outgoing
+                # BIO: send it, as Kafka does, so the client learns why (not just a reset)
+                try:
+                    await self._flush()
+                except OSError:
+                    pass
+                raise
 
     def read_nowait(self, view: memoryview) -> int | None:
         """Plaintext into ``view`` from what the socket already holds, without waiting: as many
