@@ -129,7 +129,7 @@ def _admin(bootstrap: str):
 def create_topic(bootstrap: str, name: str, parts: int, rf: int, config: dict | None = None) -> None:
     from confluent_kafka.admin import NewTopic
     a = _admin(bootstrap)                                   # keep the handle until the result
-    a.create_topics([NewTopic(name, parts, rf, config=config or {})])[name].result(60)
+    a.create_topics([NewTopic(name, parts, rf, config=config or {})])[name].result(180)   # JVMs on a loaded machine
     wait_partitions(bootstrap, name, parts, rf)
 
 
