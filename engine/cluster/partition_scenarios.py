@@ -89,6 +89,20 @@ class StateWatch(threading.Thread):
         return [len(st["isr"]) for q, st, _ in self.seen if q == p]
 
 
+def _log_lines_after(text: str, t: float) -> list[str]:
+    """The broker log's lines stamped (``%Y-%m-%d %H:%M:%S,mmm``, local time) after wall time `t`."""
+    from datetime import datetime
+    out = []
+    for line in text.splitlines():
+        try:
+            when = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        except ValueError:
+            continue
+        if when > t:
+            out.append(line)
+    return out
+
+
 def _sleep_until(t: float) -> None:
     time.sleep(max(0.0, t - time.time()))
 
@@ -176,6 +190,11 @@ def controller_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: rando
         prev[p] = st["leader_epoch"]
     if stale:
         r.problems.append(f"elections written under an old controller epoch after epoch {e1}: {stale[:3]}")
+    # and the old controller's own account: no partition state written by it after the cut
+    wrote = [line for line in _log_lines_after(c.brokers[old].log_text(), t_cut)
+             if f"engine.cluster.controller: controller {old}: " in line and "pass failed" not in line and "resigning" not in line]
+    if wrote:
+        r.problems.append(f"the old controller {old} wrote after it was cut off: {wrote[:2]}")
     elections = sum(1 for p, st, m in watch.seen if m >= t_e1 and st["controller_epoch"] >= e1)
     r.notes.append(f"{elections} partition states written under epoch {e1}, none under an older one"
                    if not stale else f"{len(stale)} stale elections")
