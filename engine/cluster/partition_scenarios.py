@@ -192,7 +192,8 @@ def controller_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: rando
         r.problems.append(f"elections written under an old controller epoch after epoch {e1}: {stale[:3]}")
     # and the old controller's own account: no partition state written by it after the cut
     wrote = [line for line in _log_lines_after(c.brokers[old].log_text(), t_cut)
-             if f"engine.cluster.controller: controller {old}: " in line and "pass failed" not in line and "resigning" not in line]
+             if f"engine.cluster.controller: controller {old}: " in line
+             and "pass failed" not in line and "resigning" not in line]
     if wrote:
         r.problems.append(f"the old controller {old} wrote after it was cut off: {wrote[:2]}")
     elections = sum(1 for p, st, m in watch.seen if m >= t_e1 and st["controller_epoch"] >= e1)
