@@ -75,14 +75,22 @@ def compiled() -> Jvm:
                     "(Debian's openjdk-17-jdk-headless)")
     classes = os.path.join(tempfile.gettempdir(), f"kafka-engine-java-{_sources_digest()}")
     if not os.path.exists(os.path.join(classes, ".done")):
-        os.makedirs(classes, exist_ok=True)
+        # compiled into a fresh directory renamed into place: another test process (pytest -n)
+        # compiling at the same time never reads half-written classes
+        work = tempfile.mkdtemp(prefix=os.path.basename(classes) + "-", dir=os.path.dirname(classes))
         sources = sorted(glob.glob(os.path.join(APPS, "*.java")))
-        res = subprocess.run(["javac", "-nowarn", "-d", classes, "-cp", os.path.join(home, "libs", "*"),
+        res = subprocess.run(["javac", "-nowarn", "-d", work, "-cp", os.path.join(home, "libs", "*"),
                               *sources], capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, f"javac failed:\n{res.stdout}\n{res.stderr}"
-        with open(os.path.join(classes, "log4j2.properties"), "w") as f:
+        with open(os.path.join(work, "log4j2.properties"), "w") as f:
             f.write(_LOG4J2)
-        open(os.path.join(classes, ".done"), "w").close()
+        open(os.path.join(work, ".done"), "w").close()
+        if not os.path.exists(os.path.join(classes, ".done")):
+            shutil.rmtree(classes, ignore_errors=True)      # a stale, unfinished one (older layout)
+        try:
+            os.rename(work, classes)
+        except OSError:                 # another process got there first
+            shutil.rmtree(work, ignore_errors=True)
     return Jvm(home, classes)
 
 
