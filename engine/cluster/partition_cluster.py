@@ -195,7 +195,7 @@ class PartitionCluster:
                 f.result()
         self.kazoo = KazooClient(self.zk.connect, timeout=20)
         self.kazoo.start(60)
-        wait_until(lambda: len(self.kazoo.get_children("/brokers/ids")) == self.n, 60, "every broker registered")
+        wait_until(lambda: len(self.registered()) == self.n, 60, "every broker registered")
         return self
 
     @property
@@ -224,7 +224,12 @@ class PartitionCluster:
         return int(data), stat.mtime / 1000.0
 
     def registered(self) -> set[int]:
-        return {int(i) for i in self.kazoo.get_children("/brokers/ids")}
+        """The broker ids registered in ZooKeeper (none before the first registration)."""
+        from kazoo.exceptions import NoNodeError
+        try:
+            return {int(i) for i in self.kazoo.get_children("/brokers/ids")}
+        except NoNodeError:
+            return set()
 
     def create_topic(self, name: str, partitions: int = 1, rf: int = 3, min_isr: int = 2) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic

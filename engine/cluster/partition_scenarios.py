@@ -14,6 +14,9 @@ PartitionCluster` under an idempotent acks=all producer and a consumer group
   follower rejoins after the heal.
 * ``flapping`` (d): the leader's ZooKeeper link or its followers' link (chosen at random each
   time) blackholed and healed every ~1 s for the duration.
+* ``flapping-session`` (d'): the leader's ZooKeeper link cut for 0.6-1.5 session timeouts at a
+  time, healed 1-2 s, over and over (whoever leads is cut next): around the fencing and expiry
+  thresholds, so leaders are fenced and resume, or lose their session and are replaced.
 * ``txn-cut`` (e): a transactional producer's connections (client id ``scenario-txn``) reset or
   blackholed between its produces and its commit; each transaction is then committed (commit
   retried) or aborted after the heal, and a read_committed consumer sees every transaction whole
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import random
 import threading
 import time
@@ -249,6 +253,39 @@ def flapping(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, h
     return t
 
 
+def flapping_session(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+                     r: Result) -> float:
+    """(d') The leader's ZooKeeper link cut for 0.6-1.5 session timeouts at a time, healed 1-2 s:
+    around kazoo's suspension (2/3 session) and ZooKeeper's expiry, so some cuts fence the leader
+    and let it resume with its epoch, others cost it its session and the partition a new leader
+    -- whoever leads at the next cut is cut next.  At least two cuts."""
+    watch = StateWatch(c, topic, 1)
+    watch.start()
+    e0 = c.state(topic)["leader_epoch"]
+    t_end = time.time() + hold_s
+    cuts: list[str] = []
+    session_s = c.session_ms / 1000
+    while time.time() < t_end or len(cuts) < 2:
+        leader = c.state(topic)["leader"]
+        if leader < 0:
+            time.sleep(0.2)
+            continue
+        held = rnd.uniform(0.6, 1.5) * session_s
+        c.zk_cut(leader)
+        time.sleep(held)
+        c.heal()
+        cuts.append(f"{leader}:{held:.1f}s")
+        time.sleep(rnd.uniform(1.0, 2.0))
+    t = time.monotonic()
+    c.heal()
+    watch.stop.set()
+    st = c.state(topic)
+    leaders = [q["leader"] for _, q, _ in watch.seen]
+    r.notes.append(f"leader ZooKeeper cuts {', '.join(cuts)}; leader epoch {e0} -> {st['leader_epoch']}, "
+                   f"leaders in turn {[k for k, _ in itertools.groupby(leaders)]}")
+    return t
+
+
 # -- (e) ------------------------------------------------------------------------------------
 def _txn_producer(c: PartitionCluster, txn_id: str):
     from confluent_kafka import Producer
@@ -328,12 +365,16 @@ def txn_cut(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, ho
     r.notes.append(f"{len(decided)} transactions cut before their end ({kinds}); {visible} visible whole, "
                    f"the rest not at all; longest cut-to-resolution {worst:.2f}s")
     for q in range(2):
-        r.notes.append(f"{ttopic}-{q} replicas identical ({c.replicas_identical(ttopic, q, hw[q])})")
+        if hw[q] == 0:
+            r.problems.append(f"{ttopic}-{q}: high watermark 0 after {len(decided)} transactions")
+        r.notes.append(f"{ttopic}-{q} replicas identical below HW {hw[q]} "
+                       f"({c.replicas_identical(ttopic, q, hw[q])})")
     return t_last
 
 
 SCENARIOS = {"leader-isolated": (leader_isolated, 1), "controller-isolated": (controller_isolated, 3),
-             "follower-isolated": (follower_isolated, 1), "flapping": (flapping, 1), "txn-cut": (txn_cut, 1)}
+             "follower-isolated": (follower_isolated, 1), "flapping": (flapping, 1),
+             "flapping-session": (flapping_session, 1), "txn-cut": (txn_cut, 1)}
 
 
 def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 6.0) -> Result:
@@ -370,8 +411,8 @@ def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 
             c.replicas_identical(topic, p, v["hw"][p])
         except AssertionError as e:
             r.problems.append(str(e))
-    r.notes.append("replicas identical below the HW" if not any("replica" in x for x in r.problems)
-                   else "REPLICAS DIFFER")
+    r.notes.append(f"replicas identical below the HW {sorted(v['hw'].values())}"
+                   if not any("replica" in x for x in r.problems) else "REPLICAS DIFFER")
     return r
 
 
@@ -382,9 +423,10 @@ def run_scenarios(names: list[str], seed: int, hold_s: float, keep: bool = False
     import tempfile
     base = tempfile.mkdtemp(prefix="engine-partition-")
     print(f"partition scenarios: seed {seed}, hold {hold_s:.0f}s, data in {base}", flush=True)
-    c = PartitionCluster(base).start()
+    c = PartitionCluster(base)
     failed = 0
     try:
+        c.start()
         for i, name in enumerate(names):
             r = run_scenario(c, name, seed + i, hold_s)
             print(r.line(), flush=True)

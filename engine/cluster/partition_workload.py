@@ -28,17 +28,29 @@ GROUP_CLIENT_ID = "scenario-group"
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
              ) -> tuple[list[bytes], dict[int, int]]:
     """Every value of `topic` up to its partitions' high watermarks, read_committed, by a fresh
-    consumer; and those high watermarks."""
+    consumer; and those high watermarks.  Waits (up to `timeout`) for the last stable offset to
+    reach the high watermark first -- no transaction left open, its markers written -- so what
+    read_committed returns is final; AssertionError if it does not."""
     from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
-                  "group.id": f"check-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+
+    def consumer(isolation: str):
+        return Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
+                         "group.id": f"check-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
+                         "isolation.level": isolation, "auto.offset.reset": "earliest"})
+    deadline = time.monotonic() + timeout
+    raw, c = consumer("read_uncommitted"), consumer("read_committed")
     try:
-        hw = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
-        # read_committed stops at the last stable offset: a position at or past it ends a partition
+        while True:     # (ListOffsets answers the HW to read_uncommitted, the LSO to read_committed)
+            hw = {p: raw.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+            lso = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+            if lso == hw:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}: the last stable offsets {lso} stay below the high watermarks "
+                                     f"{hw} for {timeout:.0f}s: a transaction left open")
+            time.sleep(0.2)
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         got: list[bytes] = []
-        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for msg in c.consume(1000, 0.5):
                 if msg.error() is None and (v := msg.value()) is not None:
@@ -48,6 +60,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
                 break
         return got, hw
     finally:
+        raw.close()
         c.close()
 
 

@@ -37,7 +37,12 @@ def pcluster(tmp_path_factory):
     cp, why = find_zookeeper()
     if cp is None:
         pytest.skip(why)
-    c = PartitionCluster(str(tmp_path_factory.mktemp("partition"))).start()
+    c = PartitionCluster(str(tmp_path_factory.mktemp("partition")))
+    try:
+        c.start()
+    except BaseException:
+        c.stop()
+        raise
     yield c
     logs = c.stop()
     for i, log in logs.items():
