@@ -130,7 +130,7 @@ class ZkClientSecurity:
             raise InvalidConfigError(
                 "zookeeper.set.acl is true, but no SASL credentials for ZooKeeper were found: set "
                 f"{LOGIN_CONFIG} (broker key, or -D{LOGIN_CONFIG}=<path> in KAFKA_OPTS) to a JAAS "
-                f"file with a 'Client' section ({DIGEST_LOGIN_MODULE} username=... password=...)"
+                f"file with a {section!r} section ({DIGEST_LOGIN_MODULE} username=... password=...)"
                 + (f"; {path} has none" if path else ""))
         return cls(username, password, set_acl, path or None, section,
                    props.get("zookeeper.sasl.client.username") or "zookeeper")
