@@ -52,8 +52,8 @@ def _listener_port(broker, name: str) -> int:
 
 
 class Secured:
-    """A started cluster of one mode: ``address`` (its secured listeners), ``admin`` / ``alice``
-    (ClientSecurity with their Java properties files), ``alice_setup`` (what makes alice a user)."""
+    """A cluster of one mode: ``address`` (its secured listeners, once started), ``admin`` /
+    ``alice`` (ClientSecurity with their Java properties files)."""
 
     def __init__(self, mode: str, directory, zk, zk_client):
         self.mode = mode
@@ -80,10 +80,16 @@ class Secured:
             self.alice = ClientSecurity("SSL", ca, certfile=pki.path("client.pem"))     # CN=alice
         self.admin = self.admin.write_properties(pki.path("admin.properties"))
         self.alice = self.alice.write_properties(pki.path("alice.properties"))
+        self.listener = listener
         self.cluster = Cluster(directory, zk, 3, "--config", f"listeners=PLAINTEXT://127.0.0.1:0,{listener}://127.0.0.1:0",
                                "--config", f"inter.broker.listener.name={listener}", *tls, *extra, *AUTHZ,
-                               *common).start()
-        self.address = ",".join(f"127.0.0.1:{_listener_port(b, listener)}" for b in self.cluster.brokers.values())
+                               *common)
+        self.address = ""
+
+    def start(self) -> None:
+        self.cluster.start()
+        self.address = ",".join(f"127.0.0.1:{_listener_port(b, self.listener)}"
+                                for b in self.cluster.brokers.values())
 
     def boot(self, sec: ClientSecurity) -> Bootstrap:
         return Bootstrap(self.address, sec)
@@ -107,12 +113,14 @@ def secured(request, tmp_path_factory):
     zk = ZooKeeperProcess(directory / "zookeeper").start()
     zk_client = KazooClient(zk.connect, timeout=20)
     zk_client.start(60)
-    s = None
     try:
         s = Secured(request.param, directory, zk, zk_client)
-        yield s
+        try:
+            s.start()
+            yield s
+        finally:
+            logs = s.cluster.stop()      # (also the brokers that started when another did not)
     finally:
-        logs = s.cluster.stop() if s is not None else {}
         zk_client.stop()
         zk_client.close()
         zk.stop()
