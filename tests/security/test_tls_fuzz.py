@@ -6,12 +6,13 @@ second flight carries its certificate, which the broker parses and checks). A re
 ``ssl.SSLObject`` over two ``MemoryBIO``\\s, our bytes on a plain socket -- handshakes with it in
 TLS 1.2 and in TLS 1.3, and what it writes is recorded: the ClientHello (first flight) and the
 Certificate / ClientKeyExchange / CertificateVerify / ChangeCipherSpec / Finished flight (second).
-Then, with a fixed seed (TLS_FUZZ_SEED), mutated copies go to the broker, one per connection:
+Each case records a fresh client's flight (fresh randoms and keys, so a second flight fits the
+broker's own first answer on that connection) and, with a fixed seed (TLS_FUZZ_SEED), sends a
+mutated copy instead, one case per connection:
 
-* first flight: the recorded ClientHello mutated;
-* second flight: a fresh client runs the handshake up to its second flight (so the broker's own
-  flight is real), which is mutated before it is sent (the broker's answer is decrypted by that
-  client: a TLS 1.3 alert is encrypted);
+* first flight: the ClientHello mutated;
+* second flight: the client runs the handshake up to its second flight, which is mutated before
+  it is sent (the broker's answer is decrypted by that client: a TLS 1.3 alert is encrypted);
 * mutations: 1-4 bit flips; truncation (then our EOF); a length field -- a record's, a handshake
   message's, or, in a ClientHello, the session id's, cipher suites', compression methods',
   extensions' or one extension's -- set to 0, +-1, its maximum or a random value; repetition of a
