@@ -175,6 +175,7 @@ class PartitionCluster:
                  extra: tuple[str, ...] = ()):
         self.base = base
         self.session_ms = session_ms
+        self.lag_ms = lag_ms
         self.zk = ZooKeeperServer(os.path.join(base, "zookeeper"))
         self.n = brokers
         self.extra = ["--config", f"zookeeper.session.timeout.ms={session_ms}",

@@ -218,7 +218,7 @@ def follower_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.
     r.notes.append(f"follower {f} isolated; out of the ISR after {time.time() - t_cut:.2f}s")
     _sleep_until(t_cut + hold_s)
     gap, _ = w.max_gap(t_cut - 1.0)
-    lag_s = 2.0
+    lag_s = c.lag_ms / 1000
     r.notes.append(f"longest pause during the cut {gap:.2f}s")
     if gap > lag_s + 3.0:
         r.problems.append(f"the producer stopped {gap:.2f}s with a minority follower cut off")
