@@ -6,6 +6,9 @@ PartitionCluster` under an idempotent acks=all producer and a consumer group
   inter-broker requests blackholed, both ways) but not from ZooKeeper nor its clients: the ISR
   shrinks to the leader alone, acks=all writes are refused (NOT_ENOUGH_REPLICAS, seen by a
   no-retry probe producer), nothing acknowledged is lost; after the heal the ISR is full again.
+* ``leader-split`` (a'): the leader cut from its followers and ZooKeeper, not from its clients:
+  it appends but cannot commit, fences itself, a follower is elected, and at the heal its
+  uncommitted tail is truncated (the replicas' byte identity checks it).
 * ``controller-isolated`` (b): the controller cut from ZooKeeper: another broker becomes the
   controller with a higher controller epoch; no partition state is written after that with a
   leader change under the old epoch.
@@ -34,12 +37,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import os
 import random
 import threading
 import time
 import uuid
 
-from .partition_cluster import PartitionCluster, wait_until
+from .partition_cluster import PartitionCluster, log_batches, wait_until
 from .partition_workload import Workload, read_all
 
 __all__ = ["SCENARIOS", "Result", "run_scenario", "run_scenarios"]
@@ -159,6 +163,40 @@ def leader_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.Ra
     r.notes.append(f"ISR {_isr_history(watch, t_cut)} (cut at 0, healed at {t_heal - t_cut:.2f}s); "
                    f"{len(during)} acks during the cut, the last at "
                    f"{(max(during) - t_cut) if during else 0:.2f}s, {len(alone)} with the ISR [{leader}]")
+    return t
+
+
+def leader_split(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+                 r: Result) -> float:
+    """(a') The leader cut from its followers *and* ZooKeeper, its clients still reaching it: it
+    appends what the producer sends but cannot commit it (its followers do not fetch, its ISR
+    cannot shrink); it fences itself when its ZooKeeper connection is suspended; a follower is
+    elected once its session expires; the producer moves there.  At the heal the old leader's
+    log has diverged (its uncommitted tail) and must be truncated to the new leader's."""
+    st0 = c.state(topic)
+    old = st0["leader"]
+    t_cut = time.time()
+    c.zk_cut(old)
+    c.cut_peers(old)
+    st1 = wait_until(lambda: (s := c.state(topic))["leader"] not in (old, -1) and s,
+                     c.session_ms / 1000 + 20, "a new leader")
+    t_elect = time.time()
+    _sleep_until(t_cut + max(hold_s, c.session_ms / 1000 + 2))
+    old_log = log_batches(os.path.join(c.brokers[old].data, f"{topic}-0"))
+    new_log = {b: x for b, *_, x in log_batches(os.path.join(c.brokers[st1["leader"]].data, f"{topic}-0"))}
+    diverged = [b for b, _, x in old_log if b in new_log and new_log[b] != x] + \
+        [b for b, _, _ in old_log if b not in new_log and b > max(new_log, default=-1)]
+    first_new = min((t for t in w.ack_walls if t > t_elect), default=float("nan"))
+    late = [t for t in w.ack_walls if t_cut + 0.5 < t < t_elect]
+    r.notes.append(f"leader {old} cut from followers and ZooKeeper; leader {st1['leader']} (epoch "
+                   f"{st1['leader_epoch']}) after {t_elect - t_cut:.2f}s, first ack after it at "
+                   f"{first_new - t_cut:.2f}s; {len(late)} acks between cut and election; the old "
+                   f"leader's log held {len(diverged)} batches the new one does not"
+                   + (f" (from offset {min(diverged)})" if diverged else ""))
+    if late:
+        r.problems.append(f"{len(late)} acknowledgements from the cut-off leader {old} before the election")
+    t = time.monotonic()
+    c.heal()
     return t
 
 
@@ -372,7 +410,8 @@ def txn_cut(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, ho
     return t_last
 
 
-SCENARIOS = {"leader-isolated": (leader_isolated, 1), "controller-isolated": (controller_isolated, 3),
+SCENARIOS = {"leader-isolated": (leader_isolated, 1), "leader-split": (leader_split, 1),
+             "controller-isolated": (controller_isolated, 3),
              "follower-isolated": (follower_isolated, 1), "flapping": (flapping, 1),
              "flapping-session": (flapping_session, 1), "txn-cut": (txn_cut, 1)}
 
