@@ -10,8 +10,9 @@ every acknowledged value is looked for in the topic.
     python -m engine chaos --scenario all --seed 7
 
 ``--scenario NAME`` runs a network-partition scenario instead (engine/cluster/partition_scenarios.py:
-leader-isolated, controller-isolated, follower-isolated, flapping, flapping-session, txn-cut, or all), each link
-held cut for ``--duration`` seconds (default 10), one verdict line per scenario.
+leader-isolated, leader-split, controller-isolated, follower-isolated, flapping, flapping-session,
+txn-cut, or all), each link held cut for ``--duration`` seconds (default 10), one verdict line per
+scenario (docs/availability.md).
 
 Prints one line per fault and a verdict: acknowledged / lost / duplicated values, producer errors,
 the longest pause between acknowledgements.  Exit code 0 only with nothing lost or duplicated.
@@ -53,8 +54,8 @@ def add_chaos_parser(sub) -> None:
                    help="also fill a broker's disk (needs root: data directories on tmpfs)")
     c.add_argument("--disk-mb", type=int, default=256, help="tmpfs size per broker with --disk-full (default 256)")
     c.add_argument("--scenario", default=None, metavar="NAME",
-                   help="a network-partition scenario instead of kills: leader-isolated, controller-isolated, "
-                        "follower-isolated, flapping, flapping-session, txn-cut, or all")
+                   help="a network-partition scenario instead of kills: leader-isolated, leader-split, "
+                        "controller-isolated, follower-isolated, flapping, flapping-session, txn-cut, or all")
     c.set_defaults(func=cmd_chaos)
 
 
