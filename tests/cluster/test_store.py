@@ -3,6 +3,7 @@ controller-epoch fence (a deposed controller's writes fail), with two sessions i
 
 from __future__ import annotations
 
+from engine.cluster.registration import BrokerRegistration
 from engine.cluster.zk import PartitionState, TopicAssignment, ZkStore
 
 
@@ -46,8 +47,9 @@ def test_conditional_writes_and_controller_fence(zk):
 def test_chroot_is_created_and_used(zk, zk_client):
     s = ZkStore(zk.connect + "/kafka/one", 6000).start()
     try:
-        s.register_broker(7, "127.0.0.1", 1234, None)
+        s.register_broker(7, BrokerRegistration.of([("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 1234)]))
         assert zk_client.get_children("/kafka/one/brokers/ids") == ["7"]
+        assert s.broker(7).endpoint("PLAINTEXT") == ("127.0.0.1", 1234)
         assert zk_client.exists("/brokers/ids/7") is None
     finally:
         s.close()
