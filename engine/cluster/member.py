@@ -145,8 +145,8 @@ class ClusterMember:
         except BaseException:
             self.store.close()
             raise
-        log.info("broker %d registered in ZooKeeper at %s (cluster %s)", self.broker_id,
-                 self.store.connect, self.cluster_id)
+        log.info("broker %d registered in ZooKeeper at %s (cluster %s; %s)", self.broker_id,
+                 self.store.connect, self.cluster_id, self.store.security.describe())
         self.store.client.add_listener(self._on_state)
         self._worker = threading.Thread(target=self._work_loop, name=f"cluster-{self.broker_id}", daemon=True)
         self._worker.start()

@@ -135,6 +135,11 @@ class ZkClientSecurity:
         return cls(username, password, set_acl, path or None, section,
                    props.get("zookeeper.sasl.client.username") or "zookeeper")
 
+    def describe(self) -> str:
+        """For the log: how the broker logs in and what its znodes get (never the password)."""
+        login = f"SASL DIGEST-MD5 as {self.principal}" if self.username else "no SASL login"
+        return f"{login}, {'Kafka ACLs on its znodes' if self.set_acl else 'open znodes'}"
+
     def login_failed(self, connect: str, failure: str) -> str:
         """The message of a start refused by ZooKeeper: `failure` is kazoo's error."""
         if self.username is None:

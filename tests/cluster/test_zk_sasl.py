@@ -111,6 +111,7 @@ def test_two_brokers_with_acls_replicate_and_serve(secure_cluster, secure_zk):
     c.close()
     assert got == [b"v%d" % i for i in range(10)]
 
+    assert "; SASL DIGEST-MD5 as sasl:kafka, Kafka ACLs on its znodes)" in secure_cluster.brokers[1].log_text()
     kafka = _sasl_client(secure_zk, "kafka", "kafka-secret")
     try:
         state = "/brokers/topics/secure-t/partitions/0/state"
