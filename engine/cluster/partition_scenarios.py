@@ -467,7 +467,12 @@ def run_scenarios(names: list[str], seed: int, hold_s: float, keep: bool = False
     try:
         c.start()
         for i, name in enumerate(names):
-            r = run_scenario(c, name, seed + i, hold_s)
+            try:
+                r = run_scenario(c, name, seed + i, hold_s)
+            except AssertionError as e:          # (a wait that timed out: the next one may still run)
+                print(f"{name}: FAILED: {e}", flush=True)
+                failed += 1
+                continue
             print(r.line(), flush=True)
             failed += bool(r.problems)
     finally:
