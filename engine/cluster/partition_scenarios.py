@@ -304,10 +304,7 @@ def flapping_session(c: PartitionCluster, w: Workload, topic: str, rnd: random.R
     cuts: list[str] = []
     session_s = c.session_ms / 1000
     while time.time() < t_end or len(cuts) < 2:
-        leader = c.state(topic)["leader"]
-        if leader < 0:
-            time.sleep(0.2)
-            continue
+        leader = wait_until(lambda: max(c.state(topic)["leader"], 0), 60, "a leader")   # (ids from 1)
         held = rnd.uniform(0.6, 1.5) * session_s
         c.zk_cut(leader)
         time.sleep(held)
