@@ -49,6 +49,7 @@ from .partition_workload import Workload, read_all
 __all__ = ["SCENARIOS", "Result", "run_scenario", "run_scenarios"]
 
 TXN_CLIENT_ID = "scenario-txn"
+CUTS = ("blackhole", "reset")      # a cut is silence (a dropped route) or refusal (RST), per seed
 
 
 @dataclasses.dataclass
@@ -137,12 +138,13 @@ def leader_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.Ra
     leader = c.state(topic)["leader"]
     watch = StateWatch(c, topic, 1)
     watch.start()
+    mode = rnd.choice(CUTS)
     t_cut = time.time()
-    c.cut_peers(leader)
+    c.cut_peers(leader, mode)
     wait_until(lambda: c.state(topic)["isr"] == [leader], 30, f"the ISR shrunk to the leader {leader}")
     _, t_alone = c.state_stat(topic)                       # (ZooKeeper's time of that write)
     probe = _probe_acks_all(c, topic)
-    r.notes.append(f"leader {leader} cut from its followers; acks=all probe with ISR [{leader}]: {probe}")
+    r.notes.append(f"leader {leader} cut from its followers ({mode}); acks=all probe with ISR [{leader}]: {probe}")
     if probe not in ("NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"):
         r.problems.append(f"an acks=all write with the ISR [{leader}] got {probe}, not NOT_ENOUGH_REPLICAS")
     _sleep_until(t_cut + hold_s)
@@ -175,9 +177,10 @@ def leader_split(c: PartitionCluster, w: Workload, topic: str, rnd: random.Rando
     log has diverged (its uncommitted tail) and must be truncated to the new leader's."""
     st0 = c.state(topic)
     old = st0["leader"]
+    mode = rnd.choice(CUTS)
     t_cut = time.time()
-    c.zk_cut(old)
-    c.cut_peers(old)
+    c.zk_cut(old, mode)
+    c.cut_peers(old, mode)
     st1 = wait_until(lambda: (s := c.state(topic))["leader"] not in (old, -1) and s,
                      c.session_ms / 1000 + 20, "a new leader")
     t_elect = time.time()
@@ -188,7 +191,7 @@ def leader_split(c: PartitionCluster, w: Workload, topic: str, rnd: random.Rando
         [b for b, _, _ in old_log if b not in new_log and b > max(new_log, default=-1)]
     first_new = min((t for t in w.ack_walls if t > t_elect), default=float("nan"))
     late = [t for t in w.ack_walls if t_cut + 0.5 < t < t_elect]
-    r.notes.append(f"leader {old} cut from followers and ZooKeeper; leader {st1['leader']} (epoch "
+    r.notes.append(f"leader {old} cut from followers and ZooKeeper ({mode}); leader {st1['leader']} (epoch "
                    f"{st1['leader_epoch']}) after {t_elect - t_cut:.2f}s, first ack after it at "
                    f"{first_new - t_cut:.2f}s; {len(late)} acks between cut and election; the old "
                    f"leader's log held {len(diverged)} batches the new one does not"
@@ -207,12 +210,13 @@ def controller_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: rando
     e0, _ = c.controller_epoch()
     watch = StateWatch(c, topic, w.partitions)
     watch.start()
+    mode = rnd.choice(CUTS)
     t_cut = time.time()
-    c.zk_cut(old)
+    c.zk_cut(old, mode)
     new = wait_until(lambda: c.controller() not in (old, -1) and c.controller(), c.session_ms / 1000 + 20,
                      "a new controller")
     e1, t_e1 = c.controller_epoch()
-    r.notes.append(f"controller {old} (epoch {e0}) cut from ZooKeeper; controller {new} (epoch {e1}) "
+    r.notes.append(f"controller {old} (epoch {e0}) cut from ZooKeeper ({mode}); controller {new} (epoch {e1}) "
                    f"after {time.time() - t_cut:.2f}s")
     _sleep_until(t_cut + max(hold_s, c.session_ms / 1000 + 1))
     t = time.monotonic()
@@ -250,10 +254,11 @@ def follower_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.
     st = c.state(topic)
     followers = [b for b in st["isr"] if b != st["leader"]]
     f = rnd.choice([b for b in followers if b != c.controller()] or followers)
+    mode = rnd.choice(CUTS)
     t_cut = time.time()
-    c.isolate(f)
+    c.isolate(f, mode)
     wait_until(lambda: f not in c.state(topic)["isr"], 30, f"follower {f} out of the ISR")
-    r.notes.append(f"follower {f} isolated; out of the ISR after {time.time() - t_cut:.2f}s")
+    r.notes.append(f"follower {f} isolated ({mode}); out of the ISR after {time.time() - t_cut:.2f}s")
     _sleep_until(t_cut + hold_s)
     gap, _ = w.max_gap(t_cut - 1.0)
     lag_s = c.lag_ms / 1000
