@@ -3,7 +3,7 @@ PartitionCluster` under an idempotent acks=all producer and a consumer group
 (engine/cluster/partition_workload.py), on a fresh topic with RF 3 and ``min.insync.replicas=2``:
 
 * ``leader-isolated`` (a): the partition's leader cut from its followers (their fetches and
-  inter-broker requests blackholed, both ways) but not from ZooKeeper nor its clients: the ISR
+  inter-broker requests blackholed or reset, both ways) but not from ZooKeeper nor its clients: the ISR
   shrinks to the leader alone, acks=all writes are refused (NOT_ENOUGH_REPLICAS, seen by a
   no-retry probe producer), nothing acknowledged is lost; after the heal the ISR is full again.
 * ``leader-split`` (a'): the leader cut from its followers and ZooKeeper, not from its clients:
