@@ -125,6 +125,8 @@ def _probe_acks_all(c: PartitionCluster, topic: str) -> str:
     p.produce(topic, b"-1", partition=0,
               on_delivery=lambda err, msg: got.append("NONE" if err is None else err.name()))
     p.flush(15)
+    with contextlib.suppress(Exception):
+        p.close()
     return got[0] if got else "no report"
 
 
@@ -381,11 +383,14 @@ def txn_cut(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, ho
                 r.notes.append(f"txn {k}: {e2.args[0].name()} after the heal: new producer")
                 with contextlib.suppress(Exception):
                     p.purge()
+                    p.close()
                 p = _txn_producer(c, txn_id)       # (fences the old one: its open transaction aborted)
         c.heal()
         decided[k] = f"{mode}/{finish}/{outcome}" + ("/flushed" if flushed else "")
         worst = max(worst, time.monotonic() - t0)
     t_last = time.monotonic()
+    with contextlib.suppress(Exception):
+        p.close()
     values, hw = read_all(c.bootstrap, ttopic, 2)
     got: dict[int, set[int]] = {}
     for v in values:

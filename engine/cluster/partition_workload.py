@@ -149,9 +149,10 @@ class Workload:
         member catch up; the verdict."""
         self._stop.set()
         self._threads[0].join(180)
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):     # (closed: a producer left alive retries forever)
             self.p.purge()
             self.p.poll(0)
+            self.p.close()
         values, hw = read_all(self.bootstrap, self.topic, self.partitions)
         seen: dict[int, int] = {}
         for v in values:
