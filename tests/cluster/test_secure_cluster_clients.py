@@ -313,10 +313,11 @@ def test_acl_refused_until_kafka_acls_grants(secured):
             listed = ex.submit(tool, "kafka-acls.sh", *admin_cfg, "--list", "--topic", topic)
         _granted(alice, topic)
         _confluent_consume(alice, topic, group, {b"granted"})       # commits the group's offset
-        if console:
+        if console:      # both JVMs at once: the consumer resumes after "granted" whenever it joins
+            consumed = ex.submit(consume, secured.address, secured.alice, topic, group, 2)
             r = produce(secured.address, secured.alice, topic, "one\ntwo\n")
             assert ok(r) is not None and not denied(r), r.stderr[-3000:]
-            r = consume(secured.address, secured.alice, topic, group, 2)
+            r = consumed.result()
             assert ok(r).splitlines() == ["one", "two"], r.stderr[-3000:]
         if FULL:
             out = ok(listed.result())
