@@ -13,6 +13,8 @@ import socket
 import threading
 import uuid
 
+from engine.client.wire import WireClient
+from engine.errors import KafkaApiError
 from tests.cluster.conftest import SESSION_MS, wait_for, zk_json
 from tests.cluster.test_replication import _create, _state
 from tests.serving import ServeProcess
@@ -108,12 +110,21 @@ def test_cut_off_broker_fences_itself_then_registers_again(tmp_path, zk, zk_clie
         assert led, "leaders are balanced: broker 3 leads one partition"
         p = led[0]
         epoch = _state(zk_client, topic, p)["leader_epoch"]
+        # broker 3 has taken the leadership ZooKeeper gives it (its own Metadata says so) before
+        # the cut: on a loaded machine its watch could otherwise come after, and it would know
+        # nothing of the topic to fence
+        def leads_it():
+            with WireClient(b3.bootstrap, request_timeout_ms=5000) as wc:
+                try:
+                    return wc.metadata([topic])[topic][p].leader == 3
+                except KafkaApiError:
+                    return False
+        wait_for(leads_it, what="broker 3 serving as the leader it was given")
 
         proxy.cut()
         wait_for(lambda: "no longer acting as leader" in b3.log_text(), timeout=SESSION_MS / 1000 + 10,
                  what="broker 3 fencing itself")
         # while fenced, broker 3 itself says it leads nothing (Metadata asked of broker 3 itself)
-        from engine.client.wire import WireClient
         with WireClient(b3.bootstrap, request_timeout_ms=20000) as wc:
             part = wc.metadata([topic])[topic][p]
         assert part.leader == -1 and part.error_code == 5       # LEADER_NOT_AVAILABLE

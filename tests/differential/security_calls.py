@@ -27,7 +27,9 @@ def md(names, auto=False):
             "include_cluster_authorized_operations": True}
 
 
-RECORDS = bytes(build_batch([(b"v", None, [], 1_700_000_000_000)]))   # the same bytes to both
+# the same bytes to both, timestamped now: a record older than retention.ms (7 days) is deleted by
+# Kafka's first retention pass, 5 min after its start, and a slower run then read nothing from Kafka
+RECORDS = bytes(build_batch([(b"v", None, [], int(time.time() * 1000))]))
 
 
 def produce(topic, tid=None):

@@ -298,7 +298,7 @@ def _txn_flow(s):
 def _txn_batch(pid, epoch):
     from engine import _native
     b = _native.BatchBuilder()
-    b.append(b"t", None, None, 1_700_000_000_000)
+    b.append(b"t", None, None, int(time.time() * 1000))     # within retention.ms (see RECORDS)
     return b.build(0, pid, epoch, 0, 0, True)
 
 
