@@ -55,7 +55,8 @@ def add_chaos_parser(sub) -> None:
     c.add_argument("--disk-mb", type=int, default=256, help="tmpfs size per broker with --disk-full (default 256)")
     c.add_argument("--scenario", default=None, metavar="NAME",
                    help="a network-partition scenario instead of kills: leader-isolated, leader-split, "
-                        "controller-isolated, follower-isolated, flapping, flapping-session, txn-cut, or all")
+                        "controller-isolated, follower-isolated, flapping, flapping-session, txn-cut, "
+                        "power-loss, or all")
     c.set_defaults(func=cmd_chaos)
 
 
