@@ -446,7 +446,7 @@ def power_loss(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random,
         t = time.monotonic()
         try:       # (it must leave the ISR: its log lost what the ISR promised it holds)
             wait_until(lambda v=victim, seen=watch.seen: any(v not in q["isr"] for _, q, _ in seen),
-                       (c.session_ms + c.lag_ms) / 1000 + 20, f"broker {victim} out of the ISR")
+                       (c.session_ms + c.lag_ms) / 1000 + 8, f"broker {victim} out of the ISR")
         except AssertionError as e:
             r.problems.append(f"{role} {victim} stayed in the ISR through its power loss ({e})")
         c.wait_full_isr(topic)
