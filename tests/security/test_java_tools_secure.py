@@ -12,7 +12,9 @@ with ``ssl.client.auth=required`` (the principal from the certificate's CN throu
 - the same console round trip over mTLS as ``alice`` (her certificate's CN).
 
 (Kafka vs us answer by answer: tests/differential/test_security_differential.py; this module is
-"our broker works with the real tools".) Skipped, saying why, without Java / Kafka 4.0. The JVMs
+"our broker works with the real tools".) Every test runs per broker: ``ours``, and with
+``SECURITY_KAFKA=1`` ``kafka`` -- Apache Kafka 4.0 (one KRaft node) configured the same way, so the
+same assertions hold for both (the row is off by default: CI time). Skipped, saying why, without Java / Kafka 4.0. The JVMs
 run with ``KAFKA_HEAP_OPTS=-Xmx256m``; independent tool runs go in parallel.
 """
 
@@ -28,7 +30,7 @@ import pytest
 
 from tests.secure_clients import ClientSecurity, confluent
 from tests.security.certs import make_pki
-from tests.serving import ServeProcess, find_kafka, free_port
+from tests.serving import KafkaProcess, ServeProcess, find_kafka, free_port
 
 HOME, WHY_NOT = find_kafka()
 pytestmark = pytest.mark.skipif(HOME is None, reason=f"Kafka's Java tools are needed: {WHY_NOT}")
@@ -39,26 +41,54 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
 MAPPING = "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"
 
 
+KAFKA_ROW = os.environ.get("SECURITY_KAFKA", "") not in ("", "0")
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
 class Secured:
-    def __init__(self, directory: str):
+    """One node of ``broker`` ("ours" or "kafka": Apache Kafka 4.0, single-node KRaft) with the
+    SASL_SSL and SSL listeners, the same PEM certificates, JAAS line, mapping rules and
+    authorizer.  Kafka's own PLAINTEXT listeners (controller, inter-broker) stay unsecured; their
+    principal User:ANONYMOUS is a super user there (else KRaft refuses its own registration)."""
+
+    def __init__(self, broker: str, directory: str):
         pki_dir = os.path.join(directory, "pki")
         os.makedirs(pki_dir)
         pki = make_pki(pki_dir)
+        self.broker = broker
         self.sasl_port, self.ssl_port = free_port(), free_port()
-        self.srv = ServeProcess(
-            os.path.join(directory, "broker"),
-            "--config", f"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:{self.sasl_port},"
-                        f"SSL://127.0.0.1:{self.ssl_port}",
-            "--config", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
-            "--config", f"listener.name.sasl_ssl.plain.sasl.jaas.config={JAAS}",
-            "--config", "ssl.keystore.type=PEM", "--config", f"ssl.keystore.location={pki.path('server.pem')}",
-            "--config", "ssl.truststore.type=PEM", "--config", f"ssl.truststore.location={pki.path('ca.pem')}",
-            "--config", "listener.name.ssl.ssl.client.auth=required",
-            "--config", f"ssl.principal.mapping.rules={MAPPING}",
-            "--config", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "--config", "super.users=User:admin",
-            "--config", "group.initial.rebalance.delay.ms=0",
-            "--config", "offsets.topic.num.partitions=1")
+        common = {
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server.pem"),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca.pem"),
+            "listener.name.ssl.ssl.client.auth": "required",
+            "ssl.principal.mapping.rules": MAPPING,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin",
+            "group.initial.rebalance.delay.ms": "0",
+            "offsets.topic.num.partitions": "1"}
+        secured = f"SASL_SSL://127.0.0.1:{self.sasl_port},SSL://127.0.0.1:{self.ssl_port}"
+        self.srv: ServeProcess | KafkaProcess
+        if broker == "ours":
+            self.srv = ServeProcess(os.path.join(directory, "broker"), "--config",
+                                    f"listeners=PLAINTEXT://127.0.0.1:0,{secured}",
+                                    *(a for k, v in common.items() for a in ("--config", f"{k}={v}")))
+        else:
+            assert HOME is not None
+            os.makedirs(os.path.join(directory, "kafka"))
+            k = KafkaProcess(HOME, os.path.join(directory, "kafka"))
+            while {self.sasl_port, self.ssl_port} & {k.port, k.controller_port}:
+                self.sasl_port, self.ssl_port = free_port(), free_port()
+                secured = f"SASL_SSL://127.0.0.1:{self.sasl_port},SSL://127.0.0.1:{self.ssl_port}"
+            listeners = f"PLAINTEXT://127.0.0.1:{k.port},CONTROLLER://127.0.0.1:{k.controller_port},{secured}"
+            k.settings += [f"listeners={listeners}", f"advertised.listeners={listeners}",
+                           "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+                           "SASL_SSL:SASL_SSL,SSL:SSL",
+                           f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={SCRAM_LOGIN}",
+                           *(f"{k_}={v}" for k_, v in {**common,
+                                                       "super.users": "User:admin;User:ANONYMOUS"}.items())]
+            self.srv = k
         self.sasl_ssl = f"127.0.0.1:{self.sasl_port}"
         self.ssl = f"127.0.0.1:{self.ssl_port}"
         ca = pki.path("ca.pem")
@@ -70,11 +100,16 @@ class Secured:
             os.path.join(pki_dir, "alice.properties"))
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    s = Secured(str(tmp_path_factory.mktemp("java-tools-secure")))
+@pytest.fixture(scope="module", params=["ours", "kafka"])
+def secured(request, tmp_path_factory):
+    if request.param == "kafka" and not KAFKA_ROW:
+        pytest.skip("the Apache Kafka 4.0 row runs with SECURITY_KAFKA=1 (CI time)")
+    s = Secured(request.param, str(tmp_path_factory.mktemp(f"java-tools-secure-{request.param}")))
     s.srv.start()
     yield s
+    if isinstance(s.srv, KafkaProcess):
+        s.srv.stop()
+        return
     _code, log = s.srv.stop()
     assert "Traceback" not in log, f"the broker logged a traceback:\n{log[-4000:]}"
 
