@@ -14,8 +14,8 @@ with ``ssl.client.auth=required`` (the principal from the certificate's CN throu
 (Kafka vs us answer by answer: tests/differential/test_security_differential.py; this module is
 "our broker works with the real tools".) Every test runs per broker: ``ours``, and with
 ``SECURITY_KAFKA=1`` ``kafka`` -- Apache Kafka 4.0 (one KRaft node) configured the same way, so the
-same assertions hold for both (the row is off by default: CI time). Skipped, saying why, without Java / Kafka 4.0. The JVMs
-run with ``KAFKA_HEAP_OPTS=-Xmx256m``; independent tool runs go in parallel.
+same assertions hold for both (the row is off by default: CI time). Skipped, saying why, without
+Java / Kafka 4.0. The JVMs run with ``KAFKA_HEAP_OPTS=-Xmx256m``; independent tool runs go in parallel.
 """
 
 from __future__ import annotations
