@@ -20,6 +20,12 @@ idempotent, run after any watched change and every ``reconcile_interval`` second
   so the partition is offline until an ISR member returns (then elected cleanly);
 - a live leader's ISR loses the members that are dead or shutting down (no leader epoch bump:
   the leadership did not change; the znode version, the partition epoch, moves on);
+- a broker whose registration is newer than a partition state's last write (its czxid, Kafka's
+  broker epoch of KIP-380, above the state's mzxid) has restarted since -- even if it did so
+  between two passes and its id never left ``/brokers/ids`` -- and may have lost its unsynced
+  tail: it is treated as failed for that state (out of the ISR; as leader, replaced from the
+  ISR, or, when no other ISR member is alive, re-elected under a new epoch).  The broker itself
+  does not take up a leadership written before its registration (engine/cluster/member.py);
 - controlled shutdown: a broker about to stop creates ``/admin/controlled_shutdown/<id>``; the
   controller treats it as shutting down (above) and writes ``{"remaining": N}`` into that node,
   N = partitions it still leads (those with no other ISR member alive);
@@ -77,6 +83,7 @@ class Controller:
         self._thread: threading.Thread | None = None
         self._next_rebalance = 0.0
         self.elections = 0             # leader elections written (for tests and logs)
+        self._registered: dict[int, int] = {}   # live broker -> its registration's czxid (this pass)
         self._calls: list = []         # [(fn, args, Future)] for the controller thread
 
     # -- lifecycle -------------------------------------------------------------------
@@ -228,6 +235,15 @@ class Controller:
     def _reconcile(self) -> None:
         zk = self.zk
         live = set(int(b) for b in zk.get_children("/brokers/ids", watch=self._on_change))
+        # each live broker's registration zxid (Kafka's broker epoch, KIP-380): a registration
+        # newer than a partition state's last write is a broker restarted (or re-registered)
+        # since -- possibly between two passes, so that its id never left the children above
+        self._registered.clear()
+        for b in live:
+            stat = zk.exists(f"/brokers/ids/{b}")
+            if stat is not None:
+                self._registered[b] = stat.czxid
+        live = set(self._registered)
         shutting = set(int(b) for b in zk.get_children(CONTROLLED_SHUTDOWN, watch=self._on_change))
         for topic in self.store.topics_to_delete(watch=self._on_change):
             log.info("controller %d: deleting topic %s", self.broker_id, topic)
@@ -308,9 +324,14 @@ class Controller:
                 if not self._still_controller():
                     return None
                 continue
-            isr_live = [b for b in replicas if b in st.isr and b in live and b not in shutting]
-            isr_live += [b for b in st.isr if b not in replicas and b in live and b not in shutting]
-            leader_ok = st.leader in live and st.leader not in shutting
+            # restarted since this state was written: its log may have lost its unsynced tail
+            # (a power loss), so it leaves the ISR and gives up the leadership like a failed
+            # broker (the leader's ISR expansion takes it back once it has caught up)
+            bounced = {b for b in {*st.isr, st.leader} if self._registered.get(b, 0) > st.mzxid}
+            isr_up = [b for b in replicas if b in st.isr and b in live and b not in shutting]
+            isr_up += [b for b in st.isr if b not in replicas and b in live and b not in shutting]
+            isr_live = [b for b in isr_up if b not in bounced]
+            leader_ok = st.leader in live and st.leader not in shutting and st.leader not in bounced
             if prefer and replicas and st.leader != replicas[0] and replicas[0] in isr_live:
                 new = PartitionState(replicas[0], st.leader_epoch + 1, isr_live, self.epoch, st.version)
                 why = "preferred leader election"
@@ -322,10 +343,17 @@ class Controller:
                 if set(isr_live) == set(st.isr):
                     return st
                 new = PartitionState(st.leader, st.leader_epoch, isr_live, self.epoch, st.version)
-                why = "dead or shutting-down replicas leave the ISR"
+                why = "dead, restarted or shutting-down replicas leave the ISR"
             elif isr_live:
                 new = PartitionState(isr_live[0], st.leader_epoch + 1, isr_live, self.epoch, st.version)
-                why = f"leader {st.leader} " + ("shutting down" if st.leader in shutting else "gone")
+                why = f"leader {st.leader} " + ("shutting down" if st.leader in shutting else
+                                                "restarted" if st.leader in bounced else "gone")
+            elif isr_up:
+                # the only ISR members alive restarted since (the leader, or the last ISR member
+                # of an offline partition coming back): the first leads, under a new epoch written
+                # after its registration (what it lost, if anything, no other replica had)
+                new = PartitionState(isr_up[0], st.leader_epoch + 1, [isr_up[0]], self.epoch, st.version)
+                why = f"ISR member {isr_up[0]} restarted, no other alive"
             elif st.leader in live:
                 return st                  # shutting down, but no other ISR member to take over
             elif unclean and available:

@@ -97,6 +97,7 @@ class ClusterMember:
         self.liveness = PeerLiveness(self.store, broker_id, self._registered, self._reregister,
                                      listener=self.inter_broker_listener)
         self.fenced = False
+        self.registration_zxid = 0     # our registration's creation zxid (Kafka's broker epoch)
         self._lock = threading.RLock()
         self._brokers: dict[int, BrokerRegistration] = {}
         self._controller_id = -1
@@ -141,7 +142,7 @@ class ClusterMember:
             self.cluster_id = self.store.cluster_id(self.node.cluster_id or _new_id())
             from .local import adopt_cluster_id
             adopt_cluster_id(self.node, self.cluster_id, self.broker_id)
-            self.store.register_broker(self.broker_id, self.registration())
+            self.registration_zxid = self.store.register_broker(self.broker_id, self.registration())
         except BaseException:
             self.store.close()
             raise
@@ -324,7 +325,7 @@ class ClusterMember:
             if data is None:
                 self._states.pop((topic, p), None)
                 return True
-            st = PartitionState.from_json(data, stat.version)
+            st = PartitionState.from_json(data, stat.version, stat.mzxid)
             self._states[(topic, p)] = st
         self._work.put(("part", (topic, p)))
         return True
@@ -437,17 +438,22 @@ class ClusterMember:
                 self._applied.pop((topic, p), None)
             return
         key = (st.leader, st.leader_epoch, tuple(st.isr), st.version, tuple(replicas), self.fenced,
-               self._shutting_down)
+               self._shutting_down, self.registration_zxid)
         if self._applied.get((topic, p)) == key:
             return
         self._ensure_local(topic, a)
         ensure_local_log(self.node, topic, p)
-        if st.leader == self.broker_id and not self.fenced:
+        # a state naming us leader that was written before our current registration is a
+        # leadership of an earlier incarnation (restarted, maybe with its unsynced tail lost; or a
+        # session lost): not taken up -- the controller sees the new registration (KIP-380's
+        # broker epoch) and writes a new state, moving the leadership or bumping its epoch
+        stale = st.leader == self.broker_id and st.mzxid < self.registration_zxid
+        if st.leader == self.broker_id and not self.fenced and not stale:
             self._call("become_leader", topic, p, st.leader_epoch, list(replicas), list(st.isr), st.version)
         elif self._shutting_down:
             self._call("stop_replica", topic, p, False)      # controlled shutdown: no more fetching
         else:
-            leader = -1 if self.fenced else st.leader
+            leader = -1 if self.fenced or stale else st.leader
             self._call("become_follower", topic, p, leader, st.leader_epoch, list(replicas), st.version)
         self._applied[(topic, p)] = key
 
@@ -481,7 +487,7 @@ class ClusterMember:
         if self._session_lost:
             self._session_lost = False
             try:
-                self.store.register_broker(self.broker_id, self.registration())
+                self.registration_zxid = self.store.register_broker(self.broker_id, self.registration())
                 log.info("broker %d registered again after its ZooKeeper session expired", self.broker_id)
             except ClusterError as e:
                 log.error("%s", e)
@@ -508,7 +514,11 @@ class ClusterMember:
         """Our registration was deleted by another broker while our session lives (engine/cluster/
         liveness.py): register again, unless stopping or between sessions (``_resume`` does it)."""
         if not (self._stopping or self._shutting_down or self._session_lost) and self.store.client.connected:
-            self.store.register_broker(self.broker_id, self.registration())
+            self.registration_zxid = self.store.register_broker(self.broker_id, self.registration())
+            with self._lock:
+                keys = list(self._states)
+            for k in keys:          # leaderships of the old registration wait for the controller
+                self._work.put(("part", k))
 
     def _refresh_all(self) -> None:
         """Re-read every topic's assignment and state (after a new session)."""

@@ -53,8 +53,9 @@ __all__ = ["BOUNCE_MISSED", "SCENARIOS", "Result", "run_scenario", "run_scenario
 
 TXN_CLIENT_ID = "scenario-txn"
 # power-loss: the controller did not see the leader's restart (its registration deleted and made
-# again between two of its passes: it compares the set of ids, not the registrations' czxid,
-# Kafka's broker epoch), so no leader was elected and the restarted broker led again
+# again between two of its passes), so no leader was elected and the restarted broker led again
+# (fixed: the controller compares each registration's czxid, Kafka's broker epoch, with the
+# partition state's last write; this names the regression)
 BOUNCE_MISSED = "restart not seen by the controller"
 CUTS = ("blackhole", "reset")      # a cut is silence (a dropped route) or refusal (RST), per seed
 

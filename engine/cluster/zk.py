@@ -122,16 +122,17 @@ class PartitionState:
     isr: list[int]
     controller_epoch: int
     version: int = -1          # the znode version: the partition epoch
+    mzxid: int = 0             # the zxid of the znode's last write (as read; not written)
 
     def to_json(self) -> bytes:
         return _dumps({"controller_epoch": self.controller_epoch, "leader": self.leader,
                        "version": 1, "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
 
     @classmethod
-    def from_json(cls, data: bytes, version: int) -> PartitionState:
+    def from_json(cls, data: bytes, version: int, mzxid: int = 0) -> PartitionState:
         d = json.loads(data)
         return cls(int(d["leader"]), int(d["leader_epoch"]), [int(x) for x in d["isr"]],
-                   int(d.get("controller_epoch", 0)), version)
+                   int(d.get("controller_epoch", 0)), version, mzxid)
 
 
 @dataclass
@@ -261,15 +262,16 @@ class ZkStore:
             return json.loads(data)["id"]
 
     # -- brokers -------------------------------------------------------------------
-    def register_broker(self, broker_id: int, reg: BrokerRegistration) -> None:
+    def register_broker(self, broker_id: int, reg: BrokerRegistration) -> int:
         """Create the ephemeral ``/brokers/ids/<id>`` (ClusterError when another broker holds
-        the id; our own previous incarnation's, same endpoints, is waited out)."""
+        the id; our own previous incarnation's, same endpoints, is waited out).  Returns the
+        registration's creation zxid: Kafka's broker epoch (KIP-380), which tells this
+        incarnation from the one before."""
         path = f"{BROKER_IDS}/{broker_id}"
         deadline = time.monotonic() + self.session_timeout_s + 5.0
         while True:
             try:
                 self.bounded("create", path, reg.to_json(), ephemeral=True)
-                return
             except NodeExistsError:
                 pass
             try:
@@ -277,7 +279,7 @@ class ZkStore:
             except NoNodeError:
                 continue
             if stat.ephemeralOwner == self.client.client_id[0]:
-                return          # ours already (a retried create after a lost answer)
+                return stat.czxid   # ours (just created, or a retried create after a lost answer)
             try:
                 other = BrokerRegistration.from_json(data)
             except ValueError:
@@ -419,7 +421,7 @@ class ZkStore:
             data, stat = self.bounded("get", state_path(topic, partition), watch=watch)
         except NoNodeError:
             return None
-        return PartitionState.from_json(data, stat.version)
+        return PartitionState.from_json(data, stat.version, stat.mzxid)
 
     def create_partition_state(self, topic: str, partition: int, state: PartitionState,
                                controller_epoch_version: int) -> bool:

@@ -42,6 +42,7 @@ from ..errors import (
     ClosedError,
     CorruptRecordError,
     ErrorCode,
+    InvalidReplicationFactorError,
     KafkaApiError,
     NotCoordinatorError,
 )
@@ -271,8 +272,14 @@ class CoordinatorRuntime:
             async with self._topic_lock:
                 n = link.partition_count(self.TOPIC)
                 if n is None:
-                    await self.loop.run_in_executor(None, link.create_topic, self.TOPIC,
-                                                    self.configured_partitions, self._topic_config())
+                    try:
+                        await self.loop.run_in_executor(None, link.create_topic, self.TOPIC,
+                                                        self.configured_partitions, self._topic_config())
+                    except InvalidReplicationFactorError as e:
+                        # too few brokers registered yet (a broker restarting, waiting out its old
+                        # session, sees none): COORDINATOR_NOT_AVAILABLE, and the client asks again
+                        log.warning("%s not created yet: %s", self.TOPIC, e)
+                        return
                     n = link.partition_count(self.TOPIC)
                     log.info("created %s", self.TOPIC)
         self._num_partitions = n        # None: not in this broker's metadata cache yet

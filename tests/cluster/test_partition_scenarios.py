@@ -28,7 +28,7 @@ import shutil
 import pytest
 
 from engine.cluster.partition_cluster import PartitionCluster, log_batches, replicas_identical
-from engine.cluster.partition_scenarios import BOUNCE_MISSED, SCENARIOS, run_scenario
+from engine.cluster.partition_scenarios import SCENARIOS, run_scenario
 from tests.serving import find_zookeeper
 
 HOLD_S = float(os.environ.get("PARTITION_HOLD_S", "4"))
@@ -54,35 +54,17 @@ def pcluster(tmp_path_factory):
         assert not bad, f"broker {i} logged a traceback:\n{bad[0][-4000:]}"
 
 
-# A known defect the power-loss scenario meets (engine/coordinator/runtime.py ``_ensure_topic``):
-# a broker restarted while its old ZooKeeper session is still alive serves clients before it
-# can register, with an empty cluster view; a FindCoordinator then tries to create
-# __consumer_offsets with 0 live brokers and logs that failure with a traceback (the client gets
-# COORDINATOR_NOT_AVAILABLE and retries: nothing else goes wrong).  Only that one is tolerated.
-KNOWN = "engine.errors.InvalidReplicationFactorError: Replication factor: 1 larger than available brokers: 0."
-
-
 def _unexpected_tracebacks(log: str) -> list[str]:
-    """Each traceback in `log` (to its exception line) but the KNOWN one."""
-    out = []
-    for block in log.split("Traceback (most recent call last):")[1:]:
-        lines = block.splitlines()
-        last = next((ln for ln in lines[1:] if ln and not ln.startswith(" ")), "")
-        if last != KNOWN:
-            out.append("Traceback (most recent call last):" + block[:4000])
-    return out
+    """Each traceback in `log` (a restarted broker that could not create __consumer_offsets yet
+    logged one until engine/coordinator/runtime.py took that as COORDINATOR_NOT_AVAILABLE)."""
+    return ["Traceback (most recent call last):" + block[:4000]
+            for block in log.split("Traceback (most recent call last):")[1:]]
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_scenario(pcluster, name):
     r = run_scenario(pcluster, name, seed=SEEDS.get(name, 1), hold_s=HOLD_S)
     print("\n" + r.line())
-    if name == "power-loss" and any(BOUNCE_MISSED in p for p in r.problems):
-        # A race, so not xfail(strict=True): the restarted leader's registration is deleted and
-        # made again between two controller passes about half the time (docs/availability.md)
-        pytest.xfail("known bug: a leader restarted after a power loss is not seen by the controller "
-                     "(no broker epoch), leads again at its old epoch with a truncated log and its "
-                     f"followers truncate acknowledged records: {r.line()}")
     assert (r.lost, r.dup) == (0, 0)
     assert r.acked > 0
     assert r.problems == []
