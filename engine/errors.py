@@ -105,6 +105,7 @@ __all__ = [
     "KafkaApiError",
     "KafkaStorageError",
     "LeaderNotAvailableError",
+    "ListenerNotFoundError",
     "MemberIdRequiredError",
     "NetworkError",
     "NoReassignmentInProgressError",
@@ -659,6 +660,13 @@ class InvalidFetchSessionEpochError(KafkaApiError):
     """A fetch session request with an epoch other than the next one."""
 
     code = ErrorCode.INVALID_FETCH_SESSION_EPOCH
+
+
+class ListenerNotFoundError(KafkaApiError):
+    """The partition's leader has no endpoint on the listener the request came in on (a cluster
+    whose brokers do not all share that listener)."""
+
+    code = ErrorCode.LISTENER_NOT_FOUND
 
 
 class FencedLeaderEpochError(KafkaApiError):

@@ -30,13 +30,14 @@ import json
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .. import _native
+from ..errors import CorruptRecordError
 from .netproxy import LinkProxy
 from .zkserver import ZooKeeperServer
 
@@ -122,19 +123,21 @@ class ProxiedBroker:
 
 def log_batches(partition_dir: str) -> list[tuple[int, int, bytes]]:
     """(base offset, last offset, the batch's bytes) of every whole batch in a partition
-    directory's ``.log`` segments, in offset order (RecordBatch v2: base offset int64, length
-    int32, ..., last offset delta int32 at byte 23)."""
+    directory's ``.log`` segments, in offset order (headers read natively: _native.read_header)."""
     out: list[tuple[int, int, bytes]] = []
     for name in sorted(n for n in os.listdir(partition_dir) if n.endswith(".log")):
         with open(os.path.join(partition_dir, name), "rb") as f:
             data = f.read()
         pos = 0
-        while pos + 27 <= len(data):
-            base, length = struct.unpack_from(">qi", data, pos)
-            end = pos + 12 + length
-            if length <= 0 or end > len(data):
+        while pos + _native.BATCH_HEADER_SIZE <= len(data):
+            try:
+                h = _native.read_header(data, pos)
+            except (CorruptRecordError, ValueError):
+                break                                   # (a torn tail)
+            end = pos + h.size
+            if h.batch_length <= 0 or end > len(data):
                 break                                   # (a tail being written)
-            out.append((base, base + struct.unpack_from(">i", data, pos + 23)[0], data[pos:end]))
+            out.append((h.base_offset, h.last_offset, data[pos:end]))
             pos = end
     return out
 

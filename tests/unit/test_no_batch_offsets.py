@@ -42,6 +42,9 @@ FIELD_OFFSETS = {8, 12, 16, 17, 21, 23, 27, 35, 43, 51, 53, 57, 61}
 ALLOWED: dict[tuple[str, str], str] = {
     # a Kafka protocol UUID (16 bytes) in the request reader, not a record batch
     ("engine/protocol/primitives.py", "self.buf[p:p + 16]"): "protocol uuid",
+    # the client_id length of a Kafka *request header* (size, api key, version, correlation id,
+    # then the id), read by the partition tests' proxy to tell connections apart
+    ("engine/cluster/netproxy.py", "struct.unpack_from('>h', head, 12)"): "request header client_id length",
 }
 
 
