@@ -15,7 +15,7 @@ Nodes are stopped by their process group only -- never with kafka-server-stop.sh
 every Kafka on the machine.
 
 The node interface is the one bench/replication.py drives for our brokers
-(engine.cluster.chaos._Broker): ``start()`` (returns once the PLAINTEXT port accepts),
+(engine.chaos.runner._Broker): ``start()`` (returns once the PLAINTEXT port accepts),
 ``signal(sig)`` (waits for the process to exit), ``running``, ``proc``.
 """
 

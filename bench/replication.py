@@ -76,7 +76,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench._util import send_values  # noqa: E402
-from engine.cluster.chaos import _Broker  # noqa: E402
+from engine.chaos.runner import _Broker  # noqa: E402
 
 _DISTINCT = 4096
 LINKEDIN_2014 = 0.51

@@ -113,7 +113,7 @@ def add_cluster_parser(sub) -> None:
     c.add_argument("--config", action="append", metavar="KEY=VALUE",
                    help="a broker setting for every broker (repeatable)")
     c.set_defaults(func=cmd_cluster)
-    from .cluster.chaos import add_chaos_parser
+    from .chaos.runner import add_chaos_parser
     add_chaos_parser(sub)
 
 

@@ -11,9 +11,6 @@
   in cluster mode (written to ZooKeeper; the controller and the brokers act on them).
 - :mod:`engine.cluster.assign` -- replica assignment (Kafka's algorithm).
 - :mod:`engine.cluster.reassign` -- partition reassignment (KIP-455) on the controller thread.
-- :mod:`engine.cluster.netproxy`, :mod:`engine.cluster.partition_cluster`,
-  :mod:`engine.cluster.partition_workload`, :mod:`engine.cluster.partition_scenarios` --
-  network-partition scenarios (``python -m engine chaos --scenario NAME``; docs/availability.md).
 
 Nothing here is imported on the single-node path (no kazoo import without ``zookeeper.connect``).
 """

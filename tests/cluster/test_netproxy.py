@@ -1,4 +1,4 @@
-"""engine/cluster/netproxy.py's LinkProxy with plain sockets against an echo server: pass,
+"""engine/chaos/netproxy.py's LinkProxy with plain sockets against an echo server: pass,
 blackhole (silence, no close, held bytes delivered on heal), reset (RST on open and new
 connections), delay (each way), and switching back."""
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from engine.cluster.netproxy import LinkProxy
+from engine.chaos.netproxy import LinkProxy
 
 
 class Echo:

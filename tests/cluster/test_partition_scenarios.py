@@ -1,6 +1,6 @@
 """Network-partition scenarios (issue 20) on one module-scoped 3-broker cluster whose every link
-goes through a LinkProxy (engine/cluster/partition_cluster.py), each under an idempotent acks=all
-producer and a consumer group (engine/cluster/partition_scenarios.py, also ``python -m engine
+goes through a LinkProxy (engine/chaos/cluster.py), each under an idempotent acks=all
+producer and a consumer group (engine/chaos/scenarios.py, also ``python -m engine
 chaos --scenario NAME`` for longer runs):
 
 (a) the leader cut from its followers, not from ZooKeeper: ISR [leader], NOT_ENOUGH_REPLICAS,
@@ -12,7 +12,7 @@ chaos --scenario NAME`` for longer runs):
 (e) a transactional producer cut between its produces and its commit/abort: each transaction
     whole or absent for read_committed, as decided;
 power-loss: a follower, then the leader, SIGKILLed and its log cut to its recovery point plus a
-    torn tail (engine/cluster/power_loss.py), restarted: it comes back a follower, rejoins.
+    torn tail (engine/chaos/power_loss.py), restarted: it comes back a follower, rejoins.
 
 Each prints acked / lost / duplicated / max unavailability / time to heal, and checks nothing
 acknowledged is lost or doubled, the group received everything, and every replica is
@@ -27,8 +27,8 @@ import shutil
 
 import pytest
 
-from engine.cluster.partition_cluster import PartitionCluster, log_batches, replicas_identical
-from engine.cluster.partition_scenarios import SCENARIOS, run_scenario
+from engine.chaos.cluster import PartitionCluster, log_batches, replicas_identical
+from engine.chaos.scenarios import SCENARIOS, run_scenario
 from tests.serving import find_zookeeper
 
 HOLD_S = float(os.environ.get("PARTITION_HOLD_S", "4"))
@@ -75,7 +75,7 @@ def test_replica_checker_sees_one_flipped_byte(pcluster, tmp_path):
     batch changed in one copy."""
     c = pcluster
     c.create_topic("checker", 1)
-    from engine.cluster.partition_workload import Workload
+    from engine.chaos.workload import Workload
     w = Workload(c.bootstrap, "checker").start()
     w.wait_acked(200)
     hw = w.finish()["hw"][0]

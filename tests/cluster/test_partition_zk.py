@@ -1,6 +1,6 @@
 """A network partition (issue 20): the partition's leader cut off from ZooKeeper but not from its
 clients nor its followers.  Each broker reaches the one ZooKeeper through its own
-:class:`~engine.cluster.netproxy.LinkProxy`; the leader's link is blackholed (silence, not a
+:class:`~engine.chaos.netproxy.LinkProxy`; the leader's link is blackholed (silence, not a
 reset) under an idempotent acks=all producer (RF 3, ``min.insync.replicas=2``), for the session
 timeout and a few seconds more, then healed.
 
@@ -31,7 +31,7 @@ from datetime import datetime
 
 import pytest
 
-from engine.cluster.netproxy import LinkProxy
+from engine.chaos.netproxy import LinkProxy
 from tests.cluster.conftest import wait_for
 from tests.cluster.test_replication import Load, _check, _consume_all, _create, _state
 from tests.serving import ServeProcess

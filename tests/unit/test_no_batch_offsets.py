@@ -44,7 +44,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine/protocol/primitives.py", "self.buf[p:p + 16]"): "protocol uuid",
     # the client_id length of a Kafka *request header* (size, api key, version, correlation id,
     # then the id), read by the partition tests' proxy to tell connections apart
-    ("engine/cluster/netproxy.py", "struct.unpack_from('>h', head, 12)"): "request header client_id length",
+    ("engine/chaos/netproxy.py", "struct.unpack_from('>h', head, 12)"): "request header client_id length",
 }
 
 

@@ -1,7 +1,7 @@
 """A local cluster for network-partition scenarios (issue 20): one ZooKeeper, N brokers (``python -m
 engine serve`` processes on 127.0.0.1), every link of which a scenario can cut.
 
-* Each broker reaches ZooKeeper through its own :class:`~engine.cluster.netproxy.LinkProxy`
+* Each broker reaches ZooKeeper through its own :class:`~engine.chaos.netproxy.LinkProxy`
   (``zk_proxy``): blackholing it cuts that broker alone from ZooKeeper.
 * Each broker *advertises* its own inbound LinkProxy (``kafka=True``) in front of its listener,
   so every connection to it -- clients' and peers' alike -- passes there.  Peers' connections carry
@@ -37,9 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import _native
+from ..cluster.zkserver import ZooKeeperServer
 from ..errors import CorruptRecordError
 from .netproxy import LinkProxy
-from .zkserver import ZooKeeperServer
 
 __all__ = ["PartitionCluster", "ProxiedBroker", "log_batches", "replicas_identical"]
 

@@ -1,6 +1,6 @@
-"""Network-partition scenarios (issue 20), each on a :class:`~engine.cluster.partition_cluster.
+"""Network-partition scenarios (issue 20), each on a :class:`~engine.chaos.cluster.
 PartitionCluster` under an idempotent acks=all producer and a consumer group
-(engine/cluster/partition_workload.py), on a fresh topic with RF 3 and ``min.insync.replicas=2``:
+(engine/chaos/workload.py), on a fresh topic with RF 3 and ``min.insync.replicas=2``:
 
 * ``leader-isolated`` (a): the partition's leader cut from its followers (their fetches and
   inter-broker requests blackholed or reset, both ways) but not from ZooKeeper nor its clients: the ISR
@@ -25,7 +25,7 @@ PartitionCluster` under an idempotent acks=all producer and a consumer group
   retried) or aborted after the heal, and a read_committed consumer sees every transaction whole
   or not at all, as decided.
 * ``power-loss``: a follower, then the leader, SIGKILLed and its log cut to what its recovery
-  point says was synced, plus a torn tail (engine/cluster/power_loss.py), started again after
+  point says was synced, plus a torn tail (engine/chaos/power_loss.py), started again after
   0.2 s..hold: it comes back as a follower, is not elected before it is back in the ISR, rejoins.
 
 Every scenario ends with the same checks: nothing acknowledged lost or doubled, the group member
@@ -46,8 +46,8 @@ import threading
 import time
 import uuid
 
-from .partition_cluster import PartitionCluster, log_batches, wait_until
-from .partition_workload import Workload, read_all
+from .cluster import PartitionCluster, log_batches, wait_until
+from .workload import Workload, read_all
 
 __all__ = ["BOUNCE_MISSED", "SCENARIOS", "Result", "run_scenario", "run_scenarios"]
 
@@ -428,7 +428,7 @@ def txn_cut(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, ho
 # -- power loss -----------------------------------------------------------------------------
 def power_loss(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
                r: Result) -> float:
-    """A follower, then the leader: SIGKILL, its unsynced tail dropped (engine/cluster/power_loss.py),
+    """A follower, then the leader: SIGKILL, its unsynced tail dropped (engine/chaos/power_loss.py),
     down 0.2 s..`hold_s`, started again; it must come back as a follower (not elected while out
     of the ISR) and rejoin the ISR; the other ISR members hold everything acknowledged."""
     from .power_loss import power_loss as cut_power

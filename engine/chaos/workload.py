@@ -1,4 +1,4 @@
-"""The load a network-partition scenario runs under (engine/cluster/partition_scenarios.py): an
+"""The load a network-partition scenario runs under (engine/chaos/scenarios.py): an
 idempotent acks=all confluent-kafka producer (client id ``scenario-producer``) sending 0, 1, 2, ...
 round-robin over a topic's partitions, and a consumer group member (``scenario-group``,
 read_committed) reading them; then the verdict: what was acknowledged, lost (acknowledged but not

@@ -1,4 +1,4 @@
-"""A power loss on one broker of a :class:`~engine.cluster.partition_cluster.PartitionCluster`
+"""A power loss on one broker of a :class:`~engine.chaos.cluster.PartitionCluster`
 (issue 20's ``power-loss`` scenario): SIGKILL its process, then make its data directory look as
 it would after the machine lost power, then start it again on the same ports.
 
@@ -31,7 +31,7 @@ import struct
 
 from ..storage.checkpoint import read_offset_checkpoint
 from ..storage.files import RECOVERY_POINT_CHECKPOINT
-from .partition_cluster import ProxiedBroker
+from .cluster import ProxiedBroker
 
 __all__ = ["kill", "power_loss"]
 

@@ -9,7 +9,7 @@ every acknowledged value is looked for in the topic.
     python -m engine chaos --scenario leader-isolated --duration 20   # a network partition
     python -m engine chaos --scenario all --seed 7
 
-``--scenario NAME`` runs a network-partition scenario instead (engine/cluster/partition_scenarios.py:
+``--scenario NAME`` runs a network-partition scenario instead (engine/chaos/scenarios.py:
 leader-isolated, leader-split, controller-isolated, follower-isolated, flapping, flapping-session,
 txn-cut, or all), each link held cut for ``--duration`` seconds (default 10), one verdict line per
 scenario (docs/availability.md).
@@ -144,12 +144,12 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         from confluent_kafka.admin import AdminClient, NewTopic
     except ImportError:
         raise SystemExit("error: the chaos runner drives confluent-kafka: pip install confluent-kafka") from None
-    from .zkserver import ZooKeeperServer, find_zookeeper
+    from ..cluster.zkserver import ZooKeeperServer, find_zookeeper
     if find_zookeeper()[0] is None:
         raise SystemExit(f"error: {find_zookeeper()[1]}")
     seed = args.seed if args.seed is not None else int(time.time())
     if args.scenario is not None:
-        from .partition_scenarios import SCENARIOS, run_scenarios
+        from .scenarios import SCENARIOS, run_scenarios
         names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
         if any(n not in SCENARIOS for n in names):
             raise SystemExit(f"error: unknown scenario {args.scenario!r} (one of {', '.join(SCENARIOS)}, all)")
