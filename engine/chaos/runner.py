@@ -56,7 +56,7 @@ def add_chaos_parser(sub) -> None:
     c.add_argument("--scenario", default=None, metavar="NAME",
                    help="a network-partition scenario instead of kills: leader-isolated, leader-split, "
                         "controller-isolated, follower-isolated, flapping, flapping-session, txn-cut, "
-                        "power-loss, or all")
+                        "power-loss, leader-split-acks1 (acks=1: its loss reported), or all")
     c.set_defaults(func=cmd_chaos)
 
 

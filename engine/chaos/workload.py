@@ -67,11 +67,13 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
 class Workload:
     """The producer and the group consumer of one scenario (see the module's text)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int = 1, window: int = 200):
+    def __init__(self, bootstrap: str, topic: str, partitions: int = 1, window: int = 200, acks: str = "all"):
+        """`acks` other than "all" (a setting that gives durability up) also turns idempotence off."""
         from confluent_kafka import Producer
         self.bootstrap, self.topic, self.partitions, self.window = bootstrap, topic, partitions, window
+        self.acks = acks
         self.p = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
-                           "client.id": PRODUCER_ID, "enable.idempotence": True, "acks": "all",
+                           "client.id": PRODUCER_ID, "enable.idempotence": acks == "all", "acks": acks,
                            "linger.ms": 2, "delivery.timeout.ms": 120000, "retry.backoff.ms": 50,
                            "retry.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 2000})
         self.acked: list[int] = []
