@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("node", ("engine.node", "engine.topics")),
     ("server+clients+cluster", ("engine.server", "engine.client", "engine.cluster")),
     ("facade+tools", ("engine._engine", "engine.__init__", "engine.__main__", "engine.cli_",
-                      "engine.console", "engine.dump", "engine.group_admin", "spark_udfs")),
+                      "engine.console", "engine.dump", "engine.group_admin", "engine.chaos", "spark_udfs")),
 ]
 
 # upward imports not yet taken apart: (importer, imported) -- remove an entry when it is fixed
