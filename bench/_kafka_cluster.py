@@ -29,6 +29,8 @@ import subprocess
 import tempfile
 import time
 
+from engine.chaos.procs import signal_and_wait
+
 
 def find_kafka(root: str) -> str | None:
     """The kafka_2.13-4.0.0 directory: KAFKA_HOME (the distribution or the folder holding it),
@@ -150,13 +152,7 @@ class KafkaNode:
     def signal(self, sig: int, timeout: float = 120) -> None:
         """Send `sig` to the node's process group and wait for it to exit (SIGKILL after
         `timeout`)."""
-        if self.running:
-            os.killpg(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(30)
+        signal_and_wait(self.proc, sig, timeout)
 
 
 class KafkaCluster:

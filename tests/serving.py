@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+from engine.chaos.procs import signal_and_wait
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -181,13 +183,7 @@ class KafkaProcess:
         raise RuntimeError(f"Kafka did not start in {timeout}s:\n{tail}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(30)
+        signal_and_wait(self.proc, signal.SIGTERM, 30)
 
 
 # -- ZooKeeper (cluster mode) -------------------------------------------------------------------

@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,16 +39,11 @@ from .. import _native
 from ..cluster.zkserver import ZooKeeperServer
 from ..errors import CorruptRecordError
 from .netproxy import LinkProxy
+from .procs import free_port, signal_and_wait, start_listening
 
 __all__ = ["PartitionCluster", "ProxiedBroker", "log_batches", "replicas_identical"]
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(cond, timeout: float, what: str, step: float = 0.05):
@@ -73,7 +67,7 @@ class ProxiedBroker:
         os.makedirs(self.dir, exist_ok=True)
         self.data = os.path.join(self.dir, "data")
         self.log_path = os.path.join(self.dir, "broker.log")
-        self.port = _free_port()
+        self.port = free_port()
         self.zk_proxy = LinkProxy(zk_host, zk_port).start()
         self.proxy = LinkProxy("127.0.0.1", self.port, kafka=True).start()
         self.address = f"127.0.0.1:{self.proxy.port}"          # what clients and peers use
@@ -84,31 +78,13 @@ class ProxiedBroker:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> None:
-        log = open(self.log_path, "ab")
         env = dict(os.environ)
         env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=_ROOT, env=env,
-                                     start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"broker {self.n} exited at start:\n{self.log_text()[-3000:]}") from None
-                time.sleep(0.1)
-        raise RuntimeError(f"broker {self.n} did not listen within {timeout:.0f}s")
+        self.proc = start_listening(self.args, self.log_path, self.port, f"broker {self.n}", timeout,
+                                    cwd=_ROOT, env=env)
 
     def stop(self) -> str:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        signal_and_wait(self.proc, signal.SIGTERM, 30)
         self.proxy.close()
         self.zk_proxy.close()
         return self.log_text()

@@ -31,12 +31,13 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from .procs import free_port, signal_and_wait, start_listening
 
 __all__ = ["add_chaos_parser", "cmd_chaos"]
 
@@ -60,18 +61,13 @@ def add_chaos_parser(sub) -> None:
     c.set_defaults(func=cmd_chaos)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class _Broker:
     def __init__(self, base, n, zk_connect, session_ms):
         self.n = n
         self.dir = os.path.join(base, f"broker-{n}")
         os.makedirs(self.dir, exist_ok=True)
-        self.listen = f"127.0.0.1:{_port()}"
+        self.port = free_port()
+        self.listen = f"127.0.0.1:{self.port}"
         self.args = [sys.executable, "-m", "engine", "serve", "--data-dir", os.path.join(self.dir, "data"),
                      "--listen", self.listen, "--broker-id", str(n), "--zookeeper", zk_connect,
                      "--config", f"zookeeper.session.timeout.ms={session_ms}",
@@ -110,32 +106,15 @@ class _Broker:
             subprocess.run(["umount", "-l", self.mount], capture_output=True)
 
     def start(self):
-        log = open(os.path.join(self.dir, "broker.log"), "ab")
-        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + 60
-        host, port = self.listen.split(":")[:2]
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection((host, int(port)), 0.5).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"broker {self.n} exited at start (log in {self.dir})") from None
-                time.sleep(0.1)
+        self.proc = start_listening(self.args, os.path.join(self.dir, "broker.log"), self.port,
+                                    f"broker {self.n} (log in {self.dir})")
 
     @property
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
     def signal(self, sig):
-        if self.running:
-            os.killpg(self.proc.pid, sig)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        signal_and_wait(self.proc, sig, 60)
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:

@@ -1,0 +1,60 @@
+"""The broker processes the chaos tools start: a free loopback port, a process started in its
+own session with its output in a log file and waited for until its port accepts, and a signal to
+its process group waited out (SIGKILL after a bound)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+__all__ = ["free_port", "signal_and_wait", "start_listening"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_listening(args: list[str], log_path: str, port: int, what: str, timeout: float = 60.0,
+                    **popen) -> subprocess.Popen:
+    """`args` started in a new session, stdout and stderr appended to `log_path`; returns once
+    127.0.0.1:`port` accepts.  RuntimeError (naming `what`, with the log's tail) if it exits first
+    or does not listen within `timeout` seconds."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **popen)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{what} exited at start:\n{_tail(log_path)}") from None
+            time.sleep(0.1)
+    signal_and_wait(proc, signal.SIGKILL, 10)
+    raise RuntimeError(f"{what} did not listen within {timeout:.0f}s:\n{_tail(log_path)}")
+
+
+def signal_and_wait(proc: subprocess.Popen | None, sig: int, timeout: float) -> None:
+    """`sig` to the process group of a running `proc`, then wait for it to exit (SIGKILL after
+    `timeout` seconds)."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read()[-3000:].decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
