@@ -77,6 +77,7 @@ sys.path.insert(0, ROOT)
 
 from bench._util import send_values  # noqa: E402
 from engine.chaos.runner import _Broker  # noqa: E402
+from engine.chaos.workload import read_all  # noqa: E402
 
 _DISTINCT = 4096
 LINKEDIN_2014 = 0.51
@@ -264,24 +265,13 @@ class Sender:
         self.t.join(330)
 
     def lost_and_duplicated(self, bootstrap: str) -> tuple[int, int]:
-        """(acknowledged values not in the topic, values in it more than once), read back from
-        the partitions' beginning to their end."""
-        from confluent_kafka import Consumer, TopicPartition
-        c = Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4", "group.id": "bench-check",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        try:
-            ends = {p: c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30)[1] for p in self.parts}
-            c.assign([TopicPartition(self.topic, p, 0) for p in self.parts])
-            seen: dict[bytes, int] = {}
-            left, deadline = {p for p in self.parts if ends[p] > 0}, time.monotonic() + 120
-            while left and time.monotonic() < deadline:
-                for m in c.consume(10000, 1.0):
-                    if m.error() is None:
-                        seen[m.value()] = seen.get(m.value(), 0) + 1
-                        if m.offset() + 1 >= ends[m.partition()]:
-                            left.discard(m.partition())
-        finally:
-            c.close()
+        """(acknowledged values not in the topic, values in it more than once), read back to the
+        high watermarks (engine/chaos/workload.py's read_all)."""
+        assert self.parts == list(range(len(self.parts))), "read_all reads partitions 0..n-1"
+        values, _hw = read_all(bootstrap, self.topic, len(self.parts), timeout=120)
+        seen: dict[bytes, int] = {}
+        for v in values:
+            seen[v] = seen.get(v, 0) + 1
         lost = sum(1 for vs in self.acked.values() for v in vs if v not in seen)
         return lost, sum(1 for n in seen.values() if n > 1)
 
