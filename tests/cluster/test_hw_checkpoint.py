@@ -75,7 +75,16 @@ def test_sigkilled_replicas_restart_at_their_checkpointed_high_watermark(zk_clie
     # committed once min.insync.replicas allows it: then the records are visible everywhere
     res = ConfigResource("topic", T, incremental_configs=[
         ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([res])[res].result(30)
+    # IncrementalAlterConfigs goes to the controller (librdkafka's admin target): a fresh admin
+    # asks for it now rather than waiting on the controller the first admin cached (the killed one)
+    def altered():
+        fresh = AdminClient({"bootstrap.servers": c.bootstrap, "broker.address.family": "v4"})
+        try:
+            fresh.incremental_alter_configs([res])[res].result(10)
+            return True
+        except (KafkaException, TimeoutError):
+            return False
+    wait_for(altered, timeout=40, what="min.insync.replicas=1 altered")
 
     def committed():
         try:
