@@ -20,6 +20,18 @@ partitions in the same requests are not held back.  A batch is failed after
 ``retries`` attempts or when ``delivery.timeout.ms`` since it was added has passed; a
 non-retriable error fails it and every batch of its partition queued after it.
 
+A partition's first batch goes alone: no later batch of the partition is sent until one of
+its batches has been acknowledged (:attr:`~ProducePipeline.established`).  A broker that has
+no state for the producer id on a partition takes the batch at any sequence (Kafka's
+ProducerAppendInfo.checkSequence: so it can go on after its state expired), so were batch 2
+in flight while batch 1 was refused with a retriable error -- Kafka 4.0 answers
+NOT_LEADER_OR_FOLLOWER to a Produce that comes just after CreateTopics, before the new
+partition is open on the broker -- batch 2 would land first and batch 1's retry would be
+OUT_OF_ORDER_SEQUENCE_NUMBER for good.  Once the broker holds the producer's sequence, a
+batch that overtakes an unanswered one is refused with OUT_OF_ORDER_SEQUENCE_NUMBER and sent
+again behind it (retriable while an earlier batch is unacknowledged, as the Java producer).
+:meth:`~ProducePipeline.new_producer_id` starts that over after a new producer id or epoch.
+
 The request is written with the batches as separate buffers (``sendmsg``): the record
 batches are never copied into a request.  Not thread-safe: the owner serialises calls.
 """
@@ -80,6 +92,7 @@ class ProducePipeline:
         self.retrying: set = set()          # partitions waiting for their in-flight answers
         self.requests: dict[int, deque] = {}   # node -> deque[(conn, version, corr, entries, sent_at)]
         self.unacked: dict[tuple[str, int], set] = {}   # orders of each partition's unfinished batches
+        self.established: set[tuple[str, int]] = set()  # partitions with an acknowledged batch
         self._order = 0
         self.unfinished = 0
 
@@ -96,6 +109,11 @@ class ProducePipeline:
         self.unacked.setdefault(tp, set()).add(entry.order)
         self.unfinished += 1
         return entry
+
+    def new_producer_id(self) -> None:
+        """The producer id or epoch changed (the caller has let every batch finish): each
+        partition's first batch under it goes alone again (see the module docstring)."""
+        self.established.clear()
 
     def queued(self, topic: str, partition: int) -> int:
         q = self.queues.get((topic, partition))
@@ -170,6 +188,8 @@ class ProducePipeline:
                 if self.in_flight.get(tp, 0):
                     continue                 # resend only after the answers of those in flight
                 self.retrying.discard(tp)
+            if tp not in self.established and self.in_flight.get(tp, 0):
+                continue                     # its first batch goes alone (module docstring)
             if self.blocked_until.get(tp, 0.0) > now:
                 continue
             try:
@@ -262,8 +282,10 @@ class ProducePipeline:
                 continue
             code = p["error_code"]
             if code == 0:
+                self.established.add((e.topic, e.partition))
                 self._finish(e, p["base_offset"])
             elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                self.established.add((e.topic, e.partition))
                 self._finish(e, -1)          # an earlier attempt landed: not written twice
             else:
                 msg = p.get("error_message") or ""

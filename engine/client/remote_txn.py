@@ -241,6 +241,7 @@ class TransactionalProducer(RemoteProducer):
             raise api_error(code, context)
         self._pid, self._epoch = int(r["producer_id"]), int(r["producer_epoch"])
         self._seq.clear()
+        self._pipe.new_producer_id()        # nothing in flight here: first batches go alone again
         self._needs_bump = False
 
     # -- the transactional API (confluent-kafka's names) ----------------------------------

@@ -8,6 +8,9 @@ for an API key, breaks the next response(s) to that API in one of these ways:
 * ``stall``    -- never answer (the connection stays open)
 * ``corrupt``  -- flip one byte near the end of the frame (inside the last record batch)
 * ``drop``     -- let the broker do the work, then close before the client sees the answer
+* ``refuse``   -- Produce only: never forward the request, answer every partition in it with
+  ``refuse_error`` (default NOT_LEADER_OR_FOLLOWER, 6) -- the broker never saw it, and the
+  connection's later requests go through (a retriable refusal in the middle of a pipeline)
 
 ``arm(api_key, mode, times, after)`` (``after`` responses to that API pass first); ``fired`` counts
 the responses broken so far.
@@ -41,6 +44,22 @@ def _frame(sock: socket.socket) -> bytes:
     return head + _recv_exact(sock, n)
 
 
+def _refusal(frame: bytes, error_code: int) -> bytes:
+    """A Produce response frame answering every partition of the Produce request `frame`
+    (without its size prefix) with `error_code`, read and written with the broker's codec."""
+    from engine.protocol.frames import parse_request_header, response_header
+    from engine.protocol.messages import FLEXIBLE_FROM, encode_produce_response, parse_produce_request
+
+    version = struct.unpack_from(">h", frame, 2)[0]
+    flexible = version >= FLEXIBLE_FROM[0]
+    header, r = parse_request_header(memoryview(frame), flexible)
+    req = parse_produce_request(r, version)
+    body = encode_produce_response(version, [(t, [(p.index, error_code, -1, -1, -1, "refused by the test proxy")
+                                                  for p in parts]) for t, parts in req.topics])
+    out = response_header(header.correlation_id, flexible) + body
+    return struct.pack(">i", len(out)) + bytes(out)
+
+
 class MisbehavingProxy:
     def __init__(self, upstream_port: int, port: int = 0):
         self.upstream = ("127.0.0.1", upstream_port)
@@ -54,6 +73,7 @@ class MisbehavingProxy:
         self.plan: dict[int, list] = {}       # api_key -> [mode, times left]
         self.fired = 0
         self.on_fire = None                   # callback(mode) after a response was broken
+        self.refuse_error = 6                 # the error code of mode "refuse"
         self.closed = False
         self.socks: list[socket.socket] = []
         self.recording: set[int] = set()
@@ -106,9 +126,14 @@ class MisbehavingProxy:
                 if api_key in self.recording:
                     with self.lock:
                         self.recorded.append(req[4:])
+                mode = self._take(api_key)
+                if mode == "refuse":
+                    if self.on_fire is not None:
+                        self.on_fire(mode)
+                    client.sendall(_refusal(req[4:], self.refuse_error))
+                    continue
                 up.sendall(req)
                 resp = _frame(up)
-                mode = self._take(api_key)
                 if mode is None:
                     client.sendall(resp)
                     continue

@@ -143,3 +143,32 @@ def test_futures_of_several_partitions_share_requests(proxied):
         reqs = _produce_requests(proxy.recorded)
     assert [(m.partition, m.offset) for m in meta] == [(i % 3, i // 3) for i in range(300)]
     assert reqs == [[("s", 0, 100), ("s", 1, 100), ("s", 2, 100)]]
+
+
+@pytest.mark.parametrize("path", ["send_batch", "futures_then_table"])
+def test_a_refused_first_batch_is_not_overtaken_by_the_next(proxied, path):
+    # A broker with no state for a producer id takes any sequence (Kafka 4.0's
+    # ProducerAppendInfo.checkSequence).  Were a partition's second batch in flight while its
+    # first is unanswered, a retriable refusal of the first (Kafka 4.0 answers
+    # NOT_LEADER_OR_FOLLOWER to a Produce that comes just after CreateTopics) lets the second
+    # land first, and the first's retry is OUT_OF_ORDER_SEQUENCE_NUMBER -- the flaky
+    # test_send_records_futures_and_table_input[kafka].  Here the proxy refuses the first Produce.
+    srv, proxy = proxied
+    with engine.connect(proxy.address) as eng:
+        eng.create_topic("o", 1)
+        proxy.arm(PRODUCE, "refuse", times=1)
+        proxy.record(PRODUCE)
+        with eng.producer(**{"batch.size": 1024, "linger.ms": 60000, "retry.backoff.ms": 10}) as p:
+            fs = []
+            if path == "futures_then_table":         # a send() window, then a table behind it
+                fs = [p.send("o", b"f-%02d" % i, partition=0) for i in range(5)]
+            res = p.send_batch("o", pa.table({"value": _values(b"o", 30)}), partitions=0)
+            offs = [f.result(10).offset for f in fs]
+        assert proxy.fired == 1
+        vals = eng.read_arrow("o", 0).column("value").to_pylist()
+        reqs = _produce_requests(proxy.recorded)
+    first = [b"f-%02d" % i for i in range(len(fs))]
+    assert vals == first + _values(b"o", 30).to_pylist()
+    assert offs == list(range(len(fs)))
+    assert [r[1] for r in res] == [len(fs) + sum(r[2] for r in res[:i]) for i in range(len(res))]
+    assert len(res) > 2 and len(reqs) == len(res) + (2 if fs else 1)   # the refused one sent again
