@@ -89,6 +89,7 @@ from .group import (
     GroupMetadata,
     MemberMetadata,
 )
+from .group_context import GroupContext
 from .group_results import (
     GroupDescription,
     GroupListing,
@@ -99,7 +100,7 @@ from .group_results import (
     _resolve,
 )
 from .group_store import GroupStoreMixin
-from .group_txn import TxnOffsetsMixin
+from .group_txn import TxnOffsets
 from .runtime import CoordinatorRuntime, storage_code, wall_ms
 
 __all__ = [
@@ -117,7 +118,7 @@ log = logging.getLogger("engine.coordinator")
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000      # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 
 
-class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
+class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
     """See the module docstring.  ``clock`` gives wall time in ms (commit and state
     timestamps, offset expiry); timers (session, rebalance, delay) use the loop clock."""
 
@@ -137,6 +138,10 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         self.max_metadata_bytes = cfg["offset.metadata.max.bytes"]
         self._groups: dict[str, GroupMetadata] = {}
         self._expire_timer = None
+        # the parts, each given what it uses (group_context.py), none the coordinator itself
+        ctx = self._ctx = GroupContext(self._groups, self.clock, self._route, self._append, self._spawn,
+                                       self._host_loop, self.is_loaded)
+        self._txn = TxnOffsets(ctx, self._stage_offsets, self._append_marker)
 
     # -- runtime hooks -------------------------------------------------------------------
     async def _on_startup(self) -> None:
@@ -152,6 +157,22 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         if key_type != 0:
             return ErrorCode.INVALID_REQUEST, f"key type {key_type} is not a group"
         return await self._find(key)
+
+    # -- transactional offset commits (group_txn.py) --------------------------------------
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 offsets: Mapping, *, generation_id: int = -1, member_id: str = "",
+                                 group_instance_id: str | None = None) -> dict[tuple[str, int], int]:
+        return await self._txn.txn_commit_offsets(group_id, producer_id, producer_epoch, offsets,
+                                                  generation_id=generation_id, member_id=member_id,
+                                                  group_instance_id=group_instance_id)
+
+    async def complete_txn(self, producer_id: int, producer_epoch: int, partition: int, commit: bool,
+                           coordinator_epoch: int) -> bool:
+        return await self._txn.complete_txn(producer_id, producer_epoch, partition, commit, coordinator_epoch)
+
+    async def unstable_partitions(self, group_id: str, partitions: Iterable[tuple[str, int]] | None
+                                  ) -> set[tuple[str, int]]:
+        return await self._txn.unstable_partitions(group_id, partitions)
 
     # -- JoinGroup -------------------------------------------------------------------
     async def join_group(self, group_id: str, member_id: str, *, protocol_type: str,
@@ -193,9 +214,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         return await asyncio.shield(fut)
 
     def _new_group(self, group_id: str, partition: int) -> GroupMetadata:
-        group = GroupMetadata(group_id, partition, current_state_timestamp=self.clock())
-        self._groups[group_id] = group
-        return group
+        return self._ctx.new_group(group_id, partition)
 
     def _join_unknown(self, group: GroupMetadata, require_known: bool, reason, instance_id, client_id,
                       client_host, rebalance_ms, session_ms, protocol_type, protocols, fut) -> None:
@@ -230,7 +249,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             self._add_member_and_rebalance(group, member_id, None, client_id, client_host, rebalance_ms,
                                            session_ms, protocol_type, protocols, fut, reason)
             return
-        err = self._validate_member(group, member_id, instance_id)
+        err = group.validate_member(member_id, instance_id)
         if err:
             _resolve(fut, JoinGroupResult(err, member_id=member_id))
             return
@@ -258,17 +277,6 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         return JoinGroupResult(ErrorCode.NONE, group.generation_id, group.protocol_type, group.protocol_name,
                                group.leader_id or "", member_id,
                                group.current_member_metadata() if leader else [], skip and leader)
-
-    @staticmethod
-    def _validate_member(group: GroupMetadata, member_id: str, instance_id: str | None) -> int:
-        if instance_id is not None:
-            existing = group.static_member_id(instance_id)
-            if existing is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if existing != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-            return ErrorCode.NONE
-        return ErrorCode.NONE if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def _add_member_and_rebalance(self, group, member_id, instance_id, client_id, client_host, rebalance_ms,
                                   session_ms, protocol_type, protocols, fut, reason) -> None:
@@ -343,13 +351,13 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
                 m.assignment = b""
                 _resolve(m.sync_future, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
                 m.sync_future = None
-        self._cancel(group, "sync_timer")
+        group.cancel_timer("sync_timer")
         group.pending_sync.clear()
         was_empty = group.state == EMPTY
         group.transition_to(PREPARING_REBALANCE, self.clock())
         log.info("group %s: preparing rebalance (generation %d): %s", group.group_id,
                  group.generation_id, reason)
-        self._cancel(group, "join_timer")
+        group.cancel_timer("join_timer")
         if was_empty:
             delay = self.initial_rebalance_delay_ms
             remaining = max(group.max_rebalance_timeout_ms() - delay, 0)
@@ -380,7 +388,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             self._complete_join(group)
 
     def _complete_join(self, group: GroupMetadata) -> None:
-        self._cancel(group, "join_timer")
+        group.cancel_timer("join_timer")
         group.initial_join = False
         if group.state != PREPARING_REBALANCE:
             return
@@ -463,13 +471,6 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
         self._drop_member(group, member)
         self._rebalance_or_try_complete(group, f"member {member.member_id} left ({reason})")
 
-    @staticmethod
-    def _cancel(group: GroupMetadata, attr: str) -> None:
-        handle = getattr(group, attr)
-        if handle is not None:
-            handle.cancel()
-            setattr(group, attr, None)
-
     # -- SyncGroup -------------------------------------------------------------------
     def rebalance_timeout_ms(self, group_id: str) -> int:
         """The longest rebalance timeout of `group_id`'s members, which bounds a SyncGroup's wait
@@ -492,7 +493,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             return SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state == DEAD:
             return SyncGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        err = self._validate_member(group, member_id, group_instance_id)
+        err = group.validate_member(member_id, group_instance_id)
         if err:
             return SyncGroupResult(err)
         if generation_id != group.generation_id:
@@ -502,7 +503,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             return SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
-            self._cancel(group, "sync_timer")
+            group.cancel_timer("sync_timer")
         member = group.members[member_id]
         if group.state == PREPARING_REBALANCE:
             return SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS)
@@ -558,7 +559,7 @@ class GroupCoordinator(GroupStoreMixin, TxnOffsetsMixin, CoordinatorRuntime):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state == DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        err = self._validate_member(group, member_id, group_instance_id)
+        err = group.validate_member(member_id, group_instance_id)
         if err:
             return err
         if generation_id != group.generation_id:

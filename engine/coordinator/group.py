@@ -24,6 +24,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..errors import ErrorCode
+
 __all__ = [
     "COMPLETING_REBALANCE",
     "DEAD",
@@ -182,6 +184,25 @@ class GroupMetadata:
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> int:
+        """Whether a request of `member_id` (with its ``group.instance.id``) may act in this
+        group: 0, UNKNOWN_MEMBER_ID, or FENCED_INSTANCE_ID (another member holds that instance)."""
+        if instance_id is not None:
+            existing = self.static_member_id(instance_id)
+            if existing is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if existing != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+            return ErrorCode.NONE
+        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
+
+    def cancel_timer(self, attr: str) -> None:
+        """Cancel the coordinator timer ``join_timer`` or ``sync_timer``, if set."""
+        handle = getattr(self, attr)
+        if handle is not None:
+            handle.cancel()
+            setattr(self, attr, None)
 
     def static_member_id(self, group_instance_id: str | None) -> str | None:
         if group_instance_id is None:

@@ -50,7 +50,7 @@ class GroupStoreMixin:
             if group.state != EMPTY:
                 return all_(ErrorCode.UNKNOWN_MEMBER_ID)    # a simple commit to a group with live members
         else:
-            err = self._validate_member(group, member_id, group_instance_id)
+            err = group.validate_member(member_id, group_instance_id)
             if err:
                 return all_(err)
             if generation_id != group.generation_id:
@@ -263,7 +263,7 @@ class GroupStoreMixin:
 
     def _delete_group(self, group: GroupMetadata) -> None:
         for attr in ("join_timer", "sync_timer"):
-            self._cancel(group, attr)
+            group.cancel_timer(attr)
         for t in group.pending_timers.values():
             t.cancel()
         group.pending_timers.clear()
@@ -397,7 +397,7 @@ class GroupStoreMixin:
     def _forget_partition(self, partition: int) -> None:
         for group in [g for g in self._groups.values() if g.partition == partition]:
             for attr in ("join_timer", "sync_timer"):
-                self._cancel(group, attr)
+                group.cancel_timer(attr)
             for t in group.pending_timers.values():
                 t.cancel()
             for m in group.members.values():

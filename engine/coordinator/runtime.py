@@ -45,6 +45,7 @@ from ..errors import (
     InvalidReplicationFactorError,
     KafkaApiError,
     NotCoordinatorError,
+    UnknownTopicOrPartitionError,
 )
 from ..storage.replay import decoded_batches
 from .cluster_link import ClusterLink
@@ -192,6 +193,12 @@ class CoordinatorRuntime:
     @property
     def running(self) -> bool:
         return self._thread is not None and not self._stopped
+
+    def _host_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the coordinator runs on (once started)."""
+        if self.loop is None:
+            raise RuntimeError(f"the {self.NAME} is not started")
+        return self.loop
 
     @property
     def on_current_loop(self) -> bool:
@@ -407,6 +414,34 @@ class CoordinatorRuntime:
         # through the replica layer with acks=all (an I/O error there is KAFKA_STORAGE_ERROR,
         # and takes a serving broker offline)
         await self.cluster.append(self.TOPIC, partition, buf)
+
+    async def _append_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                             coordinator_epoch: int, apply: Callable[[], None]) -> bool:
+        """Write the COMMIT/ABORT marker of the producer's transaction to our `partition` and
+        run ``apply()`` (memory follows the marker) under the partition's append lock.  True
+        when written; False when the internal topic does not exist (nothing to end)."""
+        if self._num_partitions is None:
+            await self._ensure_topic_known()
+            if self._num_partitions is None:
+                return False
+        st = self._partitions.get(partition)
+        if st is None or st.state != LOADED:
+            raise NotCoordinatorError(f"partition {partition} of {self.TOPIC} is not loaded here")
+        async with st.lock:
+            await self.cluster.append_control(self.TOPIC, partition, producer_id, producer_epoch,
+                                              commit, coordinator_epoch)
+            apply()
+        self.node.notify_appended()
+        return True
+
+    async def _ensure_topic_known(self) -> None:
+        """The internal topic made by someone else since we started: take it up (loaded empty
+        partitions), without creating it."""
+        try:
+            self.node.topic_metadata(self.TOPIC)
+        except UnknownTopicOrPartitionError:
+            return
+        await self._ensure_topic()
 
     def partition_lock(self, partition: int) -> asyncio.Lock | None:
         st = self._partitions.get(partition)
