@@ -234,6 +234,8 @@ AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
 _CONNECTION_QUOTA_KEYS = frozenset({
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
     "max.connection.creation.rate", "quota.window.num", "quota.window.size.seconds",
+    # the controller_mutation_rate token bucket (engine/server/mutation_quotas.py)
+    "controller.quota.window.num", "controller.quota.window.size.seconds",
 })
 SERVER_APPLIED_KEYS = frozenset({
     "authorizer.class.name", *AUTHORIZER_KEYS,

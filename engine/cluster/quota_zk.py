@@ -1,7 +1,7 @@
 """Client quotas shared through ZooKeeper in cluster mode, where Kafka's ZooKeeper-mode brokers
 kept them: ``/config/users/<user>``, ``/config/users/<user>/clients/<client-id>``,
-``/config/clients/<client-id>`` (``<default>`` for a default entry, names sanitized as Kafka's
-Sanitizer does), each ``{"version":1,"config":{"producer_byte_rate":"1048576",...}}``, and a
+``/config/clients/<client-id>``, ``/config/ips/<ip>`` (``<default>`` for a default entry, names
+sanitized as Kafka's Sanitizer does), each ``{"version":1,"config":{"producer_byte_rate":"1048576",...}}``, and a
 ``/config/changes/config_change_<seq>`` notification per change (engine/cluster/config_zk.py).
 A user's node also holds its SCRAM credentials (engine/cluster/scram_zk.py): a quota change
 rewrites only the quota keys, conditionally on the version it read.
@@ -26,11 +26,14 @@ from collections.abc import Callable, Sequence
 
 from ..security.credentials import decode_zk_user_config, encode_zk_user_config
 from ..security.quotas import (
+    ALL_QUOTA_KEYS,
+    IP_QUOTA_KEYS,
     QUOTA_KEYS,
     ClientQuotaStore,
     Entity,
     QuotaAlteration,
     entity_from_zk,
+    ip_entity_from_zk,
     plan_alter,
     quotas_from_zk_config,
     zk_config_value,
@@ -46,6 +49,7 @@ log = logging.getLogger("engine.cluster")
 
 USERS = "/config/users"
 CLIENTS = "/config/clients"
+IPS = "/config/ips"
 CHANGES_PARENT = "/config/changes"
 
 
@@ -55,7 +59,7 @@ def _with_quotas(data: bytes | None, quotas: dict[str, float], user_node: bool) 
         creds, other = decode_zk_user_config(data) if data else ({}, {})
     else:
         creds, other = {}, {k: str(v) for k, v in decode_config(data).items()}
-    other = {k: v for k, v in other.items() if k not in QUOTA_KEYS}
+    other = {k: v for k, v in other.items() if k not in ALL_QUOTA_KEYS}
     other.update({k: zk_config_value(k, v) for k, v in sorted(quotas.items())})
     return encode_zk_user_config(creds, other)
 
@@ -114,7 +118,7 @@ class ZkClientQuotas:
         """Take the cluster's quotas from now on: load them, and again at every change
         notification."""
         from kazoo.recipe.watchers import ChildrenWatch
-        for path in (USERS, CLIENTS, CHANGES_PARENT):
+        for path in (USERS, CLIENTS, IPS, CHANGES_PARENT):
             zk.bounded("ensure_path", path)
         self.zk = zk
         ChildrenWatch(zk.client, CHANGES_PARENT, self._changed)
@@ -133,7 +137,7 @@ class ZkClientQuotas:
 
         def take(path: str, entity: Entity) -> None:
             config = read_config_node(zk, path)
-            quotas = quotas_from_zk_config(config or {}, path)
+            quotas = quotas_from_zk_config(config or {}, path, IP_QUOTA_KEYS if path.startswith(IPS) else QUOTA_KEYS)
             if quotas:
                 out[entity] = quotas
 
@@ -147,4 +151,6 @@ class ZkClientQuotas:
                 take(f"{USERS}/{user}/clients/{client}", entity_from_zk(user, client))
         for client in zk.bounded("get_children", CLIENTS):
             take(f"{CLIENTS}/{client}", entity_from_zk(None, client))
+        for ip in zk.bounded("get_children", IPS):
+            take(f"{IPS}/{ip}", ip_entity_from_zk(ip))
         return out

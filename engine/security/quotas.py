@@ -1,5 +1,7 @@
 """Client quota configuration, as Kafka keeps it: who gets which ``producer_byte_rate``,
-``consumer_byte_rate`` and ``request_percentage`` (engine/server/quotas.py enforces them).
+``consumer_byte_rate``, ``request_percentage`` and ``controller_mutation_rate`` (engine/server/
+quotas.py and mutation_quotas.py enforce them), and which IP gets which
+``connection_creation_rate`` (KIP-612, engine/server/ip_quotas.py).
 
 An entity is a user, a client id, or both (Kafka's ClientQuotaEntity), each name either given
 or ``None`` for the ``<default>`` entry: ``(("user", "alice"),)``, ``(("client-id", None),)``,
@@ -12,19 +14,22 @@ each key is looked up on its own in Kafka's order (ClientQuotaManager's DefaultQ
     /config/users/<default>/clients/<client-id>    /config/clients/<default>
 
 and the first entity that has the key gives the limit (``resolve``).  A ``<default>`` entry
-applies to each user / client id on its own: its rate is measured per user / client id.
+applies to each user / client id on its own: its rate is measured per user / client id.  An
+``ip`` entity stands alone (``(("ip", "10.0.0.1"),)``, ``(("ip", None),)`` the default for every
+IP) and takes only ``connection_creation_rate`` (Kafka's QuotaConfig.ipConfigs).
 
 AlterClientQuotas' rules are Kafka 4.0's (ClientQuotaControlManager): per entity, an error
 (INVALID_REQUEST with Kafka's message) leaves that entity unchanged, the others are applied;
-DescribeClientQuotas' filter is ClientQuotasImage.describe's.  Two things Kafka accepts are
-refused here with INVALID_REQUEST, because nothing here would enforce them: ``ip`` entities
-(``connection_creation_rate``) and ``controller_mutation_rate``.
+DescribeClientQuotas' filter is ClientQuotasImage.describe's.  An ``ip`` entity's name must be
+an IP address or a name that resolves (Kafka: InetAddress.getByName), else INVALID_REQUEST
+"<name> is not a valid IP or resolvable host.".
 
 :class:`ClientQuotaStore` keeps them in ``client-quotas.json`` in the data directory, written
 atomically (a crash leaves the old or the new set).  In cluster mode engine/cluster/quota_zk.py
 keeps them in ZooKeeper where Kafka's ZooKeeper-mode brokers did (``/config/users/<user>``,
-``/config/users/<user>/clients/<client-id>``, ``/config/clients/<client-id>``, ``<default>``
-for a default entry; the forms are here: :func:`zk_path`, :func:`zk_entity_path`).
+``/config/users/<user>/clients/<client-id>``, ``/config/clients/<client-id>``,
+``/config/ips/<ip>``, ``<default>`` for a default entry; the forms are here: :func:`zk_path`,
+:func:`zk_entity_path`).
 
 Concurrency: thread-safe; listeners (the quota manager) are called after each change, on the
 thread that made it.
@@ -32,9 +37,11 @@ thread that made it.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
+import socket
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,11 +51,16 @@ from engine.errors import ErrorCode, InvalidConfigError
 from engine.storage.checkpoint import write_atomic
 
 __all__ = [
+    "ALL_QUOTA_KEYS",
     "CLIENT_ID",
+    "CONNECTION_CREATION_RATE",
     "CONSUMER_BYTE_RATE",
+    "CONTROLLER_MUTATION_RATE",
     "ClientQuotaStore",
     "DEFAULT",
     "Entity",
+    "IP",
+    "IP_QUOTA_KEYS",
     "PRODUCER_BYTE_RATE",
     "QUOTA_KEYS",
     "QuotaAlteration",
@@ -57,8 +69,11 @@ __all__ = [
     "USER",
     "describe_quotas",
     "entity_text",
+    "ip_entity_from_zk",
+    "keys_for",
     "plan_alter",
     "resolve",
+    "resolve_ip",
 ]
 
 USER = "user"
@@ -69,9 +84,14 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
-# key -> Kafka's config type (QuotaConfig.userAndClientQuotaConfigs)
-QUOTA_KEYS = {PRODUCER_BYTE_RATE: "LONG", CONSUMER_BYTE_RATE: "LONG", REQUEST_PERCENTAGE: "DOUBLE"}
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+# key -> Kafka's config type (QuotaConfig.userAndClientQuotaConfigs, QuotaConfig.ipConfigs)
+QUOTA_KEYS = {PRODUCER_BYTE_RATE: "LONG", CONSUMER_BYTE_RATE: "LONG", REQUEST_PERCENTAGE: "DOUBLE",
+              CONTROLLER_MUTATION_RATE: "DOUBLE"}
+IP_QUOTA_KEYS = {CONNECTION_CREATION_RATE: "INT"}
+ALL_QUOTA_KEYS = {**QUOTA_KEYS, **IP_QUOTA_KEYS}
 _LONG_MAX = float(2 ** 63 - 1)
+_INT_MAX = float(2 ** 31 - 1)
 
 # (("user", name|None), ("client-id", name|None)) -- user first, each type at most once
 Entity = tuple[tuple[str, str | None], ...]
@@ -136,24 +156,43 @@ def _validate_entity(pairs) -> str | Entity:
         if USER in seen or CLIENT_ID in seen:
             # Kafka's message, its missing space included
             return "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"
-        return "IP quotas (connection_creation_rate) are not enforced by this broker"
+        name = seen[IP]
+        if name is not None and resolve_ip(name) is None:
+            return f"{name} is not a valid IP or resolvable host."
     return make_entity(seen.items())
 
 
-def _validate_value(key: str, value: float) -> str | None:
-    kind = QUOTA_KEYS.get(key)
+def resolve_ip(name: str) -> str | None:
+    """An ip entity's name as one address (Kafka: InetAddress.getByName -- a literal, else the
+    first address the name resolves to); None if it is neither."""
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError):
+        return None
+    return str(infos[0][4][0]) if infos else None
+
+
+def _validate_value(key: str, value: float, keys: Mapping[str, str]) -> str | None:
+    kind = keys.get(key)
     if kind is None:
-        if key == CONTROLLER_MUTATION_RATE:
-            return f"{key} is not enforced by this broker"
         return f"Invalid configuration key {key}"
     if not value > 0.0:
         return f"Quota {key} must be greater than 0"
-    if kind == "LONG":
-        if value > _LONG_MAX:
-            return f"Proposed value for {key} is too large for a LONG."
+    if kind in ("LONG", "INT"):
+        if value > (_LONG_MAX if kind == "LONG" else _INT_MAX):
+            return f"Proposed value for {key} is too large for {'a LONG' if kind == 'LONG' else 'an INT'}."
         if abs(math.fmod(value, 1.0)) > 1e-6:
             return f"{key} cannot be a fractional value."
     return None
+
+
+def keys_for(entity: Entity) -> Mapping[str, str]:
+    """The quota keys an entity takes: an ip entity's, or a user / client id entity's."""
+    return IP_QUOTA_KEYS if entity and entity[0][0] == IP else QUOTA_KEYS
 
 
 def plan_alter(current: Mapping[Entity, Mapping[str, float]], alterations: Sequence[QuotaAlteration]
@@ -188,7 +227,7 @@ def plan_alter(current: Mapping[Entity, Mapping[str, float]], alterations: Seque
             if value is None:
                 quotas.pop(key, None)
                 continue
-            error = _validate_value(key, float(value))
+            error = _validate_value(key, float(value), keys_for(entity))
             if error is not None:
                 break
             quotas[key] = float(value)
@@ -284,18 +323,19 @@ def _entity_to_json(entity: Entity) -> dict:
 
 
 def _entity_from_json(doc, where: str) -> Entity:
-    if not isinstance(doc, dict) or not doc or any(t not in (USER, CLIENT_ID) for t in doc) \
+    if not isinstance(doc, dict) or not doc or any(t not in (USER, CLIENT_ID, IP) for t in doc) \
+            or (IP in doc and len(doc) > 1) \
             or any(n is not None and not isinstance(n, str) for n in doc.values()):
         raise QuotaFormatError(f"{where}: bad entity {doc!r}")
     return make_entity(doc.items())
 
 
-def _quotas_from_json(doc, where: str) -> dict[str, float]:
+def _quotas_from_json(doc, where: str, keys: Mapping[str, str]) -> dict[str, float]:
     if not isinstance(doc, dict):
         raise QuotaFormatError(f"{where}: quotas are not an object")
     out = {}
     for k, v in doc.items():
-        if k not in QUOTA_KEYS or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        if k not in keys or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
             raise QuotaFormatError(f"{where}: bad quota {k}={v!r}")
         out[k] = float(v)
     return out
@@ -335,7 +375,7 @@ class ClientQuotaStore:
             if not isinstance(item, dict):
                 raise QuotaFormatError(f"{self.path}: bad entry {item!r}")
             entity = _entity_from_json(item.get("entity"), self.path)
-            quotas = _quotas_from_json(item.get("quotas"), self.path)
+            quotas = _quotas_from_json(item.get("quotas"), self.path, keys_for(entity))
             if quotas:
                 out[entity] = quotas
         return out
@@ -405,8 +445,11 @@ def _sanitize(name: str | None) -> str:
 
 def zk_entity_path(entity: Entity) -> str:
     """The change notification's ``entity_path``: ``users/<user>``, ``users/<user>/clients/<id>``,
-    ``clients/<id>`` (names sanitized as Kafka's Sanitizer does, ``<default>`` for a default)."""
+    ``clients/<id>``, ``ips/<ip>`` (names sanitized as Kafka's Sanitizer does, ``<default>`` for
+    a default)."""
     d = dict(entity)
+    if IP in d:
+        return f"ips/{_sanitize(d[IP])}"
     if USER in d and CLIENT_ID in d:
         return f"users/{_sanitize(d[USER])}/clients/{_sanitize(d[CLIENT_ID])}"
     if USER in d:
@@ -428,11 +471,17 @@ def entity_from_zk(user_node: str | None, client_node: str | None) -> Entity:
     return make_entity(pairs)
 
 
-def quotas_from_zk_config(config: Mapping[str, str], where: str) -> dict[str, float]:
+def ip_entity_from_zk(ip_node: str) -> Entity:
+    """The entity of a node under /config/ips (a sanitized name, or ``<default>``)."""
+    return ((IP, None if ip_node == DEFAULT else urllib.parse.unquote(ip_node)),)
+
+
+def quotas_from_zk_config(config: Mapping[str, str], where: str,
+                          keys: Mapping[str, str] = QUOTA_KEYS) -> dict[str, float]:
     """The quota keys of a ZooKeeper config node's ``config`` object (its other keys, such as
     SCRAM credentials, are not quotas); a value that is not a positive number is ignored."""
     out = {}
-    for key in QUOTA_KEYS:
+    for key in keys:
         if key in config:
             try:
                 value = float(config[key])
@@ -445,6 +494,6 @@ def quotas_from_zk_config(config: Mapping[str, str], where: str) -> dict[str, fl
 
 def zk_config_value(key: str, value: float) -> str:
     """A quota as Kafka's ZooKeeper-mode tools wrote it (a LONG without a fraction)."""
-    if QUOTA_KEYS.get(key) == "LONG":
+    if ALL_QUOTA_KEYS.get(key) in ("LONG", "INT"):
         return str(int(value))
     return repr(float(value))

@@ -26,7 +26,9 @@ Connection limits (engine/server/connection_quotas.py, Kafka's ``max.connections
 ``max.connections.per.ip`` (+ ``.overrides``), ``max.connection.creation.rate`` and their
 ``listener.name.<l>.`` forms) are applied in the accept loops: a listener at its limit or over
 its creation rate stops accepting (clients wait in the backlog), a connection over its address's
-limit is closed at once; ``broker.connection_quotas`` holds the counts.
+``connection_creation_rate`` quota (``broker.ip_quotas``, engine/server/ip_quotas.py, KIP-612)
+is held unread for its throttle time and then closed, a connection over its address's limit is
+closed at once; ``broker.connection_quotas`` holds the counts.
 
 The broker is built on a :class:`~engine.node.Node` (``broker.node``), as Kafka's socket server
 and request handlers are on what ``BrokerServer`` builds: the handlers reach the topics, the
@@ -57,6 +59,7 @@ from .buffers import BufferPool
 from .connection import Connection
 from .connection_quotas import ConnectionQuotas
 from .handlers import Handlers
+from .ip_quotas import IpConnectionQuotas
 from .listener import Listener
 from .quotas import QuotaManager
 from .sasl_handlers import DEFAULT_FAILED_AUTH_DELAY_MS, DEFAULT_MAX_RECEIVE_SIZE
@@ -118,6 +121,8 @@ class Broker:
         self.quotas = QuotaManager.from_configs(explicit, client_quotas)
         # connection limits (engine/server/connection_quotas.py); InvalidConfigError at startup
         self.connection_quotas = ConnectionQuotas.from_configs(explicit, [li.name for li in self.listeners])
+        self.ip_quotas = IpConnectionQuotas.from_configs(explicit, client_quotas)   # KIP-612
+        self._throttled_socks: set[socket.socket] = set()     # refused by ip_quotas, closed later
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
         self.max_queued_bytes = max_queued_bytes
@@ -207,6 +212,9 @@ class Broker:
                 pass
             self._accept_task = None
         self._close_listeners()
+        for sock in list(self._throttled_socks):
+            sock.close()
+        self._throttled_socks.clear()
         for task in list(self._conn_tasks):
             task.cancel()
         if self._conn_tasks:
@@ -264,6 +272,13 @@ class Broker:
             except BaseException:
                 conn_sock.close()
                 raise
+            throttle_ms = self.ip_quotas.throttle_ms(peer[0]) if self.ip_quotas.active else 0.0
+            if throttle_ms > 0:
+                # Kafka's ConnectionThrottledException: un-recorded, kept unread, closed later
+                quotas.unrecord(listener.name)
+                self._throttled_socks.add(conn_sock)
+                loop.call_later(throttle_ms / 1000.0, self._close_throttled, conn_sock)
+                continue
             if not quotas.inc(listener.name, peer[0]):
                 conn_sock.close()
                 continue
@@ -279,6 +294,11 @@ class Broker:
             excess = quotas.excess(listener.name)
             if excess:
                 self._close_least_active(listener.name, excess)
+
+    def _close_throttled(self, sock: socket.socket) -> None:
+        if sock in self._throttled_socks:
+            self._throttled_socks.discard(sock)
+            sock.close()
 
     def _close_least_active(self, protected: str, n: int) -> None:
         """Close the ``n`` least recently active connections of listeners other than

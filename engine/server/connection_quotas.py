@@ -18,9 +18,12 @@ socket it accepted, as Kafka's Acceptor asks ``ConnectionQuotas.inc``:
    and until the listener and the broker have a free slot.  While it waits that listener accepts
    nothing more: new clients wait in the socket's backlog (their TCP connect completes in the
    kernel, their requests go unanswered) until a connection closes.
-2. :meth:`ConnectionQuotas.inc` -- the per-IP limit: a connection from an address that already
+2. the per-IP creation rate (``connection_creation_rate`` set through AlterClientQuotas, KIP-612:
+   engine/server/ip_quotas.py): a connection over it is un-recorded here too
+   (:meth:`ConnectionQuotas.unrecord`), held unread for the throttle time, then closed.
+3. :meth:`ConnectionQuotas.inc` -- the per-IP limit: a connection from an address that already
    has its maximum is refused (closed at once, logged at INFO: Kafka's TooManyConnectionsException).
-3. :meth:`ConnectionQuotas.dec` when the connection ends.
+4. :meth:`ConnectionQuotas.dec` when the connection ends.
 
 The inter-broker listener (``inter.broker.listener.name``, else the listener named by
 ``security.inter.broker.protocol``, PLAINTEXT by default) is protected when the broker has more
@@ -35,8 +38,7 @@ was idle lets a burst of about ``(quota.window.num - 1) * quota.window.size.seco
 connections in before it throttles; the throttle time is Kafka's ``(observed - bound) / bound *
 window``, at most one window.
 
-What differs from Kafka: the per-IP creation-rate quotas (``connection_creation_rate`` set
-through AlterClientQuotas) are not implemented; the limits are read at startup (no dynamic
+What differs from Kafka: the limits are read at startup (no dynamic
 reconfiguration); a hostname in the overrides counts for every address it resolves to at
 startup (Kafka: the first one).
 """
@@ -55,7 +57,7 @@ from typing import Any
 
 from ..errors import InvalidConfigError
 
-__all__ = ["INT_MAX", "ConnectionQuotas", "ListenerQuotaStats", "Rate"]
+__all__ = ["INT_MAX", "ConnectionQuotas", "ListenerQuotaStats", "Rate", "normal_ip"]
 
 log = logging.getLogger("engine.server")
 
@@ -202,6 +204,9 @@ def _normal_ip(address: str) -> str:
     return str(ip)
 
 
+normal_ip = _normal_ip
+
+
 class ConnectionQuotas:
     """The connection limits of one broker (see the module doc).  Runs on the broker's loop."""
 
@@ -332,6 +337,18 @@ class ConnectionQuotas:
             quota.stats.throttle_ms += throttle
         return throttle
 
+    def unrecord(self, listener: str) -> None:
+        """Take back the connection :meth:`wait_for_slot` recorded in the creation-rate sensors
+        (Kafka's updateListenerMetrics: the IP quota refused it)."""
+        if self.unlimited:
+            return
+        now = time.monotonic() * 1000.0
+        quota = self._listener(listener)
+        if not self.protected(listener) and self._broker_rate is not None:
+            self._broker_rate.record(-1.0, now)
+        if quota.rate is not None:
+            quota.rate.record(-1.0, now)
+
     async def wait_for_slot(self, listener: str) -> float:
         """Kafka's waitForConnectionSlot: record the connection in the rate sensors, then wait
         (asyncio, the loop keeps serving) for the throttle time and for a free slot on the
@@ -392,4 +409,3 @@ class ConnectionQuotas:
         for fut in self._waiters:
             if not fut.done():
                 fut.set_result(None)
-

@@ -11,8 +11,9 @@ them from the next request on.
 * Describe: Kafka's filter (exact name, default, any; ``strict``); a filter Kafka refuses is
   INVALID_REQUEST with its message (an unknown entity type: UNSUPPORTED_VERSION), entries null.
 * Alter: per entry, Kafka 4.0's rules and messages (ClientQuotaControlManager): an empty or
-  repeated entity, an unknown entity type, an empty name, an unknown key, a rate not above 0, a
-  fractional or too large byte rate: INVALID_REQUEST, that entity unchanged; the others are
+  repeated entity, an unknown entity type, an empty name, an ip entity with a user or client id
+  or a name that is no address, a key the entity type does not take, a rate not above 0, a
+  fractional or too large byte / connection rate: INVALID_REQUEST, that entity unchanged; the others are
   applied (written to disk, or ZooKeeper, before the answer) unless ``validate_only``.
 
 Concurrency: runs on the broker's event loop; the change is made in a worker thread.
@@ -26,7 +27,7 @@ import logging
 from ..errors import ErrorCode, KafkaApiError
 from ..protocol import messages as m
 from ..security.acl import AclOperation
-from ..security.quotas import CLIENT_ID, USER, DescribeFilterError, QuotaAlteration
+from ..security.quotas import CLIENT_ID, IP, USER, DescribeFilterError, QuotaAlteration
 from .common import admin_bound_s, off_loop
 
 __all__ = ["QuotaHandlers"]
@@ -103,4 +104,4 @@ class QuotaHandlers:
 def _kafka_order(entity):
     """An entity's (type, name) pairs in the order Kafka 4.0 lists them (its entries map)."""
     d = dict(entity)
-    return [(t, d[t]) for t in (CLIENT_ID, USER) if t in d]
+    return [(t, d[t]) for t in (CLIENT_ID, USER, IP) if t in d]

@@ -12,6 +12,10 @@ is configured (``active``; with none the request path pays one attribute read):
   response's size against ``consumer_byte_rate``; every request but ApiVersions and the SASL
   ones: the event loop's CPU time spent while the handler ran, as a percentage of one thread,
   against ``request_percentage``.
+* CreateTopics, CreatePartitions and DeleteTopics answer the throttle time of their caller's
+  ``controller_mutation_rate`` (``mutations``: engine/server/mutation_quotas.py); the handler
+  hands it over with :meth:`QuotaManager.mutation_throttled` and it is the request's throttle
+  time when it is the longest (Kafka's sendResponseMaybeThrottleWithControllerQuota).
 * The throttle time goes into the response's ``throttle_time_ms`` (patched into the encoded
   body: the first field of most responses, Produce's last) and the connection reads no further
   request for that long after sending the response (KIP-219: the response first, then the mute).
@@ -42,12 +46,14 @@ from collections.abc import Mapping
 from ..protocol import messages as m
 from ..security.quotas import (
     CONSUMER_BYTE_RATE,
+    IP,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     Entity,
     resolve,
 )
 from .connection_quotas import Rate
+from .mutation_quotas import ControllerMutationQuotas
 
 __all__ = ["QuotaManager", "throttle_time_ms"]
 
@@ -73,8 +79,11 @@ def _user(principal: str) -> str:
 
 class QuotaManager:
     def __init__(self, store, window_num: int = DEFAULT_WINDOW_NUM,
-                 window_size_s: int = DEFAULT_WINDOW_SIZE_S) -> None:
+                 window_size_s: int = DEFAULT_WINDOW_SIZE_S,
+                 mutations: ControllerMutationQuotas | None = None) -> None:
         self.store = store
+        self.mutations = mutations if mutations is not None else ControllerMutationQuotas(store)
+        self._pending: dict[int, int] = {}       # id(connection) -> a mutation throttle (ms)
         self.window_num = int(window_num)
         self.window_ms = int(window_size_s) * 1000.0
         self.active = False
@@ -95,14 +104,15 @@ class QuotaManager:
             from ..errors import InvalidConfigError
             raise InvalidConfigError(f"quota.window.num ({num}) and quota.window.size.seconds ({size}) "
                                      "must be at least 1")
-        return cls(store, num, size)
+        return cls(store, num, size, ControllerMutationQuotas.from_configs(explicit, store))
 
     def reload(self) -> None:
         """The configuration changed: take the new set (any thread)."""
         quotas = self.store.snapshot()
         self._quotas = quotas
         self._limits = {}
-        self.active = bool(quotas)
+        # ip entities are the accept loop's (ip_quotas.py): requests pay nothing for them
+        self.active = any(e[0][0] != IP for e in quotas)
 
     def limits(self, principal: str, client_id: str | None) -> tuple:
         """(limit, tags) or None per quota type (produce, fetch, request) for a caller."""
@@ -121,9 +131,16 @@ class QuotaManager:
     def begin(reader) -> tuple[float, int]:
         return time.thread_time(), reader.pos
 
+    def mutation_throttled(self, conn, ms: int) -> None:
+        """The handler of the connection's current request measured a controller mutation
+        throttle time (taken by :meth:`end`)."""
+        if ms > 0:
+            self._pending[id(conn)] = ms
+
     def end(self, conn, header, frame, parts, mark: tuple[float, int]) -> int:
         """Record the request; the throttle time (ms) written into the response (0: none)."""
         key = header.api_key
+        mutation = self._pending.pop(id(conn), 0) if self._pending else 0
         if key in _EXEMPT:
             return 0
         cpu = time.thread_time() - mark[0]
@@ -139,7 +156,7 @@ class QuotaManager:
             bandwidth = self._record(_PRODUCE, found[_PRODUCE], len(frame), now, False)
         if found[_REQUEST] is not None and not (key == m.ApiKey.PRODUCE and parts is None):
             request = self._record(_REQUEST, found[_REQUEST], cpu * 100.0, now, True)
-        throttle = max(bandwidth, request)
+        throttle = max(bandwidth, request, mutation)
         if throttle > 0 and parts:
             _patch_throttle(key, header.api_version, parts, throttle)
         return throttle
