@@ -6,8 +6,9 @@
 #   (COMPACT_* forms and TAG_BUFFERs after each struct when flexible).  The
 #   records come back as views into the request frame -- the log stamps
 #   offsets into them in place, so a produced batch is never copied.
-# * fetch_response(): a FetchResponse body (v4-v12; flexible from v12) as
-#   parts: bytearray runs of header fields interleaved with each partition's
+# * fetch_response(): a FetchResponse body (v4-v16; flexible from v12; topic ids
+#   instead of names from v13; KIP-951's NodeEndpoints from v16) as parts:
+#   bytearray runs of header fields interleaved with each partition's
 #   FileSlices, so the connection can sendfile() the records.
 #
 # Every read is bounds-checked against the frame; a claimed count is refused
@@ -191,20 +192,37 @@ cdef inline void put_i64(bytearray out, int64_t v):
     out += b[:8]
 
 
-def fetch_response(int version, topics, int error_code=0, int session_id=0):
-    """The body of a FetchResponse (v4-v12) as (parts, total size).
+cdef inline void put_compact_str(bytearray out, str value):
+    cdef bytes b
+    if value is None:
+        out.append(0)
+        return
+    b = value.encode("utf-8")
+    put_uvarint(out, len(b) + 1)
+    out += b
 
-    `topics`: [(name, [partition, ...])] where each partition has
+
+def fetch_response(int version, topics, int error_code=0, int session_id=0, node_endpoints=None):
+    """The body of a FetchResponse (v4-v16) as (parts, total size).
+
+    `topics`: [(topic, [partition, ...])] where topic is the name (a str) up to v12 and the
+    topic id's 16 bytes from v13, and each partition has
     partition_index, error_code, high_watermark, last_stable_offset,
     log_start_offset, slices (objects with len(), e.g. FileSlices, or
     bytes) and optionally aborted_transactions ([(producer_id, first_offset)],
-    None = null as for read_uncommitted) and diverging_epoch ((epoch, end_offset), v12+:
-    the DivergingEpoch tagged field; None = absent).  Parts are bytearray runs and the non-empty slices, in wire order.
+    None = null as for read_uncommitted), diverging_epoch ((epoch, end_offset), v12+:
+    the DivergingEpoch tagged field, tag 0) and current_leader ((leader_id, leader_epoch), v12+:
+    the CurrentLeader tagged field, tag 1, KIP-951); None = absent.  `node_endpoints` (v16+,
+    the top-level NodeEndpoints tagged field, tag 0): [(node_id, host, port, rack)], written
+    when not empty.  Parts are bytearray runs and the non-empty slices, in wire order.
     """
     cdef bint flex = version >= 12
+    cdef bint ids = version >= 13
     cdef bytearray w = bytearray()
+    cdef bytearray t
     cdef list parts = []
     cdef Py_ssize_t total = 0, size
+    cdef int ntags
     put_i32(w, 0)                              # throttle_time_ms
     if version >= 7:
         put_i16(w, error_code)
@@ -214,12 +232,17 @@ def fetch_response(int version, topics, int error_code=0, int session_id=0):
     else:
         put_i32(w, len(topics))
     for name, partitions in topics:
-        bname = (<str>name).encode("utf-8")
-        if flex:
-            put_uvarint(w, len(bname) + 1)
+        if ids:                                # v13+: the topic id, 16 bytes
+            if len(name) != 16:
+                raise ValueError("a topic id is 16 bytes")
+            w += name
         else:
-            put_i16(w, len(bname))
-        w += bname
+            bname = (<str>name).encode("utf-8")
+            if flex:
+                put_uvarint(w, len(bname) + 1)
+            else:
+                put_i16(w, len(bname))
+            w += bname
         if flex:
             put_uvarint(w, len(partitions) + 1)
         else:
@@ -268,17 +291,36 @@ def fetch_response(int version, topics, int error_code=0, int session_id=0):
                 w = bytearray()
             if flex:
                 diverging = getattr(p, "diverging_epoch", None)
-                if diverging is None:
-                    w.append(0)
-                else:                          # KIP-320: one tagged field, DivergingEpoch (tag 0):
-                    w += b"\x01\x00\x0d"       # epoch INT32, end_offset INT64, its tagged fields
+                leader = getattr(p, "current_leader", None)
+                ntags = (diverging is not None) + (leader is not None)
+                w.append(ntags)
+                if diverging is not None:      # KIP-320, DivergingEpoch (tag 0): epoch INT32,
+                    w += b"\x00\x0d"           # end_offset INT64, its tagged fields
                     put_i32(w, diverging[0])
                     put_i64(w, diverging[1])
+                    w.append(0)
+                if leader is not None:         # KIP-951, CurrentLeader (tag 1): leader_id INT32,
+                    w += b"\x01\x09"           # leader_epoch INT32, its tagged fields
+                    put_i32(w, leader[0])
+                    put_i32(w, leader[1])
                     w.append(0)
         if flex:
             w.append(0)
     if flex:
-        w.append(0)
+        if version >= 16 and node_endpoints:   # KIP-951, NodeEndpoints (tag 0)
+            t = bytearray()
+            put_uvarint(t, len(node_endpoints) + 1)
+            for node_id, host, port, rack in node_endpoints:
+                put_i32(t, node_id)
+                put_compact_str(t, host)
+                put_i32(t, port)
+                put_compact_str(t, rack)
+                t.append(0)
+            w += b"\x01\x00"
+            put_uvarint(w, len(t))
+            w += t
+        else:
+            w.append(0)
     total += len(w)
     parts.append(w)
     return parts, total

@@ -9,8 +9,8 @@ Two kinds of codec:
 
 * Hand-written, for the hot paths and the bootstrap:
   ApiVersions (every version, and the v0 error answer to a too-new one),
-  Produce request/response (v0–9: the ``records`` field stays a memoryview
-  of the frame — no per-record work) and the Fetch response (v4–12: built as
+  Produce request/response (v0–11: the ``records`` field stays a memoryview
+  of the frame — no per-record work) and the Fetch response (v4–16: built as
   a list of ``bytes`` parts and :class:`FileSlice` parts, so record data can
   go out with sendfile after the header bytes).
 * kio (Kafka's JSON schemas as dataclasses) for the control plane: Metadata,
@@ -35,12 +35,15 @@ Layouts of the hand-written messages (names from ``*Request.json``)::
     ProduceResponse          responses [name, partition_responses [index i32, error_code i16,
                              base_offset i64, log_append_time_ms i64 (v2+), log_start_offset i64 (v5+),
                              record_errors [batch_index i32, message NULLABLE_STRING] (v8+),
-                             error_message NULLABLE_STRING (v8+)]], throttle_time_ms i32 (v1+)
-    FetchResponse v4–12      throttle_time_ms i32, error_code i16 (v7+), session_id i32 (v7+),
-                             responses [topic, partitions [partition_index i32, error_code i16,
+                             error_message NULLABLE_STRING (v8+), tag 0 current_leader (v10+)]],
+                             throttle_time_ms i32 (v1+), tag 0 node_endpoints (v10+)
+    FetchResponse v4–16      throttle_time_ms i32, error_code i16 (v7+), session_id i32 (v7+),
+                             responses [topic (topic_id UUID v13+), partitions [partition_index i32,
+                             error_code i16,
                              high_watermark i64, last_stable_offset i64, log_start_offset i64 (v5+),
                              aborted_transactions NULLABLE [producer_id i64, first_offset i64],
-                             preferred_read_replica i32 (v11+), records RECORDS]]
+                             preferred_read_replica i32 (v11+), records RECORDS, tags 0
+                             diverging_epoch, 1 current_leader]], tag 0 node_endpoints (v16+)
 
 Flexible versions use compact strings/arrays and end every struct with a
 TAG_BUFFER.  Stateless; safe from any thread.
@@ -157,8 +160,8 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "Api
 
 # api_key -> (min, max) we serve
 SUPPORTED: dict[int, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 9),
-    ApiKey.FETCH: (4, 12),
+    ApiKey.PRODUCE: (0, 11),     # v12 needs transaction.version 2 (KIP-890 part 2): not served
+    ApiKey.FETCH: (4, 16),       # v17 is KIP-853's directory id (KRaft voters): not served
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.METADATA: (0, 13),
     ApiKey.API_VERSIONS: (0, 4),
@@ -327,16 +330,19 @@ def parse_produce_request(r: Reader, version: int) -> ProduceRequest:
                           [(name, [ProducePartition(i, rec) for i, rec in parts]) for name, parts in topics])
 
 
-def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]]) -> bytearray:
+def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]],
+                            node_endpoints: list[tuple] | None = None) -> bytearray:
     """`topics`: [(name, [(index, error_code, base_offset, log_append_time, log_start_offset,
-    error_message)])]."""
+    error_message[, current_leader])])]; v10+ (KIP-951): current_leader (leader_id,
+    leader_epoch) as the partition's tag 0 when given, `node_endpoints` [(node_id, host, port,
+    rack)] as the response's tag 0 when not empty."""
     flex = version >= 9
     w = Writer()
     w.array_length(len(topics), flex)
     for name, parts in topics:
         w.string(name, flex)
         w.array_length(len(parts), flex)
-        for index, error, base, lat, lso, msg in parts:
+        for index, error, base, lat, lso, msg, *leader in parts:
             w.int32(index).int16(error).int64(base)
             if version >= 2:
                 w.int64(lat)
@@ -346,14 +352,24 @@ def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]])
                 w.array_length(0, flex)
                 w.string(msg, flex)
             if flex:
-                w.tagged_fields()
+                w.tagged_fields({0: bytes(Writer().int32(leader[0][0]).int32(leader[0][1]).tagged_fields().buf)}
+                                if version >= 10 and leader and leader[0] is not None else None)
         if flex:
             w.tagged_fields()
     if version >= 1:
         w.int32(0)
     if flex:
-        w.tagged_fields()
+        w.tagged_fields({0: _node_endpoints(node_endpoints)} if version >= 10 and node_endpoints else None)
     return w.buf
+
+
+def _node_endpoints(nodes: list[tuple]) -> bytes:
+    """KIP-951's NodeEndpoints: [(node_id, host, port, rack)] as a compact array."""
+    w = Writer()
+    w.array_length(len(nodes), True)
+    for node_id, host, port, rack in nodes:
+        w.int32(node_id).string(host, True).int32(port).string(rack, True).tagged_fields()
+    return bytes(w.buf)
 
 
 # -- Fetch response ------------------------------------------------------------
@@ -367,14 +383,17 @@ class FetchPartitionData:
     slices: list | None = None      # FileSlice-like objects (.size) or bytes; None/[] = empty
     aborted_transactions: list | None = None  # read_committed: [(producer_id, first_offset)]; None = null
     diverging_epoch: tuple | None = None      # v12+ (KIP-320): (epoch, end_offset); None = absent
+    current_leader: tuple | None = None       # v12+ (KIP-951): (leader_id, leader_epoch); None = absent
 
 
-def encode_fetch_response(version: int, topics: list[tuple[str, list[FetchPartitionData]]],
-                          error_code: int = 0, session_id: int = 0) -> tuple[list, int]:
+def encode_fetch_response(version: int, topics: list[tuple[str | bytes, list[FetchPartitionData]]],
+                          error_code: int = 0, session_id: int = 0,
+                          node_endpoints: list[tuple] | None = None) -> tuple[list, int]:
     """The body of a FetchResponse as parts: ``bytearray`` runs and the FileSlices of
-    each partition's records, in wire order.  Returns (parts, total size).
+    each partition's records, in wire order.  Returns (parts, total size).  Topics by name up
+    to v12, by the id's 16 bytes from v13; `node_endpoints` (v16+) as for Produce.
     Written natively (csrc/wire.pyx)."""
-    return _native.fetch_response(version, topics, error_code, session_id)
+    return _native.fetch_response(version, topics, error_code, session_id, node_endpoints)
 
 
 # -- kio-backed control-plane messages -----------------------------------------------

@@ -194,15 +194,17 @@ class ReplicaManager:
         self._verifier = TransactionVerifier(ask)
         self._verify = bool(self.node.config["transaction.partition.verification.enable"])
 
-    async def verify_transactional(self, transactional_id: str | None, entries) -> dict[tuple[str, int], int]:
+    async def verify_transactional(self, transactional_id: str | None, entries,
+                                   abortable: bool = False) -> dict[tuple[str, int], int]:
         """KIP-890, before a produce request's appends: {(topic, partition): error code} of the
         `entries` ((topic, partition, records)) whose transactional batch must not be appended
         (empty: append them all).  Off with ``transaction.partition.verification.enable=false``
         or without a verifier (an embedded node alone: its in-process producers are verified
-        by their own transaction)."""
+        by their own transaction).  `abortable` (Produce v11+): TRANSACTION_ABORTABLE is answered
+        as it is, not as INVALID_TXN_STATE (KIP-890)."""
         if self._verifier is None or not self._verify or transactional_id is None:
             return {}
-        return await self._verifier.refused(transactional_id, entries)
+        return await self._verifier.refused(transactional_id, entries, abortable)
 
     async def append(self, topic: str, partition: int, buf, acks: int):
         """Append a produce request's batches as the leader.

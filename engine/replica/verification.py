@@ -17,7 +17,8 @@ this layer never imports the coordinators.  ``None`` from ``ask`` means no answe
 Only batches carrying the transactional attribute and a producer id are verified; requests
 without a transactional id are not (as in Kafka; a transactional batch in one is refused by the
 handler as TRANSACTIONAL_ID_AUTHORIZATION_FAILED).  The coordinator's codes become what Kafka
-answers on Produce below v12: INVALID_TXN_STATE for a partition not in the transaction,
+answers on Produce below v12: INVALID_TXN_STATE for a partition not in the transaction (from v11,
+KIP-890's TRANSACTION_ABORTABLE as the coordinator answered it),
 INVALID_PRODUCER_EPOCH for a fenced producer, and NOT_ENOUGH_REPLICAS -- retried by every producer
 without a metadata refresh -- where the verification could not complete.
 """
@@ -57,8 +58,11 @@ def transactional_batches(entries: Iterable[tuple[str, int, object]]) -> dict[tu
     return wanted
 
 
-def produce_code(code: int) -> int:
-    """The coordinator's verification answer as a Produce (below v12) answers it."""
+def produce_code(code: int, abortable: bool = False) -> int:
+    """The coordinator's verification answer as a Produce (below v12) answers it; `abortable`
+    (Produce v11+, whose clients know TRANSACTION_ABORTABLE) keeps that code as it is."""
+    if code == ErrorCode.TRANSACTION_ABORTABLE and abortable:
+        return code
     if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_REQUEST):    # (no such id)
         return ErrorCode.INVALID_TXN_STATE
     if code == ErrorCode.PRODUCER_FENCED:
@@ -74,9 +78,10 @@ class TransactionVerifier:
     def __init__(self, ask: Ask):
         self._ask = ask
 
-    async def refused(self, transactional_id: str | None,
-                      entries: Iterable[tuple[str, int, object]]) -> dict[tuple[str, int], int]:
-        """{(topic, partition): error code} of the entries not to append (empty: all verified)."""
+    async def refused(self, transactional_id: str | None, entries: Iterable[tuple[str, int, object]],
+                      abortable: bool = False) -> dict[tuple[str, int], int]:
+        """{(topic, partition): error code} of the entries not to append (empty: all verified);
+        `abortable`: see :func:`produce_code`."""
         if transactional_id is None:
             return {}
         refused: dict[tuple[str, int], int] = {}
@@ -84,7 +89,7 @@ class TransactionVerifier:
             res = await self._ask(transactional_id, pid, epoch, tps)
             for tp in tps:
                 code = produce_code(ErrorCode.COORDINATOR_NOT_AVAILABLE if res is None
-                                    else res.get(tp, ErrorCode.NONE))
+                                    else res.get(tp, ErrorCode.NONE), abortable)
                 if code:
                     refused[tp] = code
         return refused

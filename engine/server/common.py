@@ -111,6 +111,41 @@ def broker_entries(view, conn, id_key: str = "node_id") -> list[dict]:
     return out
 
 
+def leader_hints(view, conn, tps) -> tuple[dict[tuple[str, int], tuple[int, int] | None], list[tuple]]:
+    """KIP-951, for the partitions `tps` ([(topic, partition)]) a Produce v10+ answered
+    NOT_LEADER_OR_FOLLOWER or a Fetch v16+ NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH: the
+    current leader and epoch from the view ({(topic, p): (leader_id, leader_epoch)}, None where
+    both are unknown -- the tagged field's default, not written) and the endpoints of those
+    leaders a client on `conn` reaches, [(node_id, host, port, rack)] at the addresses of the
+    request's listener, as Metadata lists them (Kafka's ``getCurrentLeader``: a leader not alive
+    on that listener is named without an endpoint)."""
+    hints: dict[tuple[str, int], tuple[int, int] | None] = {}
+    wanted = set()
+    for topic, p in tps:
+        try:
+            leader, epoch, _replicas, _isr = view.partition_state(topic, p)
+        except KafkaApiError:
+            leader, epoch = -1, -1
+        leader = -1 if leader is None else leader
+        hints[(topic, p)] = None if (leader, epoch) == (-1, -1) else (leader, epoch)
+        if leader >= 0:
+            wanted.add(leader)
+    nodes = [(e["node_id"], e["host"], e["port"], e["rack"])
+             for e in broker_entries(view, conn) if e["node_id"] in wanted] if wanted else []
+    return hints, nodes
+
+
+def topic_ids(node) -> dict[uuid.UUID, str]:
+    """{topic id: name} of the node's topics (Fetch v13+ names topics by id)."""
+    out = {}
+    for name in node.list_topics():
+        try:
+            out[_topic_uuid(node.topic_metadata(name).topic_id)] = name
+        except KafkaApiError:            # deleted meanwhile
+            continue
+    return out
+
+
 def _replica_id(req) -> int:
     """The fetching replica: ``replica_id`` before Fetch v15, ``replica_state`` from v15 (KIP-903)."""
     rid = getattr(req, "replica_id", None)

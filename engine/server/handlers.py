@@ -52,8 +52,10 @@ from .common import (
     _replica_id,
     _topic_uuid,
     broker_entries,
+    leader_hints,
     off_loop,
     partition_entry,
+    topic_ids,
     zookeeper_bound_s,
 )
 
@@ -73,6 +75,7 @@ class Handlers:
         self.replicas = broker.replicas       # engine/replica: leaders, appends, reads
         self.view = broker.view
         self.access = broker.access           # who may do what (access.py)
+        self._topic_ids: dict = {}            # Fetch v13+: {topic id: name}, rebuilt on a miss
         self._table = {
             m.ApiKey.PRODUCE: self.produce,
             m.ApiKey.FETCH: self.fetch,
@@ -233,7 +236,7 @@ class Handlers:
         # KIP-890: transactional batches the replica layer must not append
         refused = (await self.replicas.verify_transactional(
             req.transactional_id, [(name, p.index, p.records) for name, parts in req.topics for p in parts
-                                   if writable is None or name in writable])
+                                   if writable is None or name in writable], abortable=v >= 11)
             if not error and req.transactional_id is not None else None)
         for name, parts in req.topics:
             results = []
@@ -277,10 +280,23 @@ class Handlers:
                     results[i] = (results[i][0], _code(failure), -1, -1, -1, str(failure)[:200])
         if req.acks == 0 and not error:
             return None
-        return [m.encode_produce_response(v, out)]
+        nodes = None
+        if v >= 10:         # KIP-951: where the leader is, in the error itself
+            stale = [(name, r[0]) for name, results in out for r in results
+                     if r[1] == ErrorCode.NOT_LEADER_OR_FOLLOWER]
+            if stale:
+                hints, nodes = leader_hints(self.view, conn, stale)
+                out = [(name, [r + (hints[(name, r[0])],) if r[1] == ErrorCode.NOT_LEADER_OR_FOLLOWER else r
+                               for r in results]) for name, results in out]
+        return [m.encode_produce_response(v, out, nodes)]
 
     # -- Fetch (1) -------------------------------------------------------------------
     async def fetch(self, header, body, conn):
+        """Fetch v4-16.  v13+ names topics by id (an id no topic has: UNKNOWN_TOPIC_ID for each of
+        its partitions, the id echoed); v15+ carries the follower in ReplicaState (KIP-903, read
+        from anyone); v16+ answers NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH with the current
+        leader and its endpoint (KIP-951).  There are no fetch sessions here: every answer has
+        session id 0, so each fetch is a full one and nothing is kept per topic id."""
         v = header.api_version
         req = m.decode(m.ApiKey.FETCH, v, body.buf[body.pos:])
         max_wait = req.max_wait.total_seconds()
@@ -288,33 +304,65 @@ class Handlers:
         max_bytes = req.max_bytes if v >= 3 else 0x7FFFFFFF
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, max_wait)
+        names = [t.topic for t in req.topics] if v < 13 else [self._topic_name(t.topic_id) for t in req.topics]
         # a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic
         readable = None
         if self.access.enabled:
-            names = {t.topic for t in req.topics}
+            known = {n for n in names if n is not None}
             if _replica_id(req) >= 0:
-                readable = names if self.access.cluster(conn, AclOperation.CLUSTER_ACTION) else set()
+                readable = known if self.access.cluster(conn, AclOperation.CLUSTER_ACTION) else set()
             else:
-                readable = self.access.filter(conn, AclOperation.READ, ResourceType.TOPIC, names)
+                readable = self.access.filter(conn, AclOperation.READ, ResourceType.TOPIC, known)
         while True:
             seq = self.broker.delayed_fetch.append_seq
-            topics, size, errors = self._read_partitions(req, max_bytes, v, readable)
-            if size >= min_bytes or errors or loop.time() >= deadline or readable == set():
+            topics, size, errors = self._read_partitions(req, names, max_bytes, v, readable)
+            if (size >= min_bytes or errors or loop.time() >= deadline or readable == set()
+                    or not any(names)):     # (as Kafka: nothing to wait for, answered at once)
                 break
             await self.broker.delayed_fetch.wait(seq, deadline)
-        parts, _ = m.encode_fetch_response(v, topics)
+        nodes = None
+        if v >= 16:         # KIP-951: where the leader is, in the error itself
+            stale = [(name, pd) for name, (_, parts) in zip(names, topics, strict=True) for pd in parts
+                     if pd.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)]
+            if stale:
+                hints, nodes = leader_hints(self.view, conn, [(name, pd.partition_index) for name, pd in stale])
+                for name, pd in stale:
+                    pd.current_leader = hints[(name, pd.partition_index)]
+        parts, _ = m.encode_fetch_response(v, topics, node_endpoints=nodes)
         return parts
 
-    def _read_partitions(self, req, max_bytes: int, v: int, readable: set[str] | None):
+    def _topic_name(self, topic_id) -> str | None:
+        """The name of the topic whose id is `topic_id` (None: no such topic; kio reads the zero
+        id as None).  The map is rebuilt when an id is not in it or names another topic now."""
+        if topic_id is None:
+            return None
+        name = self._topic_ids.get(topic_id)
+        if name is not None:
+            try:
+                if _topic_uuid(self.node.topic_metadata(name).topic_id) == topic_id:
+                    return name
+            except KafkaApiError:
+                pass
+        self._topic_ids = topic_ids(self.node)
+        return self._topic_ids.get(topic_id)
+
+    def _read_partitions(self, req, names: list, max_bytes: int, v: int, readable: set[str] | None):
+        """[(topic name, or from v13 the id's 16 bytes, [FetchPartitionData])], bytes read, and
+        whether an error asks for an answer at once."""
         remaining = max_bytes
         replica_id = _replica_id(req)                  # >= 0: a follower's fetch
         total = 0
         errors = False
         topics = []
         isolation = 1 if getattr(req, "isolation_level", 0) == 1 else 0   # v4+: read_committed
-        for t in req.topics:
+        for t, name in zip(req.topics, names, strict=True):
             parts = []
-            denied = readable is not None and t.topic not in readable
+            if name is None:                           # v13+: an unknown topic id
+                topics.append((t.topic_id.bytes if t.topic_id is not None else bytes(16),
+                               [m.FetchPartitionData(p.partition, ErrorCode.UNKNOWN_TOPIC_ID)
+                                for p in t.partitions]))
+                continue
+            denied = readable is not None and name not in readable
             for p in t.partitions:
                 pd = m.FetchPartitionData(p.partition, 0)
                 if denied:          # answered with the others (no early answer, as Kafka)
@@ -323,7 +371,7 @@ class Handlers:
                     continue
                 try:
                     limit = min(p.partition_max_bytes, remaining)
-                    info = self.replicas.read(t.topic, p.partition, p.fetch_offset, max(limit, 0),
+                    info = self.replicas.read(name, p.partition, p.fetch_offset, max(limit, 0),
                                               replica_id=replica_id,
                                               current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
                                               log_start_offset=getattr(p, "log_start_offset", -1),
@@ -342,11 +390,11 @@ class Handlers:
                     remaining -= n
                 except Exception as e:
                     if not isinstance(e, KafkaApiError):
-                        log.exception("fetch from %s-%d failed", t.topic, p.partition)
+                        log.exception("fetch from %s-%d failed", name, p.partition)
                     pd.error_code = _code(e)     # offsets stay -1, as Kafka's error answer
                     errors = True
                 parts.append(pd)
-            topics.append((t.topic, parts))
+            topics.append((name if v < 13 else t.topic_id.bytes, parts))
         return topics, total, errors
 
     # -- ListOffsets (2) ---------------------------------------------------------------

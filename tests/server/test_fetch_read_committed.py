@@ -40,15 +40,21 @@ def txbroker(tmp_path_factory):
         log.append(_txn(300, 0, b"open"))                       # 7-8   producer 300, open
         log.append(bytearray(build_batch([b"after"])))          # 9
     b.call(fill)
+    _TXBROKER[:] = [b]          # fetch() asks it for the topic id (Fetch v13+ names topics by id)
     yield b
     b.stop()
 
 
+_TXBROKER: list = []
+
+
 def fetch(port, version, isolation, offset=0):
+    from engine.server.common import _topic_uuid
+    tid = _topic_uuid(_TXBROKER[0].call(lambda: _TXBROKER[0].engine.topic_metadata("rc").topic_id))
     return call(port, 1, version, {
         "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": isolation,
         "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-        "topics": [{"topic": "rc", "partitions": [
+        "topics": [{"topic": "rc", "topic_id": tid, "partitions": [
             {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
              "current_leader_epoch": -1}]}]})
 

@@ -29,7 +29,7 @@ _BASE = {
         "topic_data": [{"name": "f", "partition_data": [{"index": 0, "records": None}]}]},
     1: {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-        "topics": [{"topic": "f", "partitions": [{"partition": 0, "fetch_offset": 0,
+        "topics": [{"topic": "f", "topic_id": uuid.UUID(int=7), "partitions": [{"partition": 0, "fetch_offset": 0,
                                                    "partition_max_bytes": 1 << 20}]}]},
     2: {"replica_id": -1, "isolation_level": 0,
         "topics": [{"name": "f", "partitions": [{"partition_index": 0, "timestamp": -1}]}]},

@@ -111,17 +111,28 @@ def test_produce(vbroker, version):
 
 @pytest.mark.parametrize("version", versions(1))
 def test_fetch(vbroker, version):
+    """v13+ names the topic by id (an unknown id: UNKNOWN_TOPIC_ID, the id echoed)."""
+    from engine.server.common import _topic_uuid
+    tid = _topic_uuid(vbroker.call(lambda: vbroker.engine.topic_metadata("v").topic_id))
+    unknown = uuid.uuid4()
+    parts = [{"partition": 0, "fetch_offset": 1, "partition_max_bytes": 1 << 20, "current_leader_epoch": -1},
+             {"partition": 5, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]
+    topics = [{"topic": "v", "topic_id": tid, "partitions": parts}]
+    if version >= 13:
+        topics.append({"topic_id": unknown, "partitions": parts[:1]})
     resp = call(vbroker.port, 1, version, {
         "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-        "topics": [{"topic": "v", "partitions": [
-            {"partition": 0, "fetch_offset": 1, "partition_max_bytes": 1 << 20, "current_leader_epoch": -1},
-            {"partition": 5, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
-    (topic,) = resp.responses
+        "topics": topics})
+    topic = resp.responses[0]
     p0, p5 = topic.partitions
     assert (int(p0.error_code), p0.high_watermark, int(p5.error_code)) == (0, 3, 3)
     from engine.records import decode
     assert [r.value for r in decode(bytes(p0.records))] == [b"a", b"b", b"c"]
+    if version >= 13:
+        assert topic.topic_id == tid
+        (other,) = resp.responses[1:]
+        assert other.topic_id == unknown and [int(p.error_code) for p in other.partitions] == [100]
 
 
 @pytest.mark.parametrize("version", versions(2))
