@@ -188,7 +188,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                             idle_timeout=cfg["connections.max.idle.ms"] / 1000.0,
                             view=member.view if member is not None else None, cluster=member,
                             access=access)
-            await broker.start()
+            await broker.start(enable_requests=member is None)   # cluster mode: once registered
             http = []
             started = None
             stop = asyncio.Event()
@@ -211,6 +211,9 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
                     if acl_store is not None:   # the cluster's ACLs from now on (none before)
                         await asyncio.get_running_loop().run_in_executor(
                             None, acl_store.share, member.store, broker.access.authorizer)
+                    # registered, its view loaded (the watches' first reads), its credentials
+                    # and ACLs the cluster's: now it may answer (Metadata names the brokers)
+                    broker.enable_request_processing()
                 http = _start_operator_endpoints(broker, eng, args, cfg, listeners, scram)
                 loop = asyncio.get_running_loop()
                 for sig in (signal.SIGINT, signal.SIGTERM):

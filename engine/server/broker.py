@@ -166,7 +166,13 @@ class Broker:
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.notify_appended)
 
-    async def start(self) -> None:
+    async def start(self, enable_requests: bool = True) -> None:
+        """Bind every listener (``broker.port`` is then known) and start the broker's parts.
+        `enable_requests` False: the listeners' sockets listen (connections wait in the backlog)
+        but nothing is accepted or answered until :meth:`enable_request_processing` -- cluster
+        mode registers first (Kafka's ``SocketServer.enableRequestProcessing`` after the broker's
+        registration): a broker that has not joined yet knows no broker and no partition, and
+        its Metadata answer (no brokers at all) would make a client drop every broker it knew."""
         self._loop = asyncio.get_running_loop()
         self.node.add_append_listener(self._appended_elsewhere)
         self.replicas.start(self._loop, self.notify_appended)
@@ -178,7 +184,8 @@ class Broker:
             self._close_listeners()
             raise
         self.port = self.listeners[0].port
-        self._accept_task = self._loop.create_task(self._accept_all())
+        if enable_requests:
+            self.enable_request_processing()
         self.watchdog = RequestWatchdog(self._loop, lambda: self._connections)
         self.watchdog.start()
         if not self.node.read_only:
@@ -188,8 +195,15 @@ class Broker:
             self._own_txn_coordinator = await self.node.host_coordinator("transaction")
             self.node.advertise_listener(self.listeners[0].address())
         for listener in self.listeners:
-            log.info("broker listening on %s:%d (%s, %s)", listener.host, listener.port,
-                     listener.name, listener.security_protocol)
+            log.info("broker listening on %s:%d (%s, %s)%s", listener.host, listener.port,
+                     listener.name, listener.security_protocol,
+                     "" if enable_requests else ": requests answered once it has joined the cluster")
+
+    def enable_request_processing(self) -> None:
+        """Accept and answer connections from now on (after ``start(enable_requests=False)``;
+        on the broker's loop)."""
+        if self._accept_task is None and self._loop is not None:
+            self._accept_task = self._loop.create_task(self._accept_all())
 
     async def stop(self) -> None:
         self.node.remove_append_listener(self._appended_elsewhere)
@@ -230,8 +244,10 @@ class Broker:
         await self.stop()
 
     async def serve_forever(self) -> None:
-        if self._accept_task is None:
+        if self._loop is None:
             await self.start()
+        self.enable_request_processing()
+        assert self._accept_task is not None
         await self._accept_task
 
     @property
