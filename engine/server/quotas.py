@@ -44,6 +44,7 @@ import time
 from collections.abc import Mapping
 
 from ..protocol import messages as m
+from ..protocol.produce import produce_throttle_offset
 from ..security.quotas import (
     CONSUMER_BYTE_RATE,
     IP,
@@ -148,8 +149,11 @@ class QuotaManager:
         now = time.monotonic() * 1000.0
         bandwidth = request = 0
         if key == m.ApiKey.FETCH:
-            if len(frame) >= mark[1] + 4 and _I32.unpack_from(frame, mark[1])[0] >= 0:
-                return 0                                   # a follower: not a client's quota
+            # a follower (replica_id >= 0, the body's first field before v15): not a client's
+            # quota; from v15 the id is in ReplicaState (KIP-903) and our followers fetch at v12
+            if (header.api_version < 15 and len(frame) >= mark[1] + 4
+                    and _I32.unpack_from(frame, mark[1])[0] >= 0):
+                return 0
             if found[_FETCH] is not None and parts is not None:
                 bandwidth = self._record(_FETCH, found[_FETCH], sum(len(p) for p in parts), now, False)
         elif key == m.ApiKey.PRODUCE and found[_PRODUCE] is not None:
@@ -222,6 +226,5 @@ def _patch_throttle(key: int, version: int, parts: list, ms: int) -> None:
     value = min(ms, 0x7FFFFFFF)
     if where == _FIRST:
         _I32.pack_into(part, 0, value)
-    else:                   # Produce: throttle_time_ms last, before v9's (empty) tag buffer
-        at = len(part) - (5 if m.is_flexible(key, version) else 4)
-        _I32.pack_into(part, at, value)
+    else:                   # Produce: throttle_time_ms after the responses (v10+: tags follow)
+        _I32.pack_into(part, produce_throttle_offset(part, version), value)

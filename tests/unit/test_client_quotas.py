@@ -121,3 +121,24 @@ def test_request_time_throttle_is_capped_at_one_window(store):
     # ApiVersions is not counted
     av = _frame(18, 3, b"\x02t\x021\x00")
     assert _run(q, av, [m.encode_api_versions_response(3, 0, m.SUPPORTED)]) == 0
+
+
+def test_kip951_answers_carry_the_throttle(store):
+    """Produce v10-11 with KIP-951's NodeEndpoints after throttle_time_ms, and Fetch v13-16 from a
+    consumer (from v15 the body no longer starts with replica_id), are throttled and patched."""
+    q = QuotaManager(store, window_num=11, window_size_s=1)
+    _set(store, (("user", "alice"),), "producer_byte_rate", 1000.0)
+    _set(store, (("client-id", None),), "consumer_byte_rate", 100.0)
+    for version in (10, 11):
+        frame = _frame(0, version, bytes(20000 - 8 - 2 - 2 - 1))
+        parts = [m.encode_produce_response(version, [("t", [(0, 6, -1, -1, -1, None, (2, 3))])],
+                                           [(2, "b2", 9093, None)])]
+        assert _run(q, frame, parts) > 0
+        resp = m.read_struct(m._entity(0, version, True), Reader(bytes(parts[0])))
+        assert resp["throttle_time"] > 0
+        assert resp["node_endpoints"] == [{"node_id": 2, "host": "b2", "port": 9093, "rack": None}]
+    for version in (13, 16):
+        pd = m.FetchPartitionData(0, 0, 10, 10, 0, [bytes(1000)])
+        parts, _ = m.encode_fetch_response(version, [(bytes(range(16)), [pd])])
+        assert _run(q, _fetch_request(version, -1), parts) > 0
+        assert struct.unpack_from(">i", parts[0])[0] > 0
