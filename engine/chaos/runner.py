@@ -50,7 +50,10 @@ def add_chaos_parser(sub) -> None:
     c.add_argument("--interval", type=float, default=8.0, help="seconds between faults (default 8)")
     c.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
     c.add_argument("--seed", type=int, default=None, help="random seed (default: time)")
-    c.add_argument("--keep", action="store_true", help="keep the data directory")
+    c.add_argument("--keep", action="store_true", help="keep the data directory (with the brokers' logs)")
+    c.add_argument("--client-debug", action="store_true",
+                   help="with --scenario: the producer's librdkafka debug log (broker,topic,msg,eos) in "
+                        "the data directory, which is kept")
     c.add_argument("--disk-full", action="store_true",
                    help="also fill a broker's disk (needs root: data directories on tmpfs)")
     c.add_argument("--disk-mb", type=int, default=256, help="tmpfs size per broker with --disk-full (default 256)")
@@ -132,7 +135,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
         if any(n not in SCENARIOS for n in names):
             raise SystemExit(f"error: unknown scenario {args.scenario!r} (one of {', '.join(SCENARIOS)}, all)")
-        return run_scenarios(names, seed, args.duration if args.duration is not None else 10.0, args.keep)
+        return run_scenarios(names, seed, args.duration if args.duration is not None else 10.0,
+                             args.keep or args.client_debug, args.client_debug)
     if args.duration is None:
         args.duration = 60.0
     rnd = random.Random(seed)

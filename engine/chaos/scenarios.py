@@ -485,14 +485,17 @@ SCENARIOS = {"leader-isolated": (leader_isolated, 1), "leader-split": (leader_sp
 WEAKER = {"leader-split-acks1": "1"}
 
 
-def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 6.0) -> Result:
-    """Scenario `name` of :data:`SCENARIOS` on a fresh topic of `c`; every link healed after."""
+def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 6.0,
+                 client_debug: bool = False) -> Result:
+    """Scenario `name` of :data:`SCENARIOS` on a fresh topic of `c`; every link healed after.
+    `client_debug`: the producer's librdkafka debug log in ``<c.base>/producer-<topic>.log``."""
     body, partitions = SCENARIOS[name]
     rnd = random.Random(seed)
     r = Result(name)
     topic = f"{name}-{uuid.uuid4().hex[:6]}"
     c.create_topic(topic, partitions)
-    w = Workload(c.bootstrap, topic, partitions, acks=WEAKER.get(name, "all")).start()
+    debug_path = os.path.join(c.base, f"producer-{topic}.log") if client_debug else None
+    w = Workload(c.bootstrap, topic, partitions, acks=WEAKER.get(name, "all"), debug_path=debug_path).start()
     try:
         w.wait_acked(500)
         t_start = time.time()
@@ -507,6 +510,9 @@ def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 
                 w.wait_acked(300)
         except AssertionError as e:                 # (the producer failed: the verdict says why)
             r.problems.append(str(e))
+            with contextlib.suppress(Exception):    # (what ZooKeeper said while it stalled)
+                r.notes.append(f"stalled with controller {c.controller()}, states "
+                               f"{[c.state(topic, p) for p in range(partitions)]}")
         r.max_unavailable_s = w.max_gap(t_start)[0]
     finally:
         v = w.finish()
@@ -531,9 +537,11 @@ def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 
     return r
 
 
-def run_scenarios(names: list[str], seed: int, hold_s: float, keep: bool = False) -> int:
+def run_scenarios(names: list[str], seed: int, hold_s: float, keep: bool = False,
+                  client_debug: bool = False) -> int:
     """``python -m engine chaos --scenario NAME``: a fresh 3-broker cluster in a temporary
-    directory, the scenarios one after another, one line each; 0 only without problems."""
+    directory, the scenarios one after another, one line each; 0 only without problems.  `keep`:
+    the directory (brokers' logs, data, with `client_debug` the producer's debug log) stays."""
     import shutil
     import tempfile
     base = tempfile.mkdtemp(prefix="engine-partition-")
@@ -544,7 +552,7 @@ def run_scenarios(names: list[str], seed: int, hold_s: float, keep: bool = False
         c.start()
         for i, name in enumerate(names):
             try:
-                r = run_scenario(c, name, seed + i, hold_s)
+                r = run_scenario(c, name, seed + i, hold_s, client_debug)
             except AssertionError as e:          # (a wait that timed out: the next one may still run)
                 print(f"{name}: FAILED: {e}", flush=True)
                 failed += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -67,15 +68,27 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
 class Workload:
     """The producer and the group consumer of one scenario (see the module's text)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int = 1, window: int = 200, acks: str = "all"):
-        """`acks` other than "all" (a setting that gives durability up) also turns idempotence off."""
+    def __init__(self, bootstrap: str, topic: str, partitions: int = 1, window: int = 200, acks: str = "all",
+                 debug_path: str | None = None):
+        """`acks` other than "all" (a setting that gives durability up) also turns idempotence off.
+        `debug_path`: the producer's librdkafka debug log (``broker,topic,msg,eos``) goes there."""
         from confluent_kafka import Producer
         self.bootstrap, self.topic, self.partitions, self.window = bootstrap, topic, partitions, window
         self.acks = acks
-        self.p = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
-                           "client.id": PRODUCER_ID, "enable.idempotence": acks == "all", "acks": acks,
-                           "linger.ms": 2, "delivery.timeout.ms": 120000, "retry.backoff.ms": 50,
-                           "retry.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 2000})
+        conf: dict = {"bootstrap.servers": bootstrap, "broker.address.family": "v4",
+                      "client.id": PRODUCER_ID, "enable.idempotence": acks == "all", "acks": acks,
+                      "linger.ms": 2, "delivery.timeout.ms": 120000, "retry.backoff.ms": 50,
+                      "retry.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 2000}
+        self._debug_handler: logging.Handler | None = None
+        if debug_path is not None:
+            logger = logging.getLogger(f"{__name__}.{topic}")
+            logger.propagate = False
+            logger.setLevel(logging.DEBUG)
+            self._debug_handler = logging.FileHandler(debug_path)
+            self._debug_handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            logger.addHandler(self._debug_handler)
+            conf.update({"debug": "broker,topic,msg,eos", "logger": logger})
+        self.p = Producer(conf)
         self.acked: list[int] = []
         self.ack_walls: list[float] = []
         self.errors: list[str] = []
@@ -155,6 +168,8 @@ class Workload:
             self.p.purge()
             self.p.poll(0)
             self.p.close()
+        if self._debug_handler is not None:
+            self._debug_handler.close()
         values, hw = read_all(self.bootstrap, self.topic, self.partitions)
         seen: dict[int, int] = {}
         for v in values:
