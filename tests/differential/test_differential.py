@@ -210,19 +210,51 @@ def test_list_offsets(pair, version):
 
 # -- Fetch ------------------------------------------------------------------------------------
 
-def _fetch(topic, parts, max_bytes=1 << 20, min_bytes=1, max_wait=0, isolation=0):
+def _fetch(topic, parts, max_bytes=1 << 20, min_bytes=1, max_wait=0, isolation=0, topic_id=ZERO_UUID):
     return {"replica_id": -1, "max_wait": max_wait, "min_bytes": min_bytes,
             "max_bytes": max_bytes, "isolation_level": isolation, "session_id": 0,
             "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-            "topics": [{"topic": topic, "partitions": [
+            "topics": [{"topic": topic, "topic_id": topic_id, "partitions": [
                 dict({"current_leader_epoch": -1, "log_start_offset": -1,
                       "partition_max_bytes": 1 << 20}, **p) for p in parts]}]}
 
 
-@pytest.mark.parametrize("version", [4, None])
+def topic_ids(pair, name) -> dict[str, uuid.UUID]:
+    """Each broker's id of topic `name` (Fetch v13+ names topics by id; the ids differ)."""
+    out = {}
+    for broker in ("ours", "kafka"):
+        resp = plain(pair.conns[broker].call(3, 12, dict(MD, topics=[{"name": name, "topic_id": ZERO_UUID}])))
+        out[broker] = uuid.UUID(resp["topics"][0]["topic_id"])
+    return out
+
+
+def fetch_both(pair, name, parts, version=None, ids=None, **kw) -> tuple[dict, dict]:
+    """One Fetch to each broker, by name or (v13+) by that broker's id of `name` (`ids`: given
+    ids, e.g. one no topic has); the normalized answers."""
+    v = pair.version[1] if version is None else version
+    ids = ids or (topic_ids(pair, name) if v >= 13 else {"ours": ZERO_UUID, "kafka": ZERO_UUID})
+    out = []
+    for broker in ("ours", "kafka"):
+        resp = plain(pair.conns[broker].call(1, v, _fetch(name, parts, topic_id=ids[broker], **kw)))
+        out.append(_normalize(resp, pair.self_id[broker]))
+    return out[0], out[1]
+
+
+def same_fetch(pair, name, parts, version=None, ids=None, **kw) -> dict:
+    ours, theirs = fetch_both(pair, name, parts, version, ids, **kw)
+    d = diff(ours, theirs, ALLOWED)
+    assert not d, f"Fetch v{version} {parts}: ours != Kafka:\n" + "\n".join(d)
+    return ours
+
+
+@pytest.mark.parametrize("version", [4, 12, 13, None])
 def test_fetch_edges(pair, version):
+    """Every Fetch version the clients use: 4, 12 (the last by name), 13 (by topic id; an id no
+    topic has is UNKNOWN_TOPIC_ID) and the newest (16: KIP-951, nothing to name on one node)."""
+    v = pair.version[1] if version is None else version
     name = fresh("fe")
     create(pair, name, 1)
+    ids = topic_ids(pair, name) if v >= 13 else None
     produce(pair, name, [build_batch([(b"x" * 200, b"k%d" % i, [], 1000 + i) for i in range(5)]),
                          build_batch([(b"y" * 10, None, [], 2000)])])
     cases = [
@@ -237,30 +269,34 @@ def test_fetch_edges(pair, version):
         [{"partition": 0, "fetch_offset": 0, "current_leader_epoch": 9}],   # epoch from the future
     ]
     for parts in cases:
-        pair.same(1, _fetch(name, parts), version)
-    pair.same(1, _fetch(name, [{"partition": 0, "fetch_offset": 0}], max_bytes=10), version)
-    pair.same(1, _fetch(fresh("nosuch"), [{"partition": 0, "fetch_offset": 0}]), version)
+        same_fetch(pair, name, parts, v, ids)
+    same_fetch(pair, name, [{"partition": 0, "fetch_offset": 0}], v, ids, max_bytes=10)
+    nosuch = uuid.uuid4()           # an unknown topic; from v13 an id no topic has
+    resp = same_fetch(pair, fresh("nosuch"), [{"partition": 0, "fetch_offset": 0}], v,
+                      {"ours": nosuch, "kafka": nosuch})
+    assert _codes(resp)[-1] == (100 if v >= 13 else 3), resp
     # below the log start offset after DeleteRecords: OFFSET_OUT_OF_RANGE, log_start_offset 5
     pair.same(21, {"topics": [{"name": name, "partitions": [{"partition_index": 0, "offset": 5}]}],
                    "timeout": 5000})
-    pair.same(1, _fetch(name, [{"partition": 0, "fetch_offset": 2}]), version)
-    pair.same(1, _fetch(name, [{"partition": 0, "fetch_offset": 5}]), version)
+    same_fetch(pair, name, [{"partition": 0, "fetch_offset": 2}], v, ids)
+    same_fetch(pair, name, [{"partition": 0, "fetch_offset": 5}], v, ids)
 
 
 def test_fetch_waits_max_wait_when_nothing_to_read(pair):
     name = fresh("fw")
     create(pair, name, 1)
+    ids = topic_ids(pair, name)
     spent = {}
     for broker in ("ours", "kafka"):
         t0 = time.monotonic()
         resp = plain(pair.conns[broker].call(1, pair.version[1], _fetch(
-            name, [{"partition": 0, "fetch_offset": 0}], min_bytes=1, max_wait=400)))
+            name, [{"partition": 0, "fetch_offset": 0}], min_bytes=1, max_wait=400, topic_id=ids[broker])))
         spent[broker] = time.monotonic() - t0
         part = resp["responses"][0]["partitions"][0]
         assert (part["error_code"], part["high_watermark"], part["records"]) in \
             ((0, 0, None), (0, 0, b""))
     assert 0.35 < spent["ours"] < 2.0 and 0.35 < spent["kafka"] < 2.0, spent
-    pair.same(1, _fetch(name, [{"partition": 0, "fetch_offset": 0}], min_bytes=1, max_wait=200))
+    same_fetch(pair, name, [{"partition": 0, "fetch_offset": 0}], ids=ids, min_bytes=1, max_wait=200)
 
 
 # -- CreateTopics -----------------------------------------------------------------------------
@@ -533,3 +569,39 @@ def test_produce_of_transactional_batches_and_markers(pair):
             ignore={"error_message", "log_start_offset"} if tid else ())
     pair.same(2, {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": name, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]})
+
+
+@pytest.mark.parametrize("version", [9, 10, 11])
+def test_produce_versions_and_transaction_abortable(pair, version):
+    """Produce 9-11: appends, an unknown partition and topic (no CurrentLeader: KIP-951 names a
+    leader only for NOT_LEADER_OR_FOLLOWER, which one node never answers), and a transactional
+    batch to a partition not added to the transaction -- INVALID_TXN_STATE below v11,
+    KIP-890's TRANSACTION_ABORTABLE from v11."""
+    name = fresh("pv")
+    create(pair, name, 1)
+    batch = build_batch([(b"v", None, [], 1000)])
+    for topic, index in ((name, 0), (name, 3), (fresh("nosuch"), 0)):
+        # (ours says why a partition is unknown, Kafka answers no message: not compared)
+        pair.same(0, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": index, "records": batch}]}]}, version,
+            ignore={"error_message"})
+    tid = fresh("tid")
+
+    def steps(call):
+        for _ in range(200):        # Kafka creates __transaction_state on the first lookup
+            found = call(10, {"key_type": 1, "coordinator_keys": [tid], "key": tid}, record=False)
+            if found["coordinators"][0]["error_code"] == 0:
+                break
+            time.sleep(0.05)
+        for _ in range(200):
+            init = call(22, {"transactional_id": tid, "transaction_timeout": 60000, "producer_id": -1,
+                             "producer_epoch": -1}, record=False)
+            if init["error_code"] == 0:
+                break
+            time.sleep(0.05)
+        txn_batch = build_batch([(b"t", None, [], 1000)], producer_id=init["producer_id"],
+                                producer_epoch=init["producer_epoch"], base_sequence=0, is_transactional=True)
+        call(0, {"transactional_id": tid, "acks": -1, "timeout": 5000, "topic_data": [
+            {"name": name, "partition_data": [{"index": 0, "records": txn_batch}]}]}, version)
+    (answer,) = scenario(pair, steps)
+    assert _codes(answer[1]) == [48 if version < 11 else 120], answer
