@@ -43,7 +43,7 @@ class GroupStoreMixin:
         if group is None:
             if generation_id >= 0 or member_id or group_instance_id is not None:
                 return all_(ErrorCode.ILLEGAL_GENERATION if not member_id else ErrorCode.UNKNOWN_MEMBER_ID)
-            group = self._new_group(group_id, p)
+            group = self._ctx.new_group(group_id, p)
         elif group.state == DEAD:
             return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         elif generation_id < 0 and not member_id and group_instance_id is None:
@@ -60,7 +60,7 @@ class GroupStoreMixin:
             member = group.members[member_id]
         result, staged, records = self._stage_offsets(group_id, offsets, retention_ms)
         if member is not None:
-            self._schedule_heartbeat(group, member)
+            self._members.schedule_heartbeat(group, member)
         if records:
             try:
                 await self._append(p, records)
@@ -262,17 +262,7 @@ class GroupStoreMixin:
         return out
 
     def _delete_group(self, group: GroupMetadata) -> None:
-        for attr in ("join_timer", "sync_timer"):
-            group.cancel_timer(attr)
-        for t in group.pending_timers.values():
-            t.cancel()
-        group.pending_timers.clear()
-        for m in list(group.members.values()):
-            self._drop_member(group, m)
-        group.transition_to(DEAD, self.clock())
-        group.offsets.clear()
-        if self._groups.get(group.group_id) is group:
-            del self._groups[group.group_id]
+        self._members.delete_group(group)
 
     # -- offsets retention ------------------------------------------------------------------
     def _schedule_expiry(self) -> None:
@@ -386,7 +376,7 @@ class GroupStoreMixin:
                 group = GroupMetadata(gid, partition, current_state_timestamp=self.clock())
             self._groups[gid] = group
             for m in group.members.values():
-                self._schedule_heartbeat(group, m)
+                self._members.schedule_heartbeat(group, m)
         for pid, txn in pending.items():
             for gid, tps in txn.items():
                 self._groups[gid].pending_txn_offsets.setdefault(pid, {}).update(tps)
