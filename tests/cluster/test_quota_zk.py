@@ -1,6 +1,6 @@
 """Client quotas in cluster mode (engine/cluster/quota_zk.py): a quota set through one broker is
 written to ZooKeeper as Kafka's ZooKeeper-mode brokers kept it (/config/users/<user>[/clients/<id>],
-/config/clients/<id>, <default> entries, a /config/changes notification), every broker takes it,
+/config/clients/<id>, /config/ips/<ip>, <default> entries, a /config/changes notification), every broker takes it,
 and a user's SCRAM credentials in the same node are never lost to a quota change (nor the other
 way round)."""
 
@@ -16,6 +16,8 @@ from tests.cluster.conftest import wait_for, zk_json
 ALICE = (("user", "alice"),)
 ALICE_C1 = (("user", "alice"), ("client-id", "c1"))
 DEFAULT_CLIENT = (("client-id", None),)
+IP = (("ip", "10.0.0.1"),)
+DEFAULT_IP = (("ip", None),)
 
 
 def test_quotas_shared_through_zookeeper(tmp_path, zk, zk_client):
@@ -36,23 +38,31 @@ def test_quotas_shared_through_zookeeper(tmp_path, zk, zk_client):
         res = q1.alter([
             QuotaAlteration(tuple(ALICE), (("producer_byte_rate", 1048576.0), ("request_percentage", 12.5))),
             QuotaAlteration(tuple(ALICE_C1), (("consumer_byte_rate", 2048.0),)),
-            QuotaAlteration(tuple(DEFAULT_CLIENT), (("producer_byte_rate", 1000.0),)),
-            QuotaAlteration((("user", "bad"),), (("producer_byte_rate", -1.0),))])
-        assert [code for code, _ in res] == [0, 0, 0, 42]
+            QuotaAlteration(tuple(DEFAULT_CLIENT), (("producer_byte_rate", 1000.0), ("controller_mutation_rate", 2.5))),
+            QuotaAlteration((("user", "bad"),), (("producer_byte_rate", -1.0),)),
+            QuotaAlteration(IP, (("connection_creation_rate", 5.0),)),
+            QuotaAlteration(DEFAULT_IP, (("connection_creation_rate", 50.0),))])
+        assert [code for code, _ in res] == [0, 0, 0, 42, 0, 0]
         node, _ = zk_json(zk_client, "/config/users/alice")
         assert node["version"] == 1
         assert node["config"]["producer_byte_rate"] == "1048576"
         assert node["config"]["request_percentage"] == "12.5"
         assert node["config"]["SCRAM-SHA-512"].startswith("salt=")
         assert zk_json(zk_client, "/config/users/alice/clients/c1")[0]["config"] == {"consumer_byte_rate": "2048"}
-        assert zk_json(zk_client, "/config/clients/<default>")[0]["config"] == {"producer_byte_rate": "1000"}
+        assert zk_json(zk_client, "/config/clients/<default>")[0]["config"] == {
+            "producer_byte_rate": "1000", "controller_mutation_rate": "2.5"}
+        # KIP-612's ip entities: /config/ips/<ip>, as Kafka's ZooKeeper-mode brokers kept them
+        assert zk_json(zk_client, "/config/ips/10.0.0.1")[0]["config"] == {"connection_creation_rate": "5"}
+        assert zk_json(zk_client, "/config/ips/<default>")[0]["config"] == {"connection_creation_rate": "50"}
         assert zk_client.exists("/config/users/bad") is None
         changes = [zk_json(zk_client, f"/config/changes/{n}")[0] for n in zk_client.get_children("/config/changes")]
-        for path in ("users/alice", "users/alice/clients/c1", "clients/<default>"):
+        for path in ("users/alice", "users/alice/clients/c1", "clients/<default>", "ips/10.0.0.1", "ips/<default>"):
             assert {"version": 2, "entity_path": path} in changes
         # the other broker takes them
         expected = {ALICE: {"producer_byte_rate": 1048576.0, "request_percentage": 12.5},
-                    ALICE_C1: {"consumer_byte_rate": 2048.0}, DEFAULT_CLIENT: {"producer_byte_rate": 1000.0}}
+                    ALICE_C1: {"consumer_byte_rate": 2048.0},
+                    DEFAULT_CLIENT: {"producer_byte_rate": 1000.0, "controller_mutation_rate": 2.5},
+                    IP: {"connection_creation_rate": 5.0}, DEFAULT_IP: {"connection_creation_rate": 50.0}}
         wait_for(lambda: q2.snapshot() == expected, 30, "the quotas on broker 2")
         assert q1.snapshot() == expected
         # a SCRAM change keeps the quotas; a quota removal keeps the SCRAM credential
@@ -72,6 +82,11 @@ def test_quotas_shared_through_zookeeper(tmp_path, zk, zk_client):
                          sequence=True)
         wait_for(lambda: q1.snapshot().get((("client-id", "tool"),)) == {"consumer_byte_rate": 5000.0}, 30,
                  "a quota written by another tool")
+        zk_client.create("/config/ips/10.9.9.9", b'{"version":1,"config":{"connection_creation_rate":"7"}}')
+        zk_client.create("/config/changes/config_change_", b'{"version":2,"entity_path":"ips/10.9.9.9"}',
+                         sequence=True)
+        wait_for(lambda: q2.snapshot().get((("ip", "10.9.9.9"),)) == {"connection_creation_rate": 7.0}, 30,
+                 "an ip quota written by another tool")
         # the local file is a cache of ZooKeeper's: a restart starts from it
         assert ClientQuotaStore(str(tmp_path / "b2")).snapshot() == q2.snapshot()
     finally:
