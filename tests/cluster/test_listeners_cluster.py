@@ -20,8 +20,11 @@ import uuid
 
 import pytest
 
+from engine.records import build_batch
+from engine.server.common import _topic_uuid
 from tests.cluster.conftest import Cluster, wait_for, zk_json
 from tests.cluster.test_inter_broker_sasl_ssl import BROKER_JAAS, MECH, _create_user
+from tests.differential.wire import Client, plain
 from tests.security.certs import make_pki
 from tests.serving import ZooKeeperProcess, find_zookeeper
 
@@ -164,7 +167,68 @@ def test_leader_without_the_listener_is_listener_not_found(cluster):
         assert on_internal.topics[topic].partitions[0].error is None
         assert on_internal.topics[topic].partitions[0].leader == 9
         assert on_internal.brokers[9].port == port
+        # KIP-951: a Produce v10 to a broker not leading it names leader 9, with no endpoint on CLIENT
+        with Client(cluster.client_ports[1]) as c:
+            resp = plain(c.call(0, 10, _produce(topic)))
+        part = resp["responses"][0]["partition_responses"][0]
+        assert (part["error_code"], part["current_leader"]["leader_id"]) == (6, 9), resp
+        assert "node_endpoints" not in resp, resp
     finally:
         zkc.create(f"/admin/delete_topics/{topic}", makepath=True)
         zkc.delete("/brokers/ids/9")
         holder.close()
+
+
+def _produce(topic: str) -> dict:
+    return {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": build_batch([b"kip-951"])}]}]}
+
+
+def test_a_follower_names_the_leader_at_the_listener_asked_on(cluster):
+    """KIP-951: Produce v10 and Fetch v16 sent on CLIENT to a broker that follows the partition
+    are answered NOT_LEADER_OR_FOLLOWER with CurrentLeader -- the leader and epoch of the partition
+    state in ZooKeeper -- and NodeEndpoints naming that leader at its CLIENT address (its INTERNAL
+    one is registered under another name and port); older versions carry neither."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    topic = f"kip951-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    state_path = f"/brokers/topics/{topic}/partitions/0/state"
+    state = wait_for(lambda: cluster.zkc.exists(state_path) and zk_json(cluster.zkc, state_path)[0], 15,
+                     "the partition state")
+    leader, epoch = state["leader"], state["leader_epoch"]
+    follower = next(i for i in cluster.brokers if i != leader)
+    topic_id = _topic_uuid(zk_json(cluster.zkc, f"/brokers/topics/{topic}")[0]["topic_id"])
+    wanted_leader = {"leader_id": leader, "leader_epoch": epoch}
+    wanted_nodes = [{"node_id": leader, "host": "127.0.0.1", "port": cluster.client_ports[leader], "rack": None}]
+
+    def fetch(version):
+        return {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": topic, "topic_id": topic_id, "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                     "current_leader_epoch": -1, "log_start_offset": -1}]}]}
+
+    with Client(cluster.client_ports[follower]) as c:
+        resp = wait_for(lambda: (lambda r: r if r["responses"][0]["partition_responses"][0]["error_code"] == 6
+                                 else None)(plain(c.call(0, 10, _produce(topic)))), 15, "NOT_LEADER_OR_FOLLOWER")
+        assert resp["responses"][0]["partition_responses"][0]["current_leader"] == wanted_leader, resp
+        assert resp["node_endpoints"] == wanted_nodes, resp
+        old = plain(c.call(0, 9, _produce(topic)))
+        assert old["responses"][0]["partition_responses"][0]["error_code"] == 6
+        assert "current_leader" not in old["responses"][0]["partition_responses"][0]
+        resp = plain(c.call(1, 16, fetch(16)))
+        (part,) = resp["responses"][0]["partitions"]
+        assert (part["error_code"], part["current_leader"]) == (6, wanted_leader), resp
+        assert resp["node_endpoints"] == wanted_nodes and resp["responses"][0]["topic_id"] == str(topic_id), resp
+        resp = plain(c.call(1, 15, fetch(15)))               # v15: neither (Kafka fills them from v16)
+        assert resp["responses"][0]["partitions"][0]["error_code"] == 6, resp
+        assert "current_leader" not in resp["responses"][0]["partitions"][0] and "node_endpoints" not in resp
+    # the leader itself takes the same requests
+    with Client(cluster.client_ports[leader]) as c:
+        resp = plain(c.call(0, 10, _produce(topic)))
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+        assert "node_endpoints" not in resp
+        resp = plain(c.call(1, 16, fetch(16)))
+        assert resp["responses"][0]["partitions"][0]["error_code"] == 0, resp
+    assert zk_json(cluster.zkc, state_path)[0]["leader_epoch"] == epoch     # (nothing moved meanwhile)
