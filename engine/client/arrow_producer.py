@@ -22,7 +22,10 @@ asks InitProducerId once and writes producer id, epoch and a per-partition
 sequence into every batch; a retried batch keeps its bytes, so the broker drops
 a duplicate (DUPLICATE_SEQUENCE_NUMBER counts as success).  Retriable errors
 and lost connections are retried with ``retry.backoff.ms`` until
-``delivery.timeout.ms``; then the batch's futures fail.
+``delivery.timeout.ms``; then the batch's futures fail.  A batch that failed for good
+leaves a gap in its partition's sequences, so before the next batch the producer bumps
+its epoch (InitProducerId with its id and epoch, KIP-360, as Kafka's idempotent
+producer) and every partition's sequence starts again at 0.
 
 Sending is Kafka's Sender (engine/client/produce_pipeline.py): per broker, one
 Produce request carries the next batch of every partition it leads, up to
@@ -43,11 +46,11 @@ import time
 from typing import Any
 
 from .. import _native
-from ..errors import ClosedError, UnknownTopicOrPartitionError
+from ..errors import ClosedError, KafkaApiError, UnknownTopicOrPartitionError
 from ._types import RecordMetadata
 from .partitioning import key_partitions, split
 from .produce_pipeline import Entry, ProducePipeline
-from .wire import WireClient
+from .wire import KafkaConnectionError, WireClient
 
 __all__ = ["RecordFuture", "RemoteProducer"]
 
@@ -136,6 +139,7 @@ class RemoteProducer:
         if cfg["enable.idempotence"]:
             self._pid, self._epoch = client.init_producer_id()
         self._seq: dict[tuple[str, int], int] = {}
+        self._bump = False                      # a batch failed: new epoch before the next sequence
         self._in_flight = int(cfg["max.in.flight.requests.per.connection"])
         self._pipe = ProducePipeline(
             client, acks=-1 if str(self._acks) == "all" else int(self._acks),
@@ -241,6 +245,7 @@ class RemoteProducer:
         def on_done(e: Entry) -> None:
             if e.error is not None:
                 failed.append(e)
+                self._batch_failed(e)
         todo = [[gi, 0] for gi, g in enumerate(groups) if len(g[1])]
         ahead = max(2, self._in_flight)
         while True:
@@ -250,6 +255,7 @@ class RemoteProducer:
                 p, vals, ks, hs, tss = groups[gi]
                 n = len(vals)
                 while start < n and self._pipe.queued(topic, p) < ahead:
+                    self._maybe_bump_epoch()
                     seq = self._seq.get((topic, p), 0) if self._pid >= 0 else -1
                     for b in _native.build_batches(vals, ks, tss, hs, self._codec, self._batch_size, -1,
                                                    self._pid, self._epoch, seq, start, 1):
@@ -278,8 +284,9 @@ class RemoteProducer:
             return
         st.counts.pop(p, None)
         st.first_at.pop(p, None)
+        self._maybe_bump_epoch()
         seq = self._seq.get((st.topic, p), 0) if self._pid >= 0 else -1
-        data, count = st.acc.drain(p, seq)
+        data, count = st.acc.drain(p, seq, self._pid, self._epoch) if self._pid >= 0 else st.acc.drain(p, seq)
         if self._pid >= 0:
             self._seq[(st.topic, p)] = (seq + count) & 0x7FFFFFFF
         if st.sticky == p and st.nparts > 1:
@@ -297,8 +304,10 @@ class RemoteProducer:
 
         def on_done(e: Entry) -> None:
             fut.bases[e.index] = e.base
-            if e.error is not None and fut.error is None:
-                fut.error = e.error
+            if e.error is not None:
+                self._batch_failed(e)
+                if fut.error is None:
+                    fut.error = e.error
             fut.pending -= 1
             if fut.pending == 0:
                 fut.event.set()
@@ -307,6 +316,30 @@ class RemoteProducer:
             e = Entry(st.topic, p, view[h.position:h.position + h.size], h.records_count, on_done)
             e.index = i
             self._pipe.add(e)
+
+    # -- sequences after a failed batch (Kafka's TransactionManager, KIP-360) ----------------
+    def _batch_failed(self, e: Entry) -> None:
+        """A batch failed for good: its sequence numbers may never have landed, so every later
+        batch of its partition would be OUT_OF_ORDER_SEQUENCE_NUMBER.  As Kafka's idempotent
+        producer, bump the epoch before the next sequence is given out."""
+        if self._pid >= 0:
+            self._bump = True
+
+    def _maybe_bump_epoch(self) -> None:
+        """InitProducerId with the current id and epoch (caller holds the lock): the epoch + 1,
+        every partition's sequence from 0.  Batches already queued keep the old epoch and go
+        first (a partition's batches go in order, and its first one under the new epoch alone:
+        ProducePipeline.new_producer_id), so the broker sees the old epoch end, then the new."""
+        if not self._bump:
+            return
+        try:
+            self._pid, self._epoch = self._client.init_producer_id(producer_id=self._pid,
+                                                                   producer_epoch=self._epoch)
+        except (KafkaApiError, KafkaConnectionError):
+            return      # asked again before the next batch; this one may be refused meanwhile
+        self._bump = False
+        self._seq.clear()
+        self._pipe.new_producer_id()
 
     def _sender_loop(self) -> None:
         period = max(min(self._linger_s, 0.05) / 2, 0.001)

@@ -294,6 +294,10 @@ class TransactionalProducer(RemoteProducer):
             self._fail(code, what)
         self._txn_partitions.update(new)
 
+    def _batch_failed(self, e) -> None:
+        """Not the idempotent producer's epoch bump: a failed send makes the transaction
+        abortable, and abort_transaction() bumps the epoch (``_needs_bump``)."""
+
     def _add_entry(self, entry):
         """The hook in the pipelined send path (ProducePipeline.add, called holding the lock, for
         one batch of one partition): join the partition to the transaction and stamp the batch

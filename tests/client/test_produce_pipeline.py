@@ -172,3 +172,30 @@ def test_a_refused_first_batch_is_not_overtaken_by_the_next(proxied, path):
     assert offs == list(range(len(fs)))
     assert [r[1] for r in res] == [len(fs) + sum(r[2] for r in res[:i]) for i in range(len(res))]
     assert len(res) > 2 and len(reqs) == len(res) + (2 if fs else 1)   # the refused one sent again
+
+
+def test_a_failed_batch_does_not_leave_its_partition_out_of_sequence(proxied):
+    # a batch the broker refused for good used sequence numbers that never landed: the next
+    # batch of the partition would be OUT_OF_ORDER_SEQUENCE_NUMBER for the producer's life.
+    # Kafka's idempotent producer bumps its epoch (InitProducerId with its id and epoch,
+    # KIP-360) and starts the sequences again at 0; so does ours
+    from engine.errors import InvalidRecordError
+    srv, proxy = proxied
+    with engine.connect(proxy.address) as eng:
+        eng.create_topic("g", 2)
+        with eng.producer(**{"linger.ms": 60000}) as p:
+            p.send_batch("g", values=[b"a", b"a2"], partitions=0)
+            p.send_batch("g", values=[b"y"], partitions=1)
+            pid, epoch = p.producer_id
+            proxy.refuse_error = 87                   # INVALID_RECORD: not retriable
+            proxy.arm(PRODUCE, "refuse", times=1)
+            with pytest.raises(InvalidRecordError):
+                p.send_batch("g", values=[b"b"], partitions=0)
+            f = p.send("g", b"c", partition=0)        # the futures path after it, then send_batch
+            p.flush()
+            assert f.result(10).offset == 2
+            assert p.send_batch("g", values=[b"d"], partitions=0)[0][1] == 3
+            assert p.send_batch("g", values=[b"z"], partitions=1)[0][1] == 1
+            assert p.producer_id == (pid, epoch + 1)
+        assert eng.read_arrow("g", 0).column("value").to_pylist() == [b"a", b"a2", b"c", b"d"]
+        assert eng.read_arrow("g", 1).column("value").to_pylist() == [b"y", b"z"]
