@@ -8,9 +8,14 @@ Every node is a combined broker + controller (``process.roles=broker,controller`
 ``kafka-storage.sh format`` needs none of the dynamic-quorum flags (``--standalone``,
 ``--initial-controllers``, ``--no-initial-controllers``); every data directory is formatted with
 the same cluster id (``kafka-storage.sh random-uuid``).  PLAINTEXT and CONTROLLER listeners on
-free 127.0.0.1 ports; internal topics with replication factor 3 (``min.isr`` 2).  Each node is
-``kafka-server-start.sh`` (which execs the JVM: the PID is Kafka's own) in its own process
-group, with ``KAFKA_HEAP_OPTS`` (default ``-Xmx512m -Xms512m``), logs under its directory.
+free 127.0.0.1 ports; internal topics with replication factor 3 (``min.isr`` 2).  ``settings``
+override any of these keys (a secured cluster: tests/cluster/test_secure_cluster_clients.py
+maps CONTROLLER to SSL and names a SASL_SSL inter-broker listener), ``extra_listeners`` adds
+listeners per node (port 0: a free one, then in the node's ``extra``) and ``format_args`` go to
+every ``kafka-storage.sh format`` (e.g. ``--add-scram``: in KRaft the inter-broker SCRAM user
+must exist before the brokers start).  Each node is ``kafka-server-start.sh`` (which execs the
+JVM: the PID is Kafka's own) in its own process group, with ``KAFKA_HEAP_OPTS`` (default
+``-Xmx512m -Xms512m``), logs under its directory.
 Nodes are stopped by their process group only -- never with kafka-server-stop.sh, which stops
 every Kafka on the machine.
 
@@ -78,7 +83,8 @@ class KafkaNode:
         self.port = port
         self.conf = os.path.join(self.dir, "server.properties")
         # more listeners, each named after its security protocol (SSL, SASL_SSL, ...)
-        more = "".join(f",{name}://127.0.0.1:{p}" for name, p in (extra or {}).items())
+        self.extra = dict(extra or {})
+        more = "".join(f",{name}://127.0.0.1:{p}" for name, p in self.extra.items())
         conf = {
             "process.roles": "broker,controller",
             "node.id": str(node_id),
@@ -107,9 +113,9 @@ class KafkaNode:
         return dict(os.environ, LOG_DIR=os.path.join(self.dir, "logs"),
                     KAFKA_HEAP_OPTS=os.environ.get("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m"))
 
-    def format(self, cluster_id: str) -> subprocess.Popen:
+    def format(self, cluster_id: str, *args: str) -> subprocess.Popen:
         return subprocess.Popen([os.path.join(self.home, "bin", "kafka-storage.sh"), "format",
-                                 "-t", cluster_id, "-c", self.conf],
+                                 "-t", cluster_id, "-c", self.conf, *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self._env())
 
     def start(self, timeout: float = 180) -> None:
@@ -156,21 +162,27 @@ class KafkaNode:
 
 
 class KafkaCluster:
-    """n combined KRaft nodes on 127.0.0.1 in a temp dir; ready once Metadata lists n brokers."""
+    """n combined KRaft nodes on 127.0.0.1 in `directory` (else a temp dir, removed by close());
+    ready once Metadata (on the PLAINTEXT listener) lists n brokers."""
 
     name, key = "Kafka 4.0", "kafka"
     session_name = "broker.session.timeout.ms"
     DEFAULT_SESSION_MS = 9000                   # Kafka 4.0's broker.session.timeout.ms
 
     def __init__(self, home: str, n: int = 3, settings: dict | None = None, timeout: float = 240,
-                 extra_listeners: dict[int, dict[str, int]] | None = None):
+                 extra_listeners: dict[int, dict[str, int]] | None = None, format_args: tuple[str, ...] = (),
+                 directory: str | None = None):
         self.home = home
         self.settings = {k: str(v) for k, v in (settings or {}).items()}
         self.session_ms = int(self.settings.get("broker.session.timeout.ms", self.DEFAULT_SESSION_MS))
-        self.base = tempfile.mkdtemp(prefix="bench-repl-kafka-")
-        ports = _free_ports(2 * n)
+        self.owns_base = directory is None
+        self.base = directory or tempfile.mkdtemp(prefix="bench-repl-kafka-")
+        extra = {i: dict(listeners) for i, listeners in (extra_listeners or {}).items()}
+        wanted = [(i, name) for i, listeners in extra.items() for name, port in listeners.items() if port == 0]
+        ports = _free_ports(2 * n + len(wanted))          # an extra listener's port 0: one of these
+        for (i, name), port in zip(wanted, ports[2 * n:], strict=True):
+            extra[i][name] = port
         voters = ",".join(f"{i}@127.0.0.1:{ports[n + i - 1]}" for i in range(1, n + 1))
-        extra = extra_listeners or {}
         self.brokers = {i: KafkaNode(home, self.base, i, ports[i - 1], ports[n + i - 1], voters, self.settings,
                                      extra.get(i))
                         for i in range(1, n + 1)}
@@ -179,7 +191,7 @@ class KafkaCluster:
             out = subprocess.run([os.path.join(home, "bin", "kafka-storage.sh"), "random-uuid"],
                                  capture_output=True, text=True, check=True, env=self.brokers[1]._env())
             self.cluster_id = out.stdout.strip().splitlines()[-1]
-            fmts = [b.format(self.cluster_id) for b in self.brokers.values()]    # in parallel
+            fmts = [b.format(self.cluster_id, *format_args) for b in self.brokers.values()]    # in parallel
             for b, p in zip(self.brokers.values(), fmts, strict=True):
                 text = p.communicate(120)[0].decode("utf-8", "replace")
                 if p.returncode != 0:
@@ -247,7 +259,7 @@ class KafkaCluster:
 
     def close(self) -> None:
         """SIGTERM to every node at once (the data is thrown away: no quorum is needed for
-        the last ones), SIGKILL after 30 s."""
+        the last ones), SIGKILL after 30 s; the directory is removed if it was our temp dir."""
         live = [b for b in self.brokers.values() if b.running]
         for b in live:
             os.killpg(b.proc.pid, signal.SIGTERM)
@@ -257,4 +269,5 @@ class KafkaCluster:
                 b.proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 b.signal(signal.SIGKILL)
-        shutil.rmtree(self.base, ignore_errors=True)
+        if self.owns_base:
+            shutil.rmtree(self.base, ignore_errors=True)

@@ -19,6 +19,20 @@ The JVMs are slow to start (4-10 s each on a loaded machine): the default run st
 ``ENGINE_SECURE_CLUSTER_FULL=1`` runs the console round trip in both modes too, ``kafka-configs.sh
 --alter/--describe`` of a SCRAM user (alice's own credential over SASL_SSL) and ``kafka-acls.sh
 --list`` (so every tool in both modes).
+
+With ``SECURITY_KAFKA=1`` the same tests run against two more rows, ``kafka-sasl_ssl`` and
+``kafka-mtls``: Apache Kafka 4.0 as 3 combined KRaft nodes (bench/_kafka_cluster.py) configured the
+same way -- the same certificates, listener, JAAS line, mapping rules, StandardAuthorizer and
+super users; broker and admin's SCRAM credentials written by ``kafka-storage.sh format
+--add-scram`` (KRaft's counterpart of writing them to ZooKeeper first); the CONTROLLER listener
+SSL with ``ssl.client.auth=required``, the broker's certificate mapped to User:broker (KRaft
+does not take SCRAM on the controller listener).  Both sides keep a PLAINTEXT listener that no
+test uses (its User:ANONYMOUS has no ACLs).  Off by default (CI time: 3 JVMs per mode); skipped,
+saying why, without Java / Kafka 4.0.  Besides passing the same assertions, each test records
+its answers (error codes, ISR, end and committed offsets, group state, the topic's config and its
+source, the ACLs and SCRAM credentials as described back); the Kafka row of a mode, which runs
+after ours, compares them field by field (:func:`_differential`; a known difference would be an
+xfail naming Kafka's answer and ours, as in tests/differential).
 """
 
 from __future__ import annotations
@@ -36,13 +50,53 @@ from tests.cluster.conftest import Cluster, wait_for
 from tests.cluster.test_inter_broker_sasl_ssl import BROKER_JAAS, MECH, _create_user
 from tests.secure_clients import Bootstrap, ClientSecurity, aiokafka, confluent, kafka_python
 from tests.security.certs import issue_pem, make_pki
-from tests.security.test_java_tools_secure import HOME, MAPPING, consume, denied, ok, produce, tool
-from tests.serving import ZooKeeperProcess, find_zookeeper
+from tests.security.test_java_tools_secure import (
+    HOME,
+    KAFKA_ROW,
+    MAPPING,
+    WHY_NOT,
+    consume,
+    denied,
+    ok,
+    produce,
+    tool,
+)
+from tests.serving import ROOT, ZooKeeperProcess, find_zookeeper
 
 FULL = os.environ.get("ENGINE_SECURE_CLUSTER_FULL", "") not in ("", "0")
-AUTHZ = ("--config", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-         "--config", "super.users=User:broker;User:admin")
+AUTHZ = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+         "super.users": "User:broker;User:admin"}
+COMMON = {"offsets.topic.num.partitions": "3", "replica.fetch.backoff.ms": "200"}
 N = 30          # records per client
+KAFKA_OFF = pytest.mark.skipif(not KAFKA_ROW, reason="the Apache Kafka 4.0 rows run with SECURITY_KAFKA=1 (CI time)")
+ROWS = [pytest.param(("ours", "sasl_ssl"), id="sasl_ssl"), pytest.param(("ours", "mtls"), id="mtls"),
+        pytest.param(("kafka", "sasl_ssl"), id="kafka-sasl_ssl", marks=KAFKA_OFF),
+        pytest.param(("kafka", "mtls"), id="kafka-mtls", marks=KAFKA_OFF)]
+
+
+def _args(settings: dict) -> tuple[str, ...]:
+    return tuple(a for k, v in settings.items() for a in ("--config", f"{k}={v}"))
+
+
+# (mode, test) -> (broker, answers) of the row that ran first; field -> why Kafka's answer and
+# ours differ (none found on 2026-11-27)
+ANSWERS: dict[tuple[str, str], tuple[str, dict]] = {}
+KNOWN: dict[str, str] = {}
+
+
+def _differential(secured, test: str, answers: dict) -> None:
+    """The second row of a mode compares its answers with the first's, field by field; each
+    difference names Kafka's answer and ours.  Only known ones (KNOWN) make it an xfail."""
+    first = ANSWERS.setdefault((secured.mode, test), (secured.broker, answers))
+    if first[0] == secured.broker:
+        return
+    kafka, ours = (answers, first[1]) if secured.broker == "kafka" else (first[1], answers)
+    diffs = {k: f"{k}: Kafka {kafka.get(k)!r}, ours {ours.get(k)!r}" for k in sorted(set(kafka) | set(ours))
+             if kafka.get(k) != ours.get(k)}
+    unknown = [d for k, d in diffs.items() if k not in KNOWN]
+    assert not unknown, f"{secured.mode}: Kafka 4.0 and ours answer differently:\n" + "\n".join(unknown)
+    if diffs:
+        pytest.xfail("; ".join(f"{d} ({KNOWN[k]})" for k, d in diffs.items()))
 
 
 def _listener_port(broker, name: str) -> int:
@@ -53,43 +107,32 @@ def _listener_port(broker, name: str) -> int:
 
 class Secured:
     """A cluster of one mode: ``address`` (its secured listeners, once started), ``admin`` /
-    ``alice`` (ClientSecurity with their Java properties files)."""
+    ``alice`` (ClientSecurity with their Java properties files); ``tls`` and ``secured`` are the
+    settings both brokers get (``ours`` here, ``kafka`` in :class:`KafkaSecured`)."""
 
-    def __init__(self, mode: str, directory, zk, zk_client):
+    broker = "ours"
+
+    def __init__(self, mode: str, directory):
         self.mode = mode
         pki = make_pki(str(directory))
-        broker_pem = issue_pem(pki, "broker", "broker", broker=True)
+        self.broker_pem = issue_pem(pki, "broker", "broker", broker=True)
         ca = pki.path("ca.pem")
-        tls = ("--config", "ssl.keystore.type=PEM", "--config", f"ssl.keystore.location={broker_pem}",
-               "--config", "ssl.truststore.type=PEM", "--config", f"ssl.truststore.location={ca}")
-        common = ("--config", "offsets.topic.num.partitions=3", "--config", "replica.fetch.backoff.ms=200")
+        self.tls = {"ssl.keystore.type": "PEM", "ssl.keystore.location": self.broker_pem,
+                    "ssl.truststore.type": "PEM", "ssl.truststore.location": ca}
         if mode == "sasl_ssl":
-            _create_user(zk_client, "broker", "broker-secret")
-            _create_user(zk_client, "admin", "admin-secret")
-            listener = "SASL_SSL"
-            extra = ("--config", f"sasl.enabled.mechanisms={MECH}",
-                     "--config", f"sasl.mechanism.inter.broker.protocol={MECH}",
-                     "--config", f"listener.name.sasl_ssl.{MECH.lower()}.sasl.jaas.config={BROKER_JAAS}")
+            self.listener = "SASL_SSL"
+            self.secured = {"sasl.enabled.mechanisms": MECH, "sasl.mechanism.inter.broker.protocol": MECH,
+                            f"listener.name.sasl_ssl.{MECH.lower()}.sasl.jaas.config": BROKER_JAAS}
             self.admin = ClientSecurity("SASL_SSL", ca, username="admin", password="admin-secret")
             self.alice = ClientSecurity("SASL_SSL", ca, username="alice", password="alice-secret")
         else:
-            listener = "SSL"
-            extra = ("--config", "listener.name.ssl.ssl.client.auth=required",
-                     "--config", f"ssl.principal.mapping.rules={MAPPING}")
+            self.listener = "SSL"
+            self.secured = {"listener.name.ssl.ssl.client.auth": "required", "ssl.principal.mapping.rules": MAPPING}
             self.admin = ClientSecurity("SSL", ca, certfile=issue_pem(pki, "admin", "admin"))
             self.alice = ClientSecurity("SSL", ca, certfile=pki.path("client.pem"))     # CN=alice
         self.admin = self.admin.write_properties(pki.path("admin.properties"))
         self.alice = self.alice.write_properties(pki.path("alice.properties"))
-        self.listener = listener
-        self.cluster = Cluster(directory, zk, 3, "--config", f"listeners=PLAINTEXT://127.0.0.1:0,{listener}://127.0.0.1:0",
-                               "--config", f"inter.broker.listener.name={listener}", *tls, *extra, *AUTHZ,
-                               *common)
         self.address = ""
-
-    def start(self) -> None:
-        self.cluster.start()
-        self.address = ",".join(f"127.0.0.1:{_listener_port(b, self.listener)}"
-                                for b in self.cluster.brokers.values())
 
     def boot(self, sec: ClientSecurity) -> Bootstrap:
         return Bootstrap(self.address, sec)
@@ -103,18 +146,81 @@ class Secured:
                  60, f"{topic}: every replica in the ISR (followers fetching over {self.mode})")
 
 
-@pytest.fixture(scope="module", params=["sasl_ssl", "mtls"])
+class OursSecured(Secured):
+    """Three ``python -m engine serve`` brokers on a real ZooKeeper; over SASL_SSL broker's and
+    admin's SCRAM credentials are written to ZooKeeper before they start."""
+
+    def __init__(self, mode: str, directory, zk, zk_client):
+        super().__init__(mode, directory)
+        if mode == "sasl_ssl":
+            _create_user(zk_client, "broker", "broker-secret")
+            _create_user(zk_client, "admin", "admin-secret")
+        self.cluster = Cluster(directory, zk, 3,
+                               "--config", f"listeners=PLAINTEXT://127.0.0.1:0,{self.listener}://127.0.0.1:0",
+                               "--config", f"inter.broker.listener.name={self.listener}",
+                               *_args({**self.tls, **self.secured, **AUTHZ, **COMMON}))
+
+    def start(self) -> None:
+        self.cluster.start()
+        self.address = ",".join(f"127.0.0.1:{_listener_port(b, self.listener)}"
+                                for b in self.cluster.brokers.values())
+
+
+class KafkaSecured(Secured):
+    """Apache Kafka 4.0, 3 combined KRaft nodes, the same settings; see the module's docstring."""
+
+    broker = "kafka"
+
+    def __init__(self, mode: str, directory):
+        super().__init__(mode, directory)
+        self.directory = str(directory)
+        self.settings = {
+            **self.tls, **self.secured, **AUTHZ, **COMMON,
+            "listener.security.protocol.map": f"CONTROLLER:SSL,PLAINTEXT:PLAINTEXT,{self.listener}:{self.listener}",
+            "inter.broker.listener.name": self.listener,
+            "listener.name.controller.ssl.client.auth": "required",
+            "listener.name.controller.ssl.principal.mapping.rules": MAPPING}
+        self.format_args: tuple[str, ...] = ()
+        if mode == "sasl_ssl":
+            self.format_args = ("--add-scram", f"{MECH}=[name=broker,password=broker-secret]",
+                                "--add-scram", f"{MECH}=[name=admin,password=admin-secret]")
+        self.cluster = None
+
+    def start(self) -> None:
+        import sys
+        if ROOT not in sys.path:
+            sys.path.insert(0, ROOT)
+        from bench._kafka_cluster import KafkaCluster
+        assert HOME is not None
+        self.cluster = KafkaCluster(HOME, 3, self.settings, format_args=self.format_args, directory=self.directory,
+                                    extra_listeners={i: {self.listener: 0} for i in (1, 2, 3)})
+        self.address = ",".join(f"127.0.0.1:{b.extra[self.listener]}" for b in self.cluster.brokers.values())
+
+
+@pytest.fixture(scope="module", params=ROWS)
 def secured(request, tmp_path_factory):
+    broker, mode = request.param
+    directory = tmp_path_factory.mktemp(f"secure-cluster-{broker}-{mode}")
+    if broker == "kafka":
+        if HOME is None:
+            pytest.skip(f"the Apache Kafka 4.0 rows need Kafka: {WHY_NOT}")
+        k = KafkaSecured(mode, directory)
+        try:
+            k.start()
+            yield k
+        finally:
+            if k.cluster is not None:
+                k.cluster.close()
+        return
     cp, why = find_zookeeper()
     if cp is None:
         pytest.skip(why)
     from kazoo.client import KazooClient
-    directory = tmp_path_factory.mktemp(f"secure-cluster-{request.param}")
     zk = ZooKeeperProcess(directory / "zookeeper").start()
     zk_client = KazooClient(zk.connect, timeout=20)
     zk_client.start(60)
     try:
-        s = Secured(request.param, directory, zk, zk_client)
+        s = OursSecured(mode, directory, zk, zk_client)
         try:
             s.start()
             yield s
@@ -220,13 +326,38 @@ def test_clients_produce_acks_all_and_consume_in_a_group(secured):
     _kafka_python_produce(boot, topic, _values("kp"))
     _aiokafka_produce(boot, topic, _values("aio"))
     want = set(_values("ck") + _values("kp") + _values("aio"))
+    groups = {name: f"{name}-{topic}" for name in ("ck", "kp", "aio")}
     with ThreadPoolExecutor(3) as ex:
-        for f in [ex.submit(consume_, boot, topic, f"{name}-{topic}", want) for name, consume_ in
+        for f in [ex.submit(consume_, boot, topic, groups[name], want) for name, consume_ in
                   (("ck", _confluent_consume), ("kp", _kafka_python_consume), ("aio", _aiokafka_consume))]:
             f.result()
+    _differential(secured, "clients", _topic_answers(boot, topic, groups))
 
 
-def _refused(boot: Bootstrap, topic: str, group: str) -> None:
+def _topic_answers(boot: Bootstrap, topic: str, groups: dict[str, str]) -> dict:
+    """What admin reads back: replicas and ISR sizes, end offsets (each client picks the same
+    partition for a key on both brokers), each group's committed offsets and state, the topic's
+    min.insync.replicas and its source."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    admin = AdminClient(confluent(boot))
+    parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    out: dict = {"replicas/isr": sorted((p, len(m.replicas), len(m.isrs)) for p, m in parts.items())}
+    c = Consumer(confluent(boot, **{"group.id": f"probe-{topic}"}))
+    out["end offsets"] = [c.get_watermark_offsets(TopicPartition(topic, p), 10) for p in sorted(parts)]
+    c.close()
+    for name, group in groups.items():
+        tps = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+        out[f"{name} committed"] = sorted((tp.partition, tp.offset) for tp in tps.topic_partitions)
+        desc = admin.describe_consumer_groups([group])[group].result(30)
+        out[f"{name} group"] = (desc.state.name, len(desc.members), desc.partition_assignor)
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entry = admin.describe_configs([res])[res].result(30)["min.insync.replicas"]
+    out["min.insync.replicas"] = (entry.value, entry.source)
+    return out
+
+
+def _refused(boot: Bootstrap, topic: str, group: str) -> dict:
     """Alice's confluent-kafka producer gets TOPIC_AUTHORIZATION_FAILED (her login itself
     succeeds: an authentication error would be _AUTHENTICATION), her group consumer an
     authorization error too."""
@@ -253,6 +384,7 @@ def _refused(boot: Bootstrap, topic: str, group: str) -> None:
     # (Kafka checks the group first: FindCoordinator answers GROUP_AUTHORIZATION_FAILED)
     assert errors and errors[0].code() in (KafkaError.GROUP_AUTHORIZATION_FAILED,
                                            KafkaError.TOPIC_AUTHORIZATION_FAILED), errors
+    return {"refused produce": delivered[0].name(), "refused consumer": errors[0].name()}
 
 
 def _granted(boot: Bootstrap, topic: str) -> None:
@@ -304,7 +436,7 @@ def test_acl_refused_until_kafka_acls_grants(secured):
         elif secured.mode == "sasl_ssl":
             _scram_user(secured.boot(secured.admin), user, f"{user}-secret")
         topic_made.result()
-        _refused(alice, topic, group)
+        answers = _refused(alice, topic, group)
         ok(tool("kafka-acls.sh", *admin_cfg, "--add", "--allow-principal", "User:alice", "--producer",
                 "--consumer", "--topic", topic, "--group", group))
         if FULL:
@@ -323,3 +455,37 @@ def test_acl_refused_until_kafka_acls_grants(secured):
             out = ok(listed.result())
             for op in ("WRITE", "READ", "DESCRIBE", "CREATE"):
                 assert f"(principal=User:alice, host=*, operation={op}, permissionType=ALLOW)" in out, out
+    answers.update(_acl_answers(secured.boot(secured.admin), topic, group,
+                                user if FULL or secured.mode == "sasl_ssl" else None))
+    _differential(secured, "acl", answers)
+
+
+def _acl_answers(boot: Bootstrap, topic: str, group: str, user: str | None) -> dict:
+    """What admin reads back: alice's ACLs (names as TOPIC / GROUP), her group's committed offsets
+    and state, the topic's end offset, and `user`'s SCRAM credential."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+    admin = AdminClient(confluent(boot))
+    acls = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice",
+                                                None, AclOperation.ANY, AclPermissionType.ANY)).result(30)
+    names = {topic: "TOPIC", group: "GROUP"}
+    out: dict = {"acls": sorted((a.restype.name, names.get(a.name, a.name), a.resource_pattern_type.name,
+                                 a.principal, a.host, a.operation.name, a.permission_type.name) for a in acls)}
+    tps = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    out["committed"] = sorted((tp.partition, tp.offset) for tp in tps.topic_partitions)
+    desc = admin.describe_consumer_groups([group])[group].result(30)
+    out["group"] = (desc.state.name, len(desc.members))
+    c = Consumer(confluent(boot, **{"group.id": f"probe-{topic}"}))
+    out["end offsets"] = c.get_watermark_offsets(TopicPartition(topic, 0), 10)
+    c.close()
+    if user is not None:
+        info = admin.describe_user_scram_credentials([user])[user].result(30)
+        out["scram"] = sorted((ci.mechanism.name, ci.iterations) for ci in info.scram_credential_infos)
+    return out
