@@ -8,8 +8,9 @@ on that loop.  The loop, the internal-topic appends and the replay are
 runtime.py's :class:`CoordinatorRuntime` (its base class), shared with the transaction
 coordinator.  The group work is done by parts this class owns and wires, each given only
 what it uses (group_context.py: the group table and a few of the runtime's services):
-group_membership.py (join, sync, heartbeats, leave), group_store.py (committed offsets,
-admin operations, retention and the replay), group_txn.py (transactional offset commits).
+group_membership.py (join, sync, heartbeats, leave), group_offsets.py (committed offsets),
+group_store.py (admin operations, retention and the replay), group_txn.py (transactional
+offset commits).
 
 Public API (stable; every result carries Kafka error codes, 0 = success)::
 
@@ -76,12 +77,14 @@ is deleted (tombstone).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ..errors import ErrorCode
 from . import records as rec
-from .group import GroupMetadata
+from .group import GroupMetadata, OffsetAndMetadata
 from .group_context import GroupContext
 from .group_membership import Membership
+from .group_offsets import OffsetStore
 from .group_results import (
     GroupDescription,
     GroupListing,
@@ -118,7 +121,6 @@ class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
         self.configured_partitions = cfg["offsets.topic.num.partitions"]
         self.retention_ms = cfg["offsets.retention.minutes"] * 60_000
         self.retention_check_interval_ms = cfg["offsets.retention.check.interval.ms"]
-        self.max_metadata_bytes = cfg["offset.metadata.max.bytes"]
         self._groups: dict[str, GroupMetadata] = {}
         self._expire_timer = None
         # the parts, each given what it uses (group_context.py), none the coordinator itself
@@ -128,7 +130,10 @@ class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
                                    min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
                                    max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
                                    max_group_size=cfg["group.max.size"])
-        self._txn = TxnOffsets(ctx, self._stage_offsets, self._append_marker)
+        self._offsets = OffsetStore(ctx, schedule_heartbeat=self._members.schedule_heartbeat,
+                                    topic_metadata=node.topic_metadata,
+                                    max_metadata_bytes=cfg["offset.metadata.max.bytes"])
+        self._txn = TxnOffsets(ctx, self._offsets.stage, self._append_marker)
 
     # -- runtime hooks -------------------------------------------------------------------
     async def _on_startup(self) -> None:
@@ -177,6 +182,27 @@ class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
         """The longest rebalance timeout of `group_id`'s members, which bounds a SyncGroup's wait
         (the pending-sync timer); -1 when not known.  Any thread may ask (a read)."""
         return self._members.rebalance_timeout_ms(group_id)
+
+    # -- committed offsets (group_offsets.py) --------------------------------------------
+    async def commit_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], Any], *,
+                             generation_id: int = -1, member_id: str = "",
+                             group_instance_id: str | None = None,
+                             retention_ms: int = -1) -> dict[tuple[str, int], int]:
+        return await self._offsets.commit(group_id, offsets, generation_id=generation_id, member_id=member_id,
+                                          group_instance_id=group_instance_id, retention_ms=retention_ms)
+
+    async def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
+                            ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata]]:
+        return await self._offsets.fetch(group_id, partitions)
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
+                             ) -> tuple[int, dict[tuple[str, int], int]]:
+        return await self._offsets.delete(group_id, partitions)
+
+    async def on_partitions_deleted(self, partitions: Iterable[tuple[str, int]]) -> int:
+        """A topic was deleted: every loaded group's offsets of `partitions` removed (see
+        OffsetStore.on_partitions_deleted); how many."""
+        return await self._offsets.on_partitions_deleted(partitions)
 
     # -- transactional offset commits (group_txn.py) --------------------------------------
     async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
