@@ -51,7 +51,8 @@ class QuotaHandlers:
     async def describe_client_quotas(self, header, body, conn):
         v = header.api_version
         req = m.decode(m.ApiKey.DESCRIBE_CLIENT_QUOTAS, v, body.buf[body.pos:])
-        out: dict = {"throttle_time": 0, "error_code": ErrorCode.NONE, "error_message": None,
+        # (Kafka 4.0 answers an empty message, not null, when it succeeds)
+        out: dict = {"throttle_time": 0, "error_code": ErrorCode.NONE, "error_message": "",
                      "entries": None}
         if not self.broker.access.cluster(conn, AclOperation.DESCRIBE_CONFIGS):
             out.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=_CLUSTER_DENIED)
