@@ -77,12 +77,6 @@ class IpConnectionQuotas:
             per_ip[normal_ip(address)] = rate
         self._default, self._per_ip = default, per_ip
         self.active = default is not None or bool(per_ip)
-        for address, entry in list(self._rates.items()):
-            bound = self.quota(address)
-            if bound is None:
-                self._rates.pop(address, None)
-            else:
-                entry[0].bound = bound
 
     def quota(self, address: str) -> int | None:
         """The connection creation rate quota of an address (None: unlimited)."""
@@ -107,6 +101,7 @@ class IpConnectionQuotas:
             for k in [k for k, (_, last) in self._rates.items() if now - last > _EXPIRY_MS]:
                 del self._rates[k]
         rate = entry[0]
+        rate.bound = bound              # a quota change applies to the running rate
         throttle = rate.record_and_throttle_ms(now, float(self.window_ms))
         if throttle > 0:
             rate.record(-1.0, now)          # Kafka: the refused connection is not counted
