@@ -9,8 +9,8 @@ runtime.py's :class:`CoordinatorRuntime` (its base class), shared with the trans
 coordinator.  The group work is done by parts this class owns and wires, each given only
 what it uses (group_context.py: the group table and a few of the runtime's services):
 group_membership.py (join, sync, heartbeats, leave), group_offsets.py (committed offsets),
-group_store.py (admin operations, retention and the replay), group_txn.py (transactional
-offset commits).
+group_store.py (admin operations and retention), group_loader.py (the replay of a
+partition), group_txn.py (transactional offset commits).
 
 Public API (stable; every result carries Kafka error codes, 0 = success)::
 
@@ -83,6 +83,7 @@ from ..errors import ErrorCode
 from . import records as rec
 from .group import GroupMetadata, OffsetAndMetadata
 from .group_context import GroupContext
+from .group_loader import GroupLoader
 from .group_membership import Membership
 from .group_offsets import OffsetStore
 from .group_results import (
@@ -134,6 +135,7 @@ class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
                                     topic_metadata=node.topic_metadata,
                                     max_metadata_bytes=cfg["offset.metadata.max.bytes"])
         self._txn = TxnOffsets(ctx, self._offsets.stage, self._append_marker)
+        self._loader = GroupLoader(ctx, schedule_heartbeat=self._members.schedule_heartbeat)
 
     # -- runtime hooks -------------------------------------------------------------------
     async def _on_startup(self) -> None:
@@ -142,6 +144,19 @@ class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
     def _cancel_timers(self) -> None:
         if self._expire_timer is not None:
             self._expire_timer.cancel()
+
+    # the runtime's load hooks (group_loader.py): replaying a partition, dropping one that moved
+    def _new_load_state(self):
+        return self._loader.new_load_state()
+
+    def _replay_batch(self, header, records, state) -> None:
+        self._loader.replay_batch(header, records, state)
+
+    def _apply_loaded(self, partition: int, state) -> None:
+        self._loader.apply_loaded(partition, state)
+
+    def _forget_partition(self, partition: int) -> None:
+        self._loader.forget_partition(partition)
 
     async def find_coordinator(self, key: str, key_type: int = 0) -> tuple[int, str | None]:
         """Whether this node coordinates group `key` (creates ``__consumer_offsets`` on first
