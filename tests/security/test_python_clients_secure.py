@@ -9,7 +9,8 @@ carol (a SCRAM-SHA-512 user made through AlterUserScramCredentials as admin) ove
 alice (her certificate) over mTLS are refused (TOPIC_/GROUP_AUTHORIZATION_FAILED) until one
 ``kafka-acls.sh --add --producer --consumer`` grants both a prefix of topics and groups; then
 each of the three clients produces and consumes in its own group, over both listeners.
-(The 3-broker cluster version, ours only: tests/cluster/test_secure_cluster_clients.py.)
+(The 3-broker cluster version, Kafka as 3 KRaft brokers with SECURITY_KAFKA=1 too:
+tests/cluster/test_secure_cluster_clients.py.)
 """
 
 from __future__ import annotations
