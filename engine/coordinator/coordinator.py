@@ -9,8 +9,8 @@ runtime.py's :class:`CoordinatorRuntime` (its base class), shared with the trans
 coordinator.  The group work is done by parts this class owns and wires, each given only
 what it uses (group_context.py: the group table and a few of the runtime's services):
 group_membership.py (join, sync, heartbeats, leave), group_offsets.py (committed offsets),
-group_store.py (admin operations and retention), group_loader.py (the replay of a
-partition), group_txn.py (transactional offset commits).
+group_admin_ops.py (describe, list, delete groups), offset_retention.py (offsets retention),
+group_loader.py (the replay of a partition), group_txn.py (transactional offset commits).
 
 Public API (stable; every result carries Kafka error codes, 0 = success)::
 
@@ -82,6 +82,7 @@ from typing import Any
 from ..errors import ErrorCode
 from . import records as rec
 from .group import GroupMetadata, OffsetAndMetadata
+from .group_admin_ops import GroupAdmin
 from .group_context import GroupContext
 from .group_loader import GroupLoader
 from .group_membership import Membership
@@ -94,8 +95,8 @@ from .group_results import (
     MemberDescription,
     SyncGroupResult,
 )
-from .group_store import GroupStoreMixin
 from .group_txn import TxnOffsets
+from .offset_retention import OffsetRetention
 from .runtime import CoordinatorRuntime, wall_ms
 
 __all__ = [
@@ -109,7 +110,7 @@ __all__ = [
 ]
 
 
-class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
+class GroupCoordinator(CoordinatorRuntime):
     """See the module docstring.  ``clock`` gives wall time in ms (commit and state
     timestamps, offset expiry); timers (session, rebalance, delay) use the loop clock."""
 
@@ -120,10 +121,7 @@ class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
         super().__init__(node, node_id=node_id, clock=clock, cluster=cluster)
         cfg = node.config
         self.configured_partitions = cfg["offsets.topic.num.partitions"]
-        self.retention_ms = cfg["offsets.retention.minutes"] * 60_000
-        self.retention_check_interval_ms = cfg["offsets.retention.check.interval.ms"]
         self._groups: dict[str, GroupMetadata] = {}
-        self._expire_timer = None
         # the parts, each given what it uses (group_context.py), none the coordinator itself
         ctx = self._ctx = GroupContext(self._groups, self.clock, self._route, self._append, self._spawn,
                                        self._host_loop, self.is_loaded)
@@ -136,14 +134,17 @@ class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
                                     max_metadata_bytes=cfg["offset.metadata.max.bytes"])
         self._txn = TxnOffsets(ctx, self._offsets.stage, self._append_marker)
         self._loader = GroupLoader(ctx, schedule_heartbeat=self._members.schedule_heartbeat)
+        self._admin = GroupAdmin(ctx, loading=self.loading, delete_group=self._members.delete_group)
+        self._retention = OffsetRetention(ctx, delete_group=self._members.delete_group,
+                                          retention_ms=cfg["offsets.retention.minutes"] * 60_000,
+                                          check_interval_ms=cfg["offsets.retention.check.interval.ms"])
 
     # -- runtime hooks -------------------------------------------------------------------
     async def _on_startup(self) -> None:
-        self._schedule_expiry()
+        self._retention.start()
 
     def _cancel_timers(self) -> None:
-        if self._expire_timer is not None:
-            self._expire_timer.cancel()
+        self._retention.stop()
 
     # the runtime's load hooks (group_loader.py): replaying a partition, dropping one that moved
     def _new_load_state(self):
@@ -218,6 +219,21 @@ class GroupCoordinator(GroupStoreMixin, CoordinatorRuntime):
         """A topic was deleted: every loaded group's offsets of `partitions` removed (see
         OffsetStore.on_partitions_deleted); how many."""
         return await self._offsets.on_partitions_deleted(partitions)
+
+    # -- admin (group_admin_ops.py) and retention (offset_retention.py) -------------------
+    async def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        return await self._admin.describe_groups(group_ids)
+
+    async def list_groups(self, states: Iterable[str] | None = None) -> tuple[int, list[GroupListing]]:
+        return await self._admin.list_groups(states)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
+        return await self._admin.delete_groups(group_ids)
+
+    async def expire_offsets(self) -> int:
+        """One retention pass now (also run every offsets.retention.check.interval.ms): expired
+        offsets, and Empty groups left without any, deleted; returns how many offsets."""
+        return await self._retention.expire_offsets()
 
     # -- transactional offset commits (group_txn.py) --------------------------------------
     async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,

@@ -368,6 +368,10 @@ class CoordinatorRuntime:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} has no leader for this key"
         return ErrorCode.NONE, None
 
+    def loading(self) -> bool:
+        """Whether a partition of the internal topic is still loading here."""
+        return any(st.state == LOADING for st in self._partitions.values())
+
     def is_loaded(self, partition: int) -> bool:
         st = self._partitions.get(partition)
         return st is not None and st.state == LOADED
