@@ -4,7 +4,7 @@ mutation_quotas.py), against a broker the test starts (tests/serving.py ServePro
 windows so a rate is measured over 1 s and the mutation bucket holds 2 x rate tokens).
 
 * Kafka 4.0's kafka-configs.sh sets and describes ``--entity-type ips`` quotas (a given address
-  and the default) and sets a client's ``controller_mutation_rate``;
+  and the default);
 * Kafka's validation answers over the wire (an ip with a user, a name that is no address, a key
   the entity type does not take, a fractional rate);
 * a connection from an address over its quota is held unanswered and closed after the throttle
@@ -75,9 +75,10 @@ def _connect_from(srv, source: str) -> socket.socket:
     return s
 
 
-def _answered(s: socket.socket) -> tuple[bool, float]:
-    """(did an ApiVersions get an answer, seconds until the answer or the close)."""
-    t0 = time.monotonic()
+def _answered(s: socket.socket, t0: float | None = None) -> tuple[bool, float]:
+    """(did an ApiVersions get an answer, seconds from ``t0`` (default: now) until the answer or
+    the close)."""
+    t0 = time.monotonic() if t0 is None else t0
     try:
         s.sendall(struct.pack(">i", len(API_VERSIONS)) + API_VERSIONS)
         got = s.recv(4)
@@ -118,9 +119,10 @@ def test_ip_quotas_through_kafka_configs(srv, kafka_configs):
         assert set(_describe(c, [("ip", SPECIFIED, None)])) == {(("ip", "127.0.0.2"),), (("ip", None),)}
     # a connection from 127.0.0.2 over 2 a second: kept unanswered, closed after the throttle
     # time (Kafka: (3 - 2) / 2 x 1 s = 500 ms); the others are served
-    results = [_answered(_connect_from(srv, "127.0.0.2")) for _ in range(3)]
+    opened = [(_connect_from(srv, "127.0.0.2"), time.monotonic()) for _ in range(3)]
+    results = [_answered(s, t0) for s, t0 in opened]
     assert [ok for ok, _ in results] == [True, True, False], results
-    assert 0.3 <= results[2][1] <= 2.0, results
+    assert 0.3 <= results[2][1] <= 5.0, results
     assert _answered(_connect_from(srv, "127.0.0.3"))[0]        # another address: its default, 500
     with _client(srv) as c:
         assert _alter(c, [([("ip", None)], [("connection_creation_rate", None)]),
@@ -156,7 +158,8 @@ def test_default_ip_quota_and_validation(srv):
         # the default for every address: 127.0.0.4 gets 2 a second (this connection is older)
         assert _alter(c, [([("ip", None)], [("connection_creation_rate", 2.0)])]) == [(0, None)]
         try:
-            results = [_answered(_connect_from(srv, "127.0.0.4"))[0] for _ in range(3)]
+            opened = [_connect_from(srv, "127.0.0.4") for _ in range(3)]
+            results = [_answered(s)[0] for s in opened]
             assert results == [True, True, False], results
         finally:
             assert _alter(c, [([("ip", None)], [("connection_creation_rate", None)])]) == [(0, None)]
@@ -178,12 +181,10 @@ def _create(c: Client, version: int, topics: dict[str, int]) -> dict:
                    for n, p in topics.items()], "timeout": 10000, "validate_only": False})
 
 
-def test_controller_mutation_rate(srv, kafka_configs):
+def test_controller_mutation_rate(srv):
     cid = f"mut-{uuid.uuid4().hex[:6]}"
-    out = kafka_configs("--alter", "--entity-type", "clients", "--entity-name", cid,
-                        "--add-config", "controller_mutation_rate=2")
-    assert f"Completed updating config for client {cid}." in out, out
-    with _client(srv) as c:
+    with _client(srv) as c:         # (kafka-configs.sh --entity-type clients: test_quotas.py)
+        assert _alter(c, [([("client-id", cid)], [("controller_mutation_rate", 2.0)])]) == [(0, None)]
         assert _describe(c, [("client-id", EXACT, cid)]) == {(("client-id", cid),): {"controller_mutation_rate": 2.0}}
     a, b, c2 = (f"{cid}-{x}" for x in "abc")
     with _client(srv, cid) as c:
