@@ -12,7 +12,8 @@ every acknowledged value is looked for in the topic.
 ``--scenario NAME`` runs a network-partition scenario instead (engine/chaos/scenarios.py:
 leader-isolated, leader-split, controller-isolated, follower-isolated, flapping, flapping-session,
 txn-cut, or all), each link held cut for ``--duration`` seconds (default 10), one verdict line per
-scenario (docs/availability.md).
+scenario (docs/availability.md).  ``--keep`` keeps the data directory with the brokers' logs;
+``--client-debug`` also writes the scenario producer's librdkafka debug log there (and keeps it).
 
 Prints one line per fault and a verdict: acknowledged / lost / duplicated values, producer errors,
 the longest pause between acknowledgements.  Exit code 0 only with nothing lost or duplicated.
