@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ErrorCode
 from .group import GroupMetadata
 
 __all__ = ["GroupContext"]
@@ -26,6 +27,12 @@ class GroupContext:
     spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task]   # a task the runtime awaits at stop
     loop: Callable[[], asyncio.AbstractEventLoop]       # the coordinator's loop (once started)
     is_loaded: Callable[[int], bool]    # whether a partition of __consumer_offsets is loaded here
+
+    async def route_group(self, group_id: str) -> tuple[int, int]:
+        """:attr:`route`, with INVALID_GROUP_ID for an empty group id."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, -1
+        return await self.route(group_id)
 
     def new_group(self, group_id: str, partition: int) -> GroupMetadata:
         """An Empty group, entered in the table."""

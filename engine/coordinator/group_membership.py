@@ -13,15 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from ..errors import ErrorCode, KafkaApiError
 from . import records as rec
-from .group import (
-    COMPLETING_REBALANCE,
-    DEAD,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
-    GroupMetadata,
-    MemberMetadata,
-)
+from .group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata, MemberMetadata
 from .group_context import GroupContext
 from .group_results import JoinGroupResult, LeaveGroupResult, SyncGroupResult, _resolve
 from .runtime import storage_code

@@ -38,34 +38,28 @@ class OffsetStore:
                              retention_ms: int = -1) -> dict[tuple[str, int], int]:
         tps = list(offsets)
         member_id = member_id or ""
-
-        def all_(code: int) -> dict[tuple[str, int], int]:
-            return {tp: code for tp in tps}
-
-        if not group_id:
-            return all_(ErrorCode.INVALID_GROUP_ID)
-        err, p = await self._ctx.route(group_id)
+        err, p = await self._ctx.route_group(group_id)
         if err:
-            return all_(err)
+            return dict.fromkeys(tps, err)
         group = self._ctx.groups.get(group_id)
         member = None
         if group is None:
             if generation_id >= 0 or member_id or group_instance_id is not None:
-                return all_(ErrorCode.ILLEGAL_GENERATION if not member_id else ErrorCode.UNKNOWN_MEMBER_ID)
+                return dict.fromkeys(tps, ErrorCode.UNKNOWN_MEMBER_ID if member_id else ErrorCode.ILLEGAL_GENERATION)
             group = self._ctx.new_group(group_id, p)
         elif group.state == DEAD:
-            return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         elif generation_id < 0 and not member_id and group_instance_id is None:
             if group.state != EMPTY:
-                return all_(ErrorCode.UNKNOWN_MEMBER_ID)    # a simple commit to a group with live members
+                return dict.fromkeys(tps, ErrorCode.UNKNOWN_MEMBER_ID)    # a simple commit to a group with live members
         else:
             err = group.validate_member(member_id, group_instance_id)
             if err:
-                return all_(err)
+                return dict.fromkeys(tps, err)
             if generation_id != group.generation_id:
-                return all_(ErrorCode.ILLEGAL_GENERATION)
+                return dict.fromkeys(tps, ErrorCode.ILLEGAL_GENERATION)
             if group.state == COMPLETING_REBALANCE:
-                return all_(ErrorCode.REBALANCE_IN_PROGRESS)
+                return dict.fromkeys(tps, ErrorCode.REBALANCE_IN_PROGRESS)
             member = group.members[member_id]
         result, staged, records = self.stage(group_id, offsets, retention_ms)
         if member is not None:

@@ -40,30 +40,24 @@ class TxnOffsets:
         """Write `offsets` as part of the producer's transaction: {tp: error}."""
         tps = list(offsets)
         member_id = member_id or ""
-
-        def all_(code: int) -> dict[tuple[str, int], int]:
-            return {tp: code for tp in tps}
-
-        if not group_id:
-            return all_(ErrorCode.INVALID_GROUP_ID)
-        err, p = await self._ctx.route(group_id)
+        err, p = await self._ctx.route_group(group_id)
         if err:
-            return all_(err)
+            return dict.fromkeys(tps, err)
         group: GroupMetadata | None = self._ctx.groups.get(group_id)
         if group is None:
             group = self._ctx.new_group(group_id, p)
         elif group.state == DEAD:
-            return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if member_id or group_instance_id is not None or generation_id >= 0:
             # KIP-447: a consumer group member's commit is checked against the group
             if member_id and member_id not in group.members:
-                return all_(ErrorCode.UNKNOWN_MEMBER_ID)
+                return dict.fromkeys(tps, ErrorCode.UNKNOWN_MEMBER_ID)
             if member_id:
                 err = group.validate_member(member_id, group_instance_id)
                 if err:
-                    return all_(err)
+                    return dict.fromkeys(tps, err)
             if generation_id >= 0 and generation_id != group.generation_id:
-                return all_(ErrorCode.ILLEGAL_GENERATION)
+                return dict.fromkeys(tps, ErrorCode.ILLEGAL_GENERATION)
         result, staged, records = self._stage(group_id, offsets, -1)
         if records:
             try:
