@@ -3,11 +3,14 @@
 ``group.py`` holds the pure group/member state machine, ``records.py`` the
 ``__consumer_offsets`` record formats (Kafka's own), ``coordinator.py`` the
 :class:`GroupCoordinator` that runs them on its own event loop (API in its
-module docstring).  A node (engine/node.py) creates one on first use of
+module docstring), composed of its parts: ``group_membership.py``, ``group_offsets.py``,
+``group_admin_ops.py``, ``offset_retention.py``, ``group_loader.py`` and ``group_txn.py``
+(the group side of transactional offset commits), each given a ``group_context.py``
+:class:`GroupContext`.  A node (engine/node.py) creates one on first use of
 ``node.group_coordinator``, each given the node; the broker and in-process consumers share it.
 ``transactions.py`` is the :class:`TransactionCoordinator` (``__transaction_state``,
-``txn_records.py``; ``node.transaction_coordinator``), ``group_txn.py`` the group
-side of transactional offset commits, ``runtime.py`` the loop/log machinery both share.
+``txn_records.py``; ``node.transaction_coordinator``), ``runtime.py`` the loop/log machinery
+both share (their base class).
 """
 
 from .coordinator import (
