@@ -24,8 +24,8 @@ a duplicate (DUPLICATE_SEQUENCE_NUMBER counts as success).  Retriable errors
 and lost connections are retried with ``retry.backoff.ms`` until
 ``delivery.timeout.ms``; then the batch's futures fail.  A batch that failed for good
 leaves a gap in its partition's sequences, so before the next batch the producer bumps
-its epoch (InitProducerId with its id and epoch, KIP-360, as Kafka's idempotent
-producer) and every partition's sequence starts again at 0.
+its epoch on the client, as Kafka's idempotent producer does (KIP-360; a new producer id
+after epoch 32767), and every partition's sequence starts again at 0.
 
 Sending is Kafka's Sender (engine/client/produce_pipeline.py): per broker, one
 Produce request carries the next batch of every partition it leads, up to
@@ -55,6 +55,7 @@ from .wire import KafkaConnectionError, WireClient
 __all__ = ["RecordFuture", "RemoteProducer"]
 
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_MAX_EPOCH = 32767                 # Short.MAX_VALUE: then a new producer id
 
 
 def stamp_batch(batch: bytearray, producer_id: int, epoch: int, sequence: int) -> int:
@@ -326,17 +327,21 @@ class RemoteProducer:
             self._bump = True
 
     def _maybe_bump_epoch(self) -> None:
-        """InitProducerId with the current id and epoch (caller holds the lock): the epoch + 1,
-        every partition's sequence from 0.  Batches already queued keep the old epoch and go
-        first (a partition's batches go in order, and its first one under the new epoch alone:
-        ProducePipeline.new_producer_id), so the broker sees the old epoch end, then the new."""
+        """Bump the epoch (caller holds the lock) as Kafka's idempotent producer does, on the
+        client (TransactionManager.bumpIdempotentProducerEpoch: a broker takes a newer epoch of a
+        producer id when its sequence starts at 0); at the last epoch, a new producer id.  Every
+        partition's sequence starts again at 0.  Batches already queued keep the old epoch and
+        go first (a partition's batches go in order, and its first one under the new epoch
+        alone: ProducePipeline.new_producer_id), so a broker sees the old epoch end, then the new."""
         if not self._bump:
             return
-        try:
-            self._pid, self._epoch = self._client.init_producer_id(producer_id=self._pid,
-                                                                   producer_epoch=self._epoch)
-        except (KafkaApiError, KafkaConnectionError):
-            return      # asked again before the next batch; this one may be refused meanwhile
+        if self._epoch < _MAX_EPOCH:
+            self._epoch += 1
+        else:
+            try:
+                self._pid, self._epoch = self._client.init_producer_id()
+            except (KafkaApiError, KafkaConnectionError):
+                return      # asked again before the next batch; this one may be refused meanwhile
         self._bump = False
         self._seq.clear()
         self._pipe.new_producer_id()

@@ -445,17 +445,13 @@ class WireClient:
         return self._retrying("metadata", lambda: self._leader(topic, partition))
 
     # -- InitProducerId -------------------------------------------------------------------
-    def init_producer_id(self, transaction_timeout_ms: int = 60000, producer_id: int = -1,
-                         producer_epoch: int = -1) -> tuple[int, int]:
-        """A new idempotent producer id and epoch (InitProducerId without a transactional id);
-        given the current id and epoch, the same id with the epoch bumped (KIP-360, v3+; an
-        older broker gives a new id)."""
+    def init_producer_id(self, transaction_timeout_ms: int = 60000) -> tuple[int, int]:
+        """A new idempotent producer id and epoch (InitProducerId without a transactional id)."""
         def once():
             v = self._version(ApiKey.INIT_PRODUCER_ID)
-            bump = v >= 3 and producer_id >= 0
             resp = self._call(None, ApiKey.INIT_PRODUCER_ID, {
                 "transactional_id": None, "transaction_timeout": transaction_timeout_ms,
-                "producer_id": producer_id if bump else -1, "producer_epoch": producer_epoch if bump else -1}, v)
+                "producer_id": -1, "producer_epoch": -1}, v)
             if resp["error_code"]:
                 raise api_error(resp["error_code"], "InitProducerId")
             return resp["producer_id"], resp["producer_epoch"]

@@ -199,3 +199,19 @@ def test_a_failed_batch_does_not_leave_its_partition_out_of_sequence(proxied):
             assert p.producer_id == (pid, epoch + 1)
         assert eng.read_arrow("g", 0).column("value").to_pylist() == [b"a", b"a2", b"c", b"d"]
         assert eng.read_arrow("g", 1).column("value").to_pylist() == [b"y", b"z"]
+
+
+def test_after_a_batch_too_large_the_partition_goes_on_with_a_bumped_epoch(cluster, topic_name):
+    # the same against Apache Kafka 4.0: a batch over message.max.bytes is refused for good
+    # (MESSAGE_TOO_LARGE); the next batch goes under epoch + 1 from sequence 0 and is taken
+    from engine.errors import KafkaApiError
+    with engine.connect(cluster) as eng:
+        eng.create_topic(topic_name, 1)
+        with eng.producer(**{"batch.size": 4 << 20}) as p:
+            p.send_batch(topic_name, values=[b"a"], partitions=0)
+            pid, epoch = p.producer_id
+            with pytest.raises(KafkaApiError, match="MESSAGE_TOO_LARGE|RECORD_LIST_TOO_LARGE"):
+                p.send_batch(topic_name, values=[b"x" * (2 << 20)], partitions=0)
+            assert p.send_batch(topic_name, values=[b"b", b"c"], partitions=0)[0][1] == 1
+            assert p.producer_id == (pid, epoch + 1)
+        assert eng.read_arrow(topic_name, 0).column("value").to_pylist() == [b"a", b"b", b"c"]
