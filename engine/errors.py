@@ -126,6 +126,7 @@ __all__ = [
     "RecordTooLargeError",
     "RequestTimedOutError",
     "SecurityDisabledError",
+    "ThrottlingQuotaExceededError",
     "TopicAlreadyExistsError",
     "TopicAuthorizationError",
     "TransactionAbortableError",
@@ -743,6 +744,13 @@ class UnstableOffsetCommitError(KafkaApiError):
     """OffsetFetch with require_stable while a transactional offset commit is pending."""
 
     code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+
+
+class ThrottlingQuotaExceededError(KafkaApiError):
+    """CreateTopics / CreatePartitions / DeleteTopics over the caller's controller_mutation_rate
+    (KIP-599): the topic is refused, retriable after the response's throttle time."""
+
+    code = ErrorCode.THROTTLING_QUOTA_EXCEEDED
 
 
 class ProducerFencedError(KafkaApiError):

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import uuid
 
-from ..errors import ErrorCode, InvalidRequestError, TopicAuthorizationError
+from ..errors import ErrorCode, InvalidRequestError, ThrottlingQuotaExceededError, TopicAuthorizationError
 from ..protocol import messages as m
 from ..security.acl import AclOperation, ResourceType
 from .common import _ZERO_UUID, _code, _record_error, _topic_uuid, admin_bound_s, off_loop
@@ -222,6 +222,6 @@ class TopicHandlers:
 
 def _throttled(res: dict) -> dict:
     """A topic refused by the controller mutation quota (Kafka: no message, the error's own)."""
-    res["error_code"] = ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    res["error_code"] = ThrottlingQuotaExceededError.code
     res["error_message"] = None
     return res
