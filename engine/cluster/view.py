@@ -133,7 +133,10 @@ class ZkClusterView(ClusterView):
         version = m.store.update_partition_state(topic, partition, new)
         if version is None:
             return False
-        new.version = version
+        # cached below until the watch brings the znode: its mzxid at least the state's it
+        # replaced (0 would read as a leadership older than our registration -- member.py's
+        # broker-epoch check -- and make this broker give up the partition it leads)
+        new.version, new.mzxid = version, st.mzxid
         log.info("broker %d: ISR of %s-%d is now %s (partition epoch %d)", self.node_id, topic,
                  partition, new.isr, version)
         with m._lock:
