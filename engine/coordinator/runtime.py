@@ -220,12 +220,14 @@ class CoordinatorRuntime:
             raise RuntimeError(f"{type(self).__name__}.call from the coordinator's own loop would deadlock")
         return self.submit(coro_fn, *args, **kwargs).result(timeout)
 
-    def wait_loaded(self, timeout: float = 30.0) -> None:
-        """Block until every partition of the internal topic that exists is loaded."""
+    def wait_loaded(self, timeout: float = 30.0, partitions: int = 0) -> None:
+        """Block until every partition of the internal topic that this node has taken up is
+        loaded, and at least `partitions` of them (a node leading the whole topic takes its
+        partitions up one by one after creating it: pass their number to wait for all)."""
         deadline = time.monotonic() + timeout
         while True:
             states = self.call(self._partition_states, timeout=timeout)
-            if all(s == LOADED for s in states.values()):
+            if len(states) >= partitions and all(s == LOADED for s in states.values()):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.TOPIC} is still loading")
