@@ -320,7 +320,7 @@ class ReplicaManager:
     # -- fetch ---------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, replica_id: int = -1,
              current_leader_epoch: int = -1, log_start_offset: int = -1, isolation_level: int = 0,
-             min_one_batch: bool = True, last_fetched_epoch: int = -1):
+             min_one_batch: bool = True, last_fetched_epoch: int = -1, replica_epoch: int = -1):
         """Read as the leader: a consumer (``replica_id < 0``) up to the high watermark (the last
         stable offset with ``isolation_level`` 1, read_committed), a follower up to the log end offset
         (its fetch offset is its LEO: the ISR and the HW move from it).  Returns the log's FetchInfo
@@ -330,7 +330,9 @@ class ReplicaManager:
         checked first against the leader-epoch cache, as Kafka's Partition.readRecords: when
         the reader's log diverges from ours the answer has no records and ``diverging_epoch``
         = (epoch, end offset) to truncate to, and a follower's position is not updated;
-        OFFSET_OUT_OF_RANGE when that epoch is unknown here or `offset` is below the log start."""
+        OFFSET_OUT_OF_RANGE when that epoch is unknown here or `offset` is below the log start.
+        ``replica_epoch``: a follower's broker epoch (Fetch v15's ReplicaState, KIP-903; -1: not
+        sent), recorded with its position and carried with the ISR expansion it leads to."""
         part = self.leader_partition(topic, partition, current_leader_epoch)
         plog = part.log
         if last_fetched_epoch >= 0:
@@ -339,7 +341,7 @@ class ReplicaManager:
                 return diverging
         if replica_id < 0:
             return plog.read(offset, max_bytes, min_one_batch=min_one_batch, isolation_level=isolation_level)
-        self._follower_fetched(part, replica_id, offset, log_start_offset)
+        self._follower_fetched(part, replica_id, offset, log_start_offset, replica_epoch)
         return plog.read(offset, max_bytes, max_offset=plog.log_end_offset, min_one_batch=min_one_batch)
 
     @staticmethod
@@ -359,8 +361,9 @@ class ReplicaManager:
             return FetchInfo([], offset, hw, start, leo, lso, None, (epoch, end))
         return None
 
-    def _follower_fetched(self, part: Partition, replica_id: int, offset: int, log_start: int) -> None:
-        part.update_follower(replica_id, offset, now_ms(), log_start)
+    def _follower_fetched(self, part: Partition, replica_id: int, offset: int, log_start: int,
+                          broker_epoch: int = -1) -> None:
+        part.update_follower(replica_id, offset, now_ms(), log_start, broker_epoch)
         if len(part.delayed_delete):
             part.complete_delete_waiters(self.view.brokers())
         new_isr = part.isr_to_expand()
@@ -369,7 +372,10 @@ class ReplicaManager:
             # caught up, and asking for it would have every expansion refused, others' too
             new_isr = [r for r in new_isr if r in part.isr or self.view.isr_eligible(r)]
             if new_isr != part.isr:
-                self._alter_isr(part, new_isr)
+                # (KIP-903) with the broker epoch each one added fetched with: the view refuses
+                # one whose registration is newer (a restarted broker seen by its old fetches)
+                self._alter_isr(part, new_isr, {r: part.followers[r].broker_epoch for r in new_isr
+                                                if r not in part.isr and r in part.followers})
         if part.maybe_advance_hw():
             part.complete_waiters()
             self._notify()
@@ -403,14 +409,16 @@ class ReplicaManager:
             hook(exc, what)
 
     # -- ISR changes ---------------------------------------------------------
-    def _alter_isr(self, part: Partition, new_isr: list[int]) -> None:
-        """Ask the view to change the ISR (a worker thread: it may block); applied on success."""
+    def _alter_isr(self, part: Partition, new_isr: list[int], broker_epochs: dict[int, int] | None = None) -> None:
+        """Ask the view to change the ISR (a worker thread: it may block); applied on success.
+        `broker_epochs`: of the followers added, the broker epoch of their fetches (KIP-903)."""
         if part.isr_change_inflight or self._loop is None:
             return
         part.isr_change_inflight = True
         epoch, pepoch = part.leader_epoch, part.partition_epoch
-        fut = self._loop.run_in_executor(None, self.view.alter_isr, part.topic, part.partition,
-                                         list(new_isr), epoch, pepoch)
+        call = functools.partial(self.view.alter_isr, part.topic, part.partition, list(new_isr), epoch,
+                                 pepoch, broker_epochs or None)
+        fut = self._loop.run_in_executor(None, call)
         fut.add_done_callback(lambda f: self._isr_altered(part, new_isr, epoch, pepoch, f))
 
     def _isr_altered(self, part: Partition, new_isr, epoch, pepoch, fut) -> None:

@@ -34,7 +34,7 @@ class FollowerState:
     """What the leader knows of one follower (Kafka's ``Replica``)."""
 
     __slots__ = ("replica_id", "leo", "log_start", "last_caught_up_ms", "last_fetch_ms",
-                 "last_fetch_leader_leo")
+                 "last_fetch_leader_leo", "broker_epoch")
 
     def __init__(self, replica_id: int, now: int, in_isr: bool):
         self.replica_id = replica_id
@@ -43,6 +43,7 @@ class FollowerState:
         self.last_caught_up_ms = now if in_isr else -1
         self.last_fetch_ms = -1
         self.last_fetch_leader_leo = -1
+        self.broker_epoch = -1                     # of its last Fetch (v15's ReplicaState; KIP-903)
 
     def __repr__(self) -> str:
         return f"FollowerState({self.replica_id}, leo={self.leo}, caught_up={self.last_caught_up_ms})"
@@ -160,7 +161,8 @@ class Partition:
                 f"min.insync.replicas is {need}")
 
     # -- leader: followers, ISR, high watermark -----------------------------
-    def update_follower(self, replica_id: int, fetch_offset: int, now: int, log_start: int = -1) -> None:
+    def update_follower(self, replica_id: int, fetch_offset: int, now: int, log_start: int = -1,
+                        broker_epoch: int = -1) -> None:
         """A follower fetched from `fetch_offset`: its LEO, and whether it is caught up
         (Kafka's updateFetchState: caught up at this fetch if it asked for the leader's LEO,
         or at its previous fetch if it now asks for what was the LEO then)."""
@@ -176,6 +178,7 @@ class Partition:
         st.last_fetch_leader_leo = leo
         st.last_fetch_ms = now
         st.leo = fetch_offset
+        st.broker_epoch = broker_epoch
         if log_start >= 0:
             st.log_start = log_start
 

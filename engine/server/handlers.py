@@ -351,6 +351,7 @@ class Handlers:
         whether an error asks for an answer at once."""
         remaining = max_bytes
         replica_id = _replica_id(req)                  # >= 0: a follower's fetch
+        replica_epoch = req.replica_state.replica_epoch if v >= 15 else -1   # its broker epoch (KIP-903)
         total = 0
         errors = False
         topics = []
@@ -372,7 +373,7 @@ class Handlers:
                 try:
                     limit = min(p.partition_max_bytes, remaining)
                     info = self.replicas.read(name, p.partition, p.fetch_offset, max(limit, 0),
-                                              replica_id=replica_id,
+                                              replica_id=replica_id, replica_epoch=replica_epoch,
                                               current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
                                               log_start_offset=getattr(p, "log_start_offset", -1),
                                               isolation_level=isolation, min_one_batch=(total == 0),

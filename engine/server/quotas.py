@@ -9,7 +9,8 @@ is configured (``active``; with none the request path pays one attribute read):
   the request is recorded against the quotas that apply to the connection's user
   (``conn.principal`` ``User:alice`` -> ``alice``) and the request's client id -- Produce: the
   request's size against ``producer_byte_rate``; Fetch from a consumer (replica_id < 0): the
-  response's size against ``consumer_byte_rate``; every request but ApiVersions and the SASL
+  response's size against ``consumer_byte_rate`` (a follower's, replica id >= 0 -- before v15
+  the body's first field, from v15 in ReplicaState -- is exempt, as Kafka's); every request but ApiVersions and the SASL
   ones: the event loop's CPU time spent while the handler ran, as a percentage of one thread,
   against ``request_percentage``.
 * CreateTopics, CreatePartitions and DeleteTopics answer the throttle time of their caller's
@@ -149,10 +150,8 @@ class QuotaManager:
         now = time.monotonic() * 1000.0
         bandwidth = request = 0
         if key == m.ApiKey.FETCH:
-            # a follower (replica_id >= 0, the body's first field before v15): not a client's
-            # quota; from v15 the id is in ReplicaState (KIP-903) and our followers fetch at v12
-            if (header.api_version < 15 and len(frame) >= mark[1] + 4
-                    and _I32.unpack_from(frame, mark[1])[0] >= 0):
+            # a follower (replica_id >= 0): not a client's quota (Kafka's isFromFollower)
+            if _from_follower(header.api_version, frame, mark[1], found):
                 return 0
             if found[_FETCH] is not None and parts is not None:
                 bandwidth = self._record(_FETCH, found[_FETCH], sum(len(p) for p in parts), now, False)
@@ -189,6 +188,21 @@ class QuotaManager:
 
 
 # -- throttle_time_ms in an encoded response ------------------------------------------------
+def _from_follower(version: int, frame, start: int, found: tuple) -> bool:
+    """Is the Fetch at `start` of `frame` a follower's?  Before v15 its replica_id is the body's
+    first field; from v15 the id is in the ReplicaState tagged field (KIP-903; our followers fetch
+    at v15), after the topics: the body is decoded, only when some quota would apply to it."""
+    if version < 15:
+        return len(frame) >= start + 4 and _I32.unpack_from(frame, start)[0] >= 0
+    if found[_FETCH] is None and found[_REQUEST] is None:
+        return False                  # nothing to exempt it from
+    try:
+        state = m.decode(m.ApiKey.FETCH, version, memoryview(frame)[start:]).replica_state
+    except Exception:                 # the handler answered it already; not a follower's
+        return False
+    return state is not None and state.replica_id >= 0
+
+
 _WHERE: dict[tuple[int, int], int] = {}      # (api key, version) -> 1 first field, 2 Produce's, 0 none
 _ABSENT, _FIRST, _LAST = 0, 1, 2
 

@@ -81,23 +81,33 @@ def test_produce_throttle_in_the_response(store, version):
 
 
 def _fetch_request(version: int, replica_id: int) -> bytes:
+    # (v15+: the id in ReplicaState, a tagged field after the topics, with the broker epoch)
     body = m.encode(1, version, {"replica_id": replica_id, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-                                 "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [],
+                                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                                 "replica_state": {"replica_id": replica_id, "replica_epoch": 4242},
+                                 "topics": [{"topic": "t", "topic_id": bytes(range(16)), "partitions": [{
+                                     "partition": 0, "current_leader_epoch": 3, "fetch_offset": 10,
+                                     "last_fetched_epoch": 3, "log_start_offset": 0,
+                                     "partition_max_bytes": 1 << 20}]}],
                                  "forgotten_topics_data": [], "rack_id": ""}, response=False)
     return _frame(1, version, body)
 
 
-@pytest.mark.parametrize("version", [4, 11, 12])
+@pytest.mark.parametrize("version", [4, 11, 12, 15, 16])
 def test_fetch_throttle_consumers_not_followers(store, version):
+    """A follower's Fetch (replica id >= 0: the body's first field before v15, ReplicaState's
+    from v15, KIP-903 -- our followers fetch at v15) is exempt from a consumer_byte_rate
+    default; a consumer's is throttled at every version."""
     q = QuotaManager(store, window_num=2, window_size_s=1)
     _set(store, (("client-id", None),), "consumer_byte_rate", 100.0)
     pd = m.FetchPartitionData(0, 0, 10, 10, 0, [bytes(1000)])
-    parts, size = m.encode_fetch_response(version, [("t", [pd])])
+    topic = "t" if version < 13 else bytes(range(16))
+    parts, size = m.encode_fetch_response(version, [(topic, [pd])])
     throttle = _run(q, _fetch_request(version, -1), parts)
     # size bytes over the minimum window of 1 s against 100 B/s
     assert throttle == round((size - 100.0) / 100.0 * 1000.0)
     assert struct.unpack_from(">i", parts[0])[0] == throttle
-    parts, _ = m.encode_fetch_response(version, [("t", [pd])])
+    parts, _ = m.encode_fetch_response(version, [(topic, [pd])])
     assert _run(q, _fetch_request(version, 1), parts) == 0            # a follower's fetch
     assert struct.unpack_from(">i", parts[0])[0] == 0
 
