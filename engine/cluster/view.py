@@ -101,21 +101,32 @@ class ZkClusterView(ClusterView):
         st = self.state(topic, partition)
         return -1 if st is None else st.version
 
+    def broker_epoch(self) -> int:
+        """Our registration's czxid (Kafka's broker epoch), -1 before we registered."""
+        return self._m.registration_zxid or -1
+
+    def topic_id(self, topic: str) -> str | None:
+        a = self.assignment(topic)
+        return a.topic_id if a is not None else None
+
     def alter_isr(self, topic: str, partition: int, new_isr: list[int], leader_epoch: int,
-                  partition_epoch: int) -> bool:
+                  partition_epoch: int, broker_epochs: dict[int, int] | None = None) -> bool:
         """The leader's ISR change: a write conditional on the znode version (the partition
-        epoch); refused when the leader epoch moved on or this broker is fenced."""
+        epoch); refused when the leader epoch moved on or this broker is fenced, and when a
+        follower added is not registered, is in a controlled shutdown, or fetched with a broker
+        epoch (`broker_epochs`, -1: not sent) that is not its current registration's czxid."""
         m = self._m
         if m.fenced or m._stopping:
             return False
         try:
-            return self._alter_isr(topic, partition, new_isr, leader_epoch, partition_epoch)
+            return self._alter_isr(topic, partition, new_isr, leader_epoch, partition_epoch,
+                                   broker_epochs or {})
         except KazooException as e:          # connection lost or closed: the change did not happen
             log.warning("broker %d: ISR change of %s-%d not written (ZooKeeper: %s)", self.node_id,
                         topic, partition, type(e).__name__)
             return False
 
-    def _alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch) -> bool:
+    def _alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch, broker_epochs) -> bool:
         m = self._m
         st = m.store.partition_state(topic, partition)
         if st is None or st.leader != self.node_id or st.leader_epoch != leader_epoch \
@@ -124,10 +135,19 @@ class ZkClusterView(ClusterView):
         for b in set(new_isr) - set(st.isr):
             # as KIP-841: the ISR grows only with brokers that are registered and not in a
             # controlled shutdown (a stopping follower's last fetch must not bring it back)
-            if m.store.exists(f"{BROKER_IDS}/{b}") is None or \
-                    m.store.exists(f"{CONTROLLED_SHUTDOWN}/{b}") is not None:
+            reg = m.store.exists(f"{BROKER_IDS}/{b}")
+            if reg is None or m.store.exists(f"{CONTROLLED_SHUTDOWN}/{b}") is not None:
                 log.info("broker %d: ISR of %s-%d may not take broker %d (offline or shutting down)",
                          self.node_id, topic, partition, b)
+                return False
+            # KIP-903: the fetches that caught it up must be this registration's, not those of
+            # an earlier incarnation (restarted since, maybe without its unsynced tail):
+            # Kafka's INELIGIBLE_REPLICA for a stale broker epoch
+            epoch = broker_epochs.get(b, -1)
+            if epoch != -1 and epoch != reg.czxid:
+                log.info("broker %d: ISR of %s-%d may not take broker %d: its fetches carried broker "
+                         "epoch %d, its registration's is %d (stale broker epoch)", self.node_id, topic,
+                         partition, b, epoch, reg.czxid)
                 return False
         new = PartitionState(st.leader, st.leader_epoch, list(new_isr), st.controller_epoch, st.version)
         version = m.store.update_partition_state(topic, partition, new)

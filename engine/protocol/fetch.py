@@ -1,8 +1,9 @@
 """The Fetch response as a client or a follower reads it (no I/O).
 
-:func:`parse_fetch_response` decodes FetchResponse v4-12 (layout in ``messages``'s docstring;
-v12 adds the DivergingEpoch tagged field of KIP-320) into one :class:`FetchResult` per
-topic-partition.  The records fields stay memoryviews of the frame: no record batch is copied
+:func:`parse_fetch_response` decodes FetchResponse v4-16 (layout in ``messages``'s docstring;
+v12 adds the DivergingEpoch tagged field of KIP-320, v13 names each topic by its 16-byte id
+instead of its name, v16's NodeEndpoints / CurrentLeader tagged fields are skipped) into one
+:class:`FetchResult` per topic-partition.  The records fields stay memoryviews of the frame: no record batch is copied
 or decoded here.  Used by the clients' :class:`~engine.client.wire.WireClient` and by the
 broker's follower (:class:`~engine.replica.fetcher.ReplicaFetcher`); the broker's side (writing
 the response) is ``messages.encode_fetch_response``.
@@ -46,9 +47,10 @@ def _known_error(code: int) -> int:
 
 
 def parse_fetch_response(r: Reader, v: int) -> tuple[int, int, dict]:
-    """FetchResponse v4-12 from `r` (positioned after the response header): (error_code,
-    session_id, {(topic, partition): FetchResult}); the records fields stay views of the
-    frame.  With a top-level error the dict is empty."""
+    """FetchResponse v4-16 from `r` (positioned after the response header): (error_code,
+    session_id, {(topic, partition): FetchResult}), `topic` the name before v13 and the id's
+    16 bytes from v13; the records fields stay views of the frame.  With a top-level error the
+    dict is empty."""
     flex = v >= 12
     r.int32()  # throttle_time_ms
     err = sid = 0
@@ -57,7 +59,7 @@ def parse_fetch_response(r: Reader, v: int) -> tuple[int, int, dict]:
         sid = r.int32()
     found = {}
     for _ in range(r.array_length(flex)):
-        name = r.string_f(flex)
+        name = r.string_f(flex) if v < 13 else r.uuid()
         for _ in range(r.array_length(flex)):
             index = r.int32()
             perr = _known_error(r.int16())

@@ -6,9 +6,11 @@ follows from that leader:
 1. A log with a leader epoch fetches at once from its log end offset; a log without any (empty,
    or written before epochs) first truncates to its high watermark (Kafka's fallback).  No
    OffsetForLeaderEpoch round trip: the fetch itself detects divergence.
-2. *fetch*: Fetch v12 with ``replica_id`` = this node, ``current_leader_epoch``, the log end
-   offset as fetch offset and ``last_fetched_epoch`` = the latest epoch of the log's leader-epoch
-   cache; the batches are appended as they are (``assign_offsets=False``, each run of batches
+2. *fetch*: Fetch v15 with ``ReplicaState`` = (this node, its broker epoch: the view's
+   ``broker_epoch()``, KIP-903), topics named by the ids the view knows (``topic_id``; a view
+   that knows none, e.g. the in-memory one of tests, fetches at v12 by name with ``replica_id``),
+   ``current_leader_epoch``, the log end offset as fetch offset and ``last_fetched_epoch`` = the
+   latest epoch of the log's leader-epoch cache; the batches are appended as they are (``assign_offsets=False``, each run of batches
    with its own leader epoch, so the epoch cache matches the leader's), then the high watermark
    becomes min(leader HW, LEO) and the log start follows the leader's.
 3. *diverging*: when our log is not a prefix of the leader's, the leader answers no records and
@@ -33,6 +35,7 @@ backoff, as a lost connection is (the broker's credential may not be there yet).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import socket
@@ -49,7 +52,8 @@ __all__ = ["ReplicaFetcher"]
 
 log = logging.getLogger("engine.replica")
 
-FETCH_VERSION = 12
+FETCH_VERSION = 15            # ReplicaState with the broker epoch (KIP-903); topics by id
+FETCH_VERSION_BY_NAME = 12    # when the view knows no topic id
 LIST_OFFSETS_VERSION = 7
 
 
@@ -221,18 +225,22 @@ class ReplicaFetcher(threading.Thread):
     def _fetch(self, conn: Connection, parts: list) -> None:
         asked = {}
         topics: dict[str, list] = {}
+        view = self.manager.view
+        ids = {t: _topic_uuid(view.topic_id(t)) for t in {p.topic for p in parts}}
+        v = FETCH_VERSION if all(ids.values()) else FETCH_VERSION_BY_NAME
         for part in parts:
             plog = part.log
             offset = plog.log_end_offset
-            asked[(part.topic, part.partition)] = (part, part.leader_epoch, offset)
+            asked[(part.topic if v < 13 else ids[part.topic], part.partition)] = (part, part.leader_epoch, offset)
             topics.setdefault(part.topic, []).append({
                 "partition": part.partition, "current_leader_epoch": part.leader_epoch,
                 "fetch_offset": offset, "last_fetched_epoch": plog.leader_epoch_cache.latest_epoch,
                 "log_start_offset": plog.log_start_offset, "partition_max_bytes": self.partition_max_bytes})
-        v = FETCH_VERSION
-        body = {"replica_id": self.manager.node_id, "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes,
+        node_id = self.manager.node_id
+        body = {"replica_id": node_id, "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes,
                 "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "replica_state": {"replica_id": node_id, "replica_epoch": view.broker_epoch()},
+                "topics": [{"topic": t, "topic_id": ids[t], "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
         r = conn.request(ApiKey.FETCH, v, [encode(ApiKey.FETCH, v, body, response=False)])
         err, _sid, found = parse_fetch_response(r, v)
@@ -334,3 +342,15 @@ class ReplicaFetcher(threading.Thread):
         last = headers[-1]
         plog.append(records[start:last.position + last.size], epoch, assign_offsets=False)
         return True
+
+
+def _topic_uuid(topic_id: str | None) -> bytes | None:
+    """A topic id as the view gives it (unpadded URL-safe base64, as Kafka prints it) as its 16
+    bytes; None when there is none (or it is the zero id, or not an id)."""
+    if not topic_id:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+    except (ValueError, TypeError):
+        return None
+    return raw if len(raw) == 16 and any(raw) else None

@@ -27,11 +27,17 @@ Interface (duck-typed; :class:`ClusterView` documents it):
   ``UnknownTopicOrPartitionError`` when the partition does not exist.
 - ``partition_count(topic) -> int | None`` -- None when the view does not know the topic.
 - ``controller_id() -> int`` (-1 when none).
-- ``alter_isr(topic, partition, new_isr, leader_epoch, partition_epoch) -> bool`` -- the
-  leader asks to change the ISR; a conditional write: accepted only when ``leader_epoch`` and
-  ``partition_epoch`` are still current; on acceptance the partition epoch becomes
-  ``partition_epoch + 1`` (as a ZooKeeper znode version does).  May block (it runs in a worker
+- ``alter_isr(topic, partition, new_isr, leader_epoch, partition_epoch, broker_epochs=None) ->
+  bool`` -- the leader asks to change the ISR; a conditional write: accepted only when
+  ``leader_epoch`` and ``partition_epoch`` are still current; on acceptance the partition epoch
+  becomes ``partition_epoch + 1`` (as a ZooKeeper znode version does).  ``broker_epochs``: for a
+  follower added, the broker epoch its fetches carried (KIP-903; -1: not sent); the ZooKeeper
+  view refuses one that is not its current registration's.  May block (it runs in a worker
   thread, never on the broker's event loop).
+- ``broker_epoch() -> int`` -- this broker's epoch (the ZooKeeper registration's czxid), which
+  its fetchers send in Fetch v15's ReplicaState; -1 where there is none.
+- ``topic_id(topic) -> str | None`` -- the topic's cluster-wide id (fetchers name topics by it
+  from Fetch v13); None where the view has none (fetchers then fetch by name at v12).
 """
 
 from __future__ import annotations
@@ -74,8 +80,14 @@ class ClusterView:
         return broker_id in self.brokers()
 
     def alter_isr(self, topic: str, partition: int, new_isr: list[int], leader_epoch: int,
-                  partition_epoch: int) -> bool:
+                  partition_epoch: int, broker_epochs: dict[int, int] | None = None) -> bool:
         raise NotImplementedError
+
+    def broker_epoch(self) -> int:
+        return -1
+
+    def topic_id(self, topic: str) -> str | None:
+        return None
 
 
 class LocalClusterView(ClusterView):
@@ -108,7 +120,7 @@ class LocalClusterView(ClusterView):
         _leader, epoch, replicas, isr = self.partition_state(topic, partition)
         return epoch, replicas, isr
 
-    def alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch):
+    def alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch, broker_epochs=None):
         return True
 
 
@@ -170,7 +182,7 @@ class StaticClusterView(ClusterView):
             n = sum(1 for t, _p in self._parts if t == topic)
         return n or None
 
-    def alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch):
+    def alter_isr(self, topic, partition, new_isr, leader_epoch, partition_epoch, broker_epochs=None):
         with self._lock:
             st = self._parts.get((topic, partition))
             if st is None or self.refuse_isr_changes[0] or st[1] != leader_epoch or st[4] != partition_epoch:
