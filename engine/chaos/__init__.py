@@ -9,7 +9,9 @@ tests reuse (docs/availability.md, docs/cluster.md#chaos-runs).
 - :mod:`engine.chaos.cluster` -- ZooKeeper and brokers with every link behind a proxy, and the
   replica byte-identity check below the high watermark.
 - :mod:`engine.chaos.workload` -- the producer and consumer-group member the scenarios run under.
-- :mod:`engine.chaos.scenarios` -- the network-partition and power-loss scenarios.
+- :mod:`engine.chaos.scenarios` -- the network-partition scenarios, their registry and checks.
+- :mod:`engine.chaos.crash_scenarios` -- the scenarios in which a broker process dies (power loss).
+- :mod:`engine.chaos.observe` -- a scenario's result line and its poll of partition states.
 - :mod:`engine.chaos.power_loss` -- a broker's unsynced tail dropped as a power loss would.
 
 Tooling, not the broker: nothing on a broker's path imports this package; it imports downward

@@ -24,86 +24,33 @@ PartitionCluster` under an idempotent acks=all producer and a consumer group
   blackholed between its produces and its commit; each transaction is then committed (commit
   retried) or aborted after the heal, and a read_committed consumer sees every transaction whole
   or not at all, as decided.
-* ``power-loss``: a follower, then the leader, SIGKILLed and its log cut to what its recovery
-  point says was synced, plus a torn tail (engine/chaos/power_loss.py), started again after
-  0.2 s..hold: it comes back as a follower, is not elected before it is back in the ISR, rejoins.
+* ``power-loss`` and the other scenarios where a broker process dies: engine/chaos/crash_scenarios.py.
 
 Every scenario ends with the same checks: nothing acknowledged lost or doubled, the group member
 received every acknowledged value, and every replica of every partition byte-identical below the
 high watermark (:meth:`PartitionCluster.replicas_identical`).  ``run_scenario`` returns a
-:class:`Result` (its ``line()`` is what ``python -m engine chaos --scenario NAME`` prints) whose
+:class:`~engine.chaos.observe.Result` (its ``line()`` is what ``python -m engine chaos --scenario NAME`` prints) whose
 ``problems`` lists what failed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import os
 import random
-import threading
 import time
 import uuid
 
 from .cluster import PartitionCluster, log_batches, wait_until
+from .crash_scenarios import BOUNCE_MISSED, power_loss
+from .observe import Result, StateWatch, isr_history, sleep_until
 from .workload import Workload, read_all
 
 __all__ = ["BOUNCE_MISSED", "SCENARIOS", "WEAKER", "Result", "run_scenario", "run_scenarios"]
 
 TXN_CLIENT_ID = "scenario-txn"
-# power-loss: the controller did not see the leader's restart (its registration deleted and made
-# again between two of its passes), so no leader was elected and the restarted broker led again
-# (fixed: the controller compares each registration's czxid, Kafka's broker epoch, with the
-# partition state's last write; this names the regression)
-BOUNCE_MISSED = "restart not seen by the controller"
 CUTS = ("blackhole", "reset")      # a cut is silence (a dropped route) or refusal (RST), per seed
-
-
-@dataclasses.dataclass
-class Result:
-    name: str
-    acked: int = 0
-    lost: int = 0
-    dup: int = 0
-    errors: int = 0
-    max_unavailable_s: float = 0.0
-    heal_s: float = 0.0
-    group_missing: int = 0
-    notes: list[str] = dataclasses.field(default_factory=list)
-    problems: list[str] = dataclasses.field(default_factory=list)
-
-    def line(self) -> str:
-        return (f"{self.name}: acked={self.acked} lost={self.lost} dup={self.dup} errors={self.errors} "
-                f"max_unavailability={self.max_unavailable_s:.2f}s time_to_heal={self.heal_s:.2f}s "
-                f"group_missing={self.group_missing}; {'; '.join(self.notes)}"
-                + (f"\n  PROBLEMS: {'; '.join(self.problems)}" if self.problems else ""))
-
-
-class StateWatch(threading.Thread):
-    """Polls a topic's partition states (every 50 ms) and keeps each version seen:
-    (partition, state, znode mtime)."""
-
-    def __init__(self, c: PartitionCluster, topic: str, partitions: int):
-        super().__init__(daemon=True)
-        self.c, self.topic, self.partitions = c, topic, partitions
-        self.seen: list[tuple[int, dict, float]] = []
-        self._last: dict[int, int] = {}
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            for p in range(self.partitions):
-                with contextlib.suppress(Exception):
-                    st, mtime = self.c.state_stat(self.topic, p)
-                    key = hash((st["leader"], st["leader_epoch"], tuple(st["isr"]), st["controller_epoch"], mtime))
-                    if self._last.get(p) != key:
-                        self._last[p] = key
-                        self.seen.append((p, st, mtime))
-            time.sleep(0.05)
-
-    def isr_sizes(self, p: int = 0) -> list[int]:
-        return [len(st["isr"]) for q, st, _ in self.seen if q == p]
 
 
 def _log_lines_after(text: str, t: float) -> list[str]:
@@ -118,10 +65,6 @@ def _log_lines_after(text: str, t: float) -> list[str]:
         if when > t:
             out.append(line)
     return out
-
-
-def _sleep_until(t: float) -> None:
-    time.sleep(max(0.0, t - time.time()))
 
 
 def _probe_acks_all(c: PartitionCluster, topic: str) -> str:
@@ -139,10 +82,6 @@ def _probe_acks_all(c: PartitionCluster, topic: str) -> str:
 
 
 # -- (a) ------------------------------------------------------------------------------------
-def _isr_history(watch: StateWatch, t0: float, p: int = 0) -> str:
-    return " -> ".join(f"{st['isr']}@{m - t0:.2f}s" for q, st, m in watch.seen if q == p)
-
-
 def leader_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
                     r: Result) -> float:
     leader = c.state(topic)["leader"]
@@ -157,7 +96,7 @@ def leader_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.Ra
     r.notes.append(f"leader {leader} cut from its followers ({mode}); acks=all probe with ISR [{leader}]: {probe}")
     if probe not in ("NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"):
         r.problems.append(f"an acks=all write with the ISR [{leader}] got {probe}, not NOT_ENOUGH_REPLICAS")
-    _sleep_until(t_cut + hold_s)
+    sleep_until(t_cut + hold_s)
     t_heal = time.time()
     # Acknowledgements may still come while the ISR shrinks one follower at a time: dropping the
     # follower that was further behind lets the HW rise to what the other had fetched before the
@@ -172,7 +111,7 @@ def leader_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.Ra
     t = time.monotonic()
     c.heal()
     watch.stop.set()
-    r.notes.append(f"ISR {_isr_history(watch, t_cut)} (cut at 0, healed at {t_heal - t_cut:.2f}s); "
+    r.notes.append(f"ISR {isr_history(watch, t_cut)} (cut at 0, healed at {t_heal - t_cut:.2f}s); "
                    f"{len(during)} acks during the cut, the last at "
                    f"{(max(during) - t_cut) if during else 0:.2f}s, {len(alone)} with the ISR [{leader}]")
     return t
@@ -194,7 +133,7 @@ def leader_split(c: PartitionCluster, w: Workload, topic: str, rnd: random.Rando
     st1 = wait_until(lambda: (s := c.state(topic))["leader"] not in (old, -1) and s,
                      c.session_ms / 1000 + 20, "a new leader")
     t_elect = time.time()
-    _sleep_until(t_cut + max(hold_s, c.session_ms / 1000 + 2))
+    sleep_until(t_cut + max(hold_s, c.session_ms / 1000 + 2))
     old_log = log_batches(os.path.join(c.brokers[old].data, f"{topic}-0"))
     new_log = {b: x for b, *_, x in log_batches(os.path.join(c.brokers[st1["leader"]].data, f"{topic}-0"))}
     diverged = [b for b, _, x in old_log if b in new_log and new_log[b] != x] + \
@@ -228,7 +167,7 @@ def controller_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: rando
     e1, t_e1 = c.controller_epoch()
     r.notes.append(f"controller {old} (epoch {e0}) cut from ZooKeeper ({mode}); controller {new} (epoch {e1}) "
                    f"after {time.time() - t_cut:.2f}s")
-    _sleep_until(t_cut + max(hold_s, c.session_ms / 1000 + 1))
+    sleep_until(t_cut + max(hold_s, c.session_ms / 1000 + 1))
     t = time.monotonic()
     c.heal()
     wait_until(lambda: old in c.registered(), 30, f"broker {old} registered again")
@@ -269,7 +208,7 @@ def follower_isolated(c: PartitionCluster, w: Workload, topic: str, rnd: random.
     c.isolate(f, mode)
     wait_until(lambda: f not in c.state(topic)["isr"], 30, f"follower {f} out of the ISR")
     r.notes.append(f"follower {f} isolated ({mode}); out of the ISR after {time.time() - t_cut:.2f}s")
-    _sleep_until(t_cut + hold_s)
+    sleep_until(t_cut + hold_s)
     gap, _ = w.max_gap(t_cut - 1.0)
     lag_s = c.lag_ms / 1000
     r.notes.append(f"longest pause during the cut {gap:.2f}s")
@@ -423,56 +362,6 @@ def txn_cut(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, ho
         r.notes.append(f"{ttopic}-{q} replicas identical below HW {hw[q]} "
                        f"({c.replicas_identical(ttopic, q, hw[q])})")
     return t_last
-
-
-# -- power loss -----------------------------------------------------------------------------
-def power_loss(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
-               r: Result) -> float:
-    """A follower, then the leader: SIGKILL, its unsynced tail dropped (engine/chaos/power_loss.py),
-    down 0.2 s..`hold_s`, started again; it must come back as a follower (not elected while out
-    of the ISR) and rejoin the ISR; the other ISR members hold everything acknowledged."""
-    from .power_loss import power_loss as cut_power
-    t = time.monotonic()
-    for role in ("follower", "leader"):
-        st = c.state(topic)
-        victim = st["leader"] if role == "leader" else \
-            rnd.choice([b for b in st["isr"] if b != st["leader"]])
-        watch = StateWatch(c, topic, 1)
-        watch.start()
-        t_kill = time.time()
-        dropped = cut_power(c.brokers[victim], rnd)
-        down = rnd.uniform(0.2, hold_s)
-        time.sleep(down)
-        c.brokers[victim].start()
-        t = time.monotonic()
-        try:       # (it must leave the ISR: its log lost what the ISR promised it holds)
-            wait_until(lambda v=victim, seen=watch.seen: any(v not in q["isr"] for _, q, _ in seen),
-                       (c.session_ms + c.lag_ms) / 1000 + 8, f"broker {victim} out of the ISR")
-        except AssertionError as e:
-            r.problems.append(f"{role} {victim} stayed in the ISR through its power loss ({e})")
-        c.wait_full_isr(topic)
-        watch.stop.set()
-        watch.join(5)
-        # leading after the kill before it is back in the ISR (its log short): elected outside
-        # the ISR, or kept as the leader through its restart
-        states = [q for _, q, m in watch.seen if m > t_kill]       # (written after the kill)
-        back = next((i for i, q in enumerate(states) if victim in q["isr"]
-                     and any(victim not in x["isr"] for x in states[:i])), len(states))
-        led = [q for q in states[:back] if q["leader"] == victim]
-        if role == "leader" and all(q["leader"] == victim for _, q, _ in watch.seen):
-            led = led or [c.state(topic)]                     # (never replaced at all)
-        before, after = dropped.get(f"{topic}-0", (0, 0))
-        r.notes.append(f"{role} {victim} powered off (dropped {before - after} of {before} log bytes, down "
-                       f"{down:.1f}s); ISR {_isr_history(watch, t_kill)}")
-        if led and led[0]["leader_epoch"] == st["leader_epoch"]:
-            r.problems.append(f"{BOUNCE_MISSED}: broker {victim} restarted and led {topic}-0 again at leader epoch "
-                              f"{st['leader_epoch']} with its truncated log: {led[0]}")
-        elif led:
-            r.problems.append(f"broker {victim} led {topic}-0 after its power loss before it rejoined the ISR: "
-                              f"{led[0]}")
-        if role == "follower":
-            w.wait_acked(200)
-    return t
 
 
 SCENARIOS = {"leader-isolated": (leader_isolated, 1), "leader-split": (leader_split, 1),
