@@ -366,16 +366,12 @@ class ReplicaManager:
         part.update_follower(replica_id, offset, now_ms(), log_start, broker_epoch)
         if len(part.delayed_delete):
             part.complete_delete_waiters(self.view.brokers())
-        new_isr = part.isr_to_expand()
-        if new_isr is not None:
-            # (KIP-841) a follower whose broker is gone stays out: its last fetch may have been
-            # caught up, and asking for it would have every expansion refused, others' too
-            new_isr = [r for r in new_isr if r in part.isr or self.view.isr_eligible(r)]
-            if new_isr != part.isr:
-                # (KIP-903) with the broker epoch each one added fetched with: the view refuses
-                # one whose registration is newer (a restarted broker seen by its old fetches)
-                self._alter_isr(part, new_isr, {r: part.followers[r].broker_epoch for r in new_isr
-                                                if r not in part.isr and r in part.followers})
+        new_isr = part.isr_to_expand(replica_id)
+        # (KIP-841) a follower whose broker is gone stays out: its last fetch may have been
+        # caught up; (KIP-903) it is added with the broker epoch it fetched with, and the view
+        # refuses an epoch that is not its current registration's (an earlier incarnation's fetch)
+        if new_isr is not None and self.view.isr_eligible(replica_id):
+            self._alter_isr(part, new_isr, {replica_id: broker_epoch})
         if part.maybe_advance_hw():
             part.complete_waiters()
             self._notify()

@@ -182,12 +182,17 @@ class Partition:
         if log_start >= 0:
             st.log_start = log_start
 
-    def isr_to_expand(self) -> list[int] | None:
-        """The ISR with the followers that caught up added (None: no change)."""
-        hw = self.log.high_watermark
-        add = [r for r, st in self.followers.items()
-               if r not in self.isr and st.leo >= hw and st.leo >= self.leader_epoch_start_offset]
-        return self.isr + sorted(add) if add else None
+    def isr_to_expand(self, replica_id: int) -> list[int] | None:
+        """The ISR with follower `replica_id` added if it caught up (None: no change).  Only the
+        follower that just fetched, as Kafka's maybeExpandIsr: another's fetch must not bring
+        back one that stopped fetching (paused, or restarted: its last fetch state is its
+        previous incarnation's) -- the ISR would grow and shrink every lag time."""
+        st = self.followers.get(replica_id)
+        if st is None or replica_id in self.isr:
+            return None
+        if st.leo >= self.log.high_watermark and st.leo >= self.leader_epoch_start_offset:
+            return self.isr + [replica_id]
+        return None
 
     def isr_to_shrink(self, now: int, lag_max_ms: int) -> list[int] | None:
         """The ISR without the followers not caught up for `lag_max_ms` (None: no change)."""
