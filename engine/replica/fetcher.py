@@ -10,9 +10,10 @@ follows from that leader:
    ``broker_epoch()``, KIP-903), topics named by the ids the view knows (``topic_id``; a view
    that knows none, e.g. the in-memory one of tests, fetches at v12 by name with ``replica_id``),
    ``current_leader_epoch``, the log end offset as fetch offset and ``last_fetched_epoch`` = the
-   latest epoch of the log's leader-epoch cache; the batches are appended as they are (``assign_offsets=False``, each run of batches
-   with its own leader epoch, so the epoch cache matches the leader's), then the high watermark
-   becomes min(leader HW, LEO) and the log start follows the leader's.
+   latest epoch of the log's leader-epoch cache; the batches are appended as they are
+   (``assign_offsets=False``, each run of batches with its own leader epoch, so the epoch cache
+   matches the leader's), then the high watermark becomes min(leader HW, LEO) and the log start
+   follows the leader's.
 3. *diverging*: when our log is not a prefix of the leader's, the leader answers no records and
    ``DivergingEpoch`` (epoch, end offset); we truncate by KIP-279's rules (to the end of that
    epoch in both logs, or -- when we do not know the leader's epoch -- to the end of our largest
