@@ -211,11 +211,13 @@ class PartitionCluster:
         except NoNodeError:
             return set()
 
-    def create_topic(self, name: str, partitions: int = 1, rf: int = 3, min_isr: int = 2) -> None:
+    def create_topic(self, name: str, partitions: int = 1, rf: int = 3, min_isr: int = 2,
+                     config: dict[str, str] | None = None) -> None:
+        """`config`: more topic configs (they win over `min_isr`)."""
         from confluent_kafka.admin import AdminClient, NewTopic
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "broker.address.family": "v4"})
-        admin.create_topics([NewTopic(name, partitions, rf, config={"min.insync.replicas": str(min_isr)})],
-                            operation_timeout=20)[name].result(30)
+        conf = {"min.insync.replicas": str(min_isr), **(config or {})}
+        admin.create_topics([NewTopic(name, partitions, rf, config=conf)], operation_timeout=20)[name].result(30)
         self.wait_full_isr(name, partitions, rf)
 
     def wait_full_isr(self, topic: str, partitions: int = 1, rf: int = 3, timeout: float = 60.0) -> None:

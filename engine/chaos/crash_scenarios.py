@@ -5,18 +5,35 @@ engine/chaos/scenarios.py's ``run_scenario``, which checks loss, duplicates and 
 * ``power-loss``: a follower, then the leader, SIGKILLed and its log cut to what its recovery
   point says was synced, plus a torn tail (engine/chaos/power_loss.py), started again after
   0.2 s..hold: it comes back as a follower, is not elected before it is back in the ISR, rejoins.
+* ``unclean-election``: a topic with ``unclean.leader.election.enable=true`` and
+  ``min.insync.replicas=1`` (:data:`TOPIC_CONFIGS`: the settings that give acknowledged records
+  up).  The leader is cut from its followers until the ISR is the leader alone; the producer goes
+  on (acks=all acknowledged by the leader alone); the leader is SIGKILLed, so only out-of-sync
+  replicas are alive; the links are healed; the controller elects one of them *uncleanly*; what
+  only the dead leader had is lost.  The old leader is started again after the hold and truncates
+  to the new leader.  Its loss is reported, not a failure (scenarios.py's ``WEAKER``).
+* ``unclean-election-off``: the same steps with ``unclean.leader.election.enable=false``: no
+  leader (the partition offline, leader -1) until the old leader returns and is elected again;
+  nothing acknowledged is lost; the unavailability is reported.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import time
 
-from .cluster import PartitionCluster, wait_until
-from .observe import Result, StateWatch, isr_history
+from .cluster import PartitionCluster, log_batches, wait_until
+from .observe import Result, StateWatch, isr_history, sleep_until
 from .workload import Workload
 
-__all__ = ["BOUNCE_MISSED", "power_loss"]
+__all__ = ["BOUNCE_MISSED", "TOPIC_CONFIGS", "power_loss", "unclean_election", "unclean_election_off"]
+
+# the topic configs of the scenarios that need other than RF 3, min.insync.replicas=2
+TOPIC_CONFIGS = {
+    "unclean-election": {"unclean.leader.election.enable": "true", "min.insync.replicas": "1"},
+    "unclean-election-off": {"unclean.leader.election.enable": "false", "min.insync.replicas": "1"},
+}
 
 # power-loss: the controller did not see the leader's restart (its registration deleted and made
 # again between two of its passes), so no leader was elected and the restarted broker led again
@@ -72,3 +89,70 @@ def power_loss(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random,
         if role == "follower":
             w.wait_acked(200)
     return t
+
+
+def _unclean(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float, r: Result,
+             unclean: bool) -> float:
+    """The steps of ``unclean-election`` (`unclean`) and ``unclean-election-off`` (see the module's
+    text); returns when the old leader has been started again."""
+    from .power_loss import kill
+    old = c.state(topic)["leader"]
+    watch = StateWatch(c, topic, 1)
+    watch.start()
+    mode = rnd.choice(("blackhole", "reset"))
+    t_cut = time.time()
+    c.cut_peers(old, mode)
+    wait_until(lambda: c.state(topic)["isr"] == [old], 30, f"the ISR shrunk to the leader {old}")
+    _, t_alone = c.state_stat(topic)
+    sleep_until(t_alone + max(1.0, hold_s / 2))          # acks=all acknowledged by the leader alone
+    t_kill = time.time()
+    kill(c.brokers[old])
+    during = [t for t in w.ack_walls if t_cut < t < t_kill]   # (on the leader alone: at risk)
+    old_log = log_batches(os.path.join(c.brokers[old].data, f"{topic}-0"))
+    c.heal()                                             # (the followers' links to the dead leader)
+    r.notes.append(f"leader {old} cut from its followers ({mode}), ISR [{old}] {t_alone - t_cut:.2f}s after; "
+                   f"{len(during)} acks after the cut; SIGKILLed {t_kill - t_cut:.2f}s after the cut")
+    if unclean:
+        st = wait_until(lambda: (s := c.state(topic))["leader"] not in (old, -1) and s,
+                        c.session_ms / 1000 + 20, "an unclean election")
+        new = st["leader"]
+        new_log = {b: x for b, *_, x in log_batches(os.path.join(c.brokers[new].data, f"{topic}-0"))}
+        gone = [b for b, _, x in old_log if new_log.get(b) != x]
+        r.notes.append(f"UNCLEAN election: leader {new} (epoch {st['leader_epoch']}, ISR {st['isr']}) "
+                       f"{time.time() - t_kill:.2f}s after the kill; the dead leader's log held {len(gone)} "
+                       f"batches the new leader lacks" + (f" (from offset {min(gone)})" if gone else ""))
+        if st["isr"] != [new]:
+            r.problems.append(f"the unclean election wrote the ISR {st['isr']}, not [{new}]")
+    else:
+        wait_until(lambda: c.state(topic)["leader"] == -1, c.session_ms / 1000 + 20, "the partition offline")
+        r.notes.append(f"no ISR member alive: offline (leader -1) {time.time() - t_kill:.2f}s after the kill")
+    sleep_until(t_kill + hold_s)
+    t_start = time.time()
+    c.brokers[old].start()
+    t = time.monotonic()
+    if not unclean:
+        st = wait_until(lambda: (s := c.state(topic))["leader"] != -1 and s, c.session_ms / 1000 + 30,
+                        f"a leader once broker {old} is back")
+        first = wait_until(lambda: min((a for a in w.ack_walls if a > t_kill), default=0), 60,
+                           "an acknowledgement after the old leader's return")
+        r.notes.append(f"broker {old} started again {t_start - t_kill:.2f}s after the kill, leader {st['leader']} "
+                       f"(epoch {st['leader_epoch']}) {time.time() - t_start:.2f}s after that; first ack "
+                       f"{first - t_kill:.2f}s after the kill")
+        led = [q for _, q, m in watch.seen if m > t_kill and q["leader"] not in (old, -1)]
+        if led:
+            r.problems.append(f"with unclean.leader.election.enable=false, an out-of-sync replica was elected: "
+                              f"{led[0]}")
+    watch.stop.set()
+    r.notes.append("leader:ISR " + " -> ".join(f"{q['leader']}:{q['isr']}@{m - t_cut:.2f}s" for _, q, m in watch.seen)
+                   + " (cut at 0)")
+    return t
+
+
+def unclean_election(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+                     r: Result) -> float:
+    return _unclean(c, w, topic, rnd, hold_s, r, True)
+
+
+def unclean_election_off(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+                         r: Result) -> float:
+    return _unclean(c, w, topic, rnd, hold_s, r, False)

@@ -43,7 +43,7 @@ import time
 import uuid
 
 from .cluster import PartitionCluster, log_batches, wait_until
-from .crash_scenarios import BOUNCE_MISSED, power_loss
+from .crash_scenarios import BOUNCE_MISSED, TOPIC_CONFIGS, power_loss, unclean_election, unclean_election_off
 from .observe import Result, StateWatch, isr_history, sleep_until
 from .workload import Workload, read_all
 
@@ -368,10 +368,14 @@ SCENARIOS = {"leader-isolated": (leader_isolated, 1), "leader-split": (leader_sp
              "controller-isolated": (controller_isolated, 3),
              "follower-isolated": (follower_isolated, 1), "flapping": (flapping, 1),
              "flapping-session": (flapping_session, 1), "txn-cut": (txn_cut, 1),
-             "power-loss": (power_loss, 1), "leader-split-acks1": (leader_split, 1)}
-# scenarios run with a setting that gives acknowledged records up: their loss is reported, not
-# a failure (the CLI runs them; the test file leaves them out)
-WEAKER = {"leader-split-acks1": "1"}
+             "power-loss": (power_loss, 1), "leader-split-acks1": (leader_split, 1),
+             "unclean-election": (unclean_election, 1), "unclean-election-off": (unclean_election_off, 1)}
+# scenarios run with a setting that gives acknowledged records up (name -> that setting): their
+# loss, duplicates and producer errors are reported, not a failure (the CLI runs them; the test
+# file leaves them out)
+WEAKER = {"leader-split-acks1": "acks=1",
+          "unclean-election": "unclean.leader.election.enable=true, min.insync.replicas=1"}
+ACKS = {"leader-split-acks1": "1"}                     # (the producer's acks, "all" otherwise)
 
 
 def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 6.0,
@@ -382,9 +386,9 @@ def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 
     rnd = random.Random(seed)
     r = Result(name)
     topic = f"{name}-{uuid.uuid4().hex[:6]}"
-    c.create_topic(topic, partitions)
+    c.create_topic(topic, partitions, config=TOPIC_CONFIGS.get(name))
     debug_path = os.path.join(c.base, f"producer-{topic}.log") if client_debug else None
-    w = Workload(c.bootstrap, topic, partitions, acks=WEAKER.get(name, "all"), debug_path=debug_path).start()
+    w = Workload(c.bootstrap, topic, partitions, acks=ACKS.get(name, "all"), debug_path=debug_path).start()
     try:
         w.wait_acked(500)
         t_start = time.time()
@@ -407,14 +411,17 @@ def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 
         v = w.finish()
     r.acked, r.lost, r.dup, r.group_missing = v["acked"], v["lost"], v["dup"], v["group_missing"]
     r.errors = len(v["errors"])
-    if (r.lost or r.dup) and w.acks == "all":
+    weak = WEAKER.get(name)
+    if weak:
+        r.notes.append(f"{weak}{' (not idempotent)' if w.acks != 'all' else ''}: {r.lost} acknowledged records "
+                       f"lost, {r.dup} duplicated, {r.group_missing} never received by the group"
+                       + (f", producer errors {v['errors'][:2]}" if v["errors"] else "")
+                       + " -- reported, the setting gives them up")
+    elif r.lost or r.dup:
         r.problems.append(f"{r.lost} acknowledged records lost, {r.dup} duplicated")
-    elif w.acks != "all":
-        r.notes.append(f"acks={w.acks} (not idempotent): {r.lost} acknowledged records lost, {r.dup} "
-                       f"duplicated -- reported, the setting gives them up")
-    if v["errors"]:
+    if v["errors"] and not weak:
         r.problems.append(f"producer errors: {v['errors'][:3]}")
-    if r.group_missing and w.acks == "all":
+    if r.group_missing and not weak:
         r.problems.append(f"the consumer group never received {r.group_missing} acknowledged records")
     for p in range(partitions):
         try:
