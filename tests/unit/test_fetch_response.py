@@ -15,15 +15,20 @@ from engine.protocol.fetch import FetchResult, parse_fetch_response
 from engine.protocol.messages import FetchPartitionData, encode_fetch_response
 from engine.protocol.primitives import Reader
 
-VERSIONS = list(range(4, 13))
+VERSIONS = list(range(4, 17))
+T_ID, U_ID = bytes(range(16)), bytes(range(1, 17))     # v13+: topics by id
+
+
+def _t(version: int, name: str):
+    return name if version < 13 else {"t": T_ID, "u": U_ID}[name]
 
 
 def _body(version: int, error_code: int = 0) -> bytes:
     parts, size = encode_fetch_response(version, [
-        ("t", [FetchPartitionData(0, 0, 10, 9, 1, [b"rec", b"ords"], [(5, 6)],
+        (_t(version, "t"), [FetchPartitionData(0, 0, 10, 9, 1, [b"rec", b"ords"], [(5, 6)],
                                   (3, 4) if version >= 12 else None),
                FetchPartitionData(1, 6)]),
-        ("u", [FetchPartitionData(2, 0, 0, 0, 0, None, None)]),
+        (_t(version, "u"), [FetchPartitionData(2, 0, 0, 0, 0, None, None)]),
     ], error_code, 7)
     body = b"".join(bytes(p) for p in parts)
     assert len(body) == size
@@ -38,16 +43,17 @@ def test_round_trip_every_version():
     for v in VERSIONS:
         err, sid, found = _parse(_body(v), v)
         assert err == 0 and sid == (7 if v >= 7 else 0)
-        assert set(found) == {("t", 0), ("t", 1), ("u", 2)}
-        first = found[("t", 0)]
+        t, u = _t(v, "t"), _t(v, "u")
+        assert set(found) == {(t, 0), (t, 1), (u, 2)}
+        first = found[(t, 0)]
         assert isinstance(first, FetchResult)
         assert bytes(first.records) == b"records"
         assert (first.error_code, first.high_watermark, first.last_stable_offset) == (0, 10, 9)
         assert first.log_start_offset == (1 if v >= 5 else -1)
         assert first.aborted_transactions == [(5, 6)]
         assert first.diverging_epoch == ((3, 4) if v >= 12 else None)
-        assert found[("t", 1)].error_code == 6 and bytes(found[("t", 1)].records) == b""
-        assert found[("u", 2)].aborted_transactions is None
+        assert found[(t, 1)].error_code == 6 and bytes(found[(t, 1)].records) == b""
+        assert found[(u, 2)].aborted_transactions is None
 
 
 def test_top_level_error_gives_no_partitions():
