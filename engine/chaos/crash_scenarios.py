@@ -131,12 +131,15 @@ def _unclean(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, h
     c.brokers[old].start()
     t = time.monotonic()
     if not unclean:
-        st = wait_until(lambda: (s := c.state(topic))["leader"] != -1 and s, c.session_ms / 1000 + 30,
-                        f"a leader once broker {old} is back")
+        t_up = time.time()                                   # (it listens once it has joined)
+        wait_until(lambda: any(m > t_kill and q["leader"] != -1 for _, q, m in watch.seen), c.session_ms / 1000 + 30,
+                   f"a leader once broker {old} is back")
+        st, t_led = next((q, m) for _, q, m in watch.seen if m > t_kill and q["leader"] != -1)
         first = wait_until(lambda: min((a for a in w.ack_walls if a > t_kill), default=0), 60,
                            "an acknowledgement after the old leader's return")
-        r.notes.append(f"broker {old} started again {t_start - t_kill:.2f}s after the kill, leader {st['leader']} "
-                       f"(epoch {st['leader_epoch']}) {time.time() - t_start:.2f}s after that; first ack "
+        r.notes.append(f"broker {old} started again {t_start - t_kill:.2f}s after the kill (listening "
+                       f"{t_up - t_start:.2f}s later), leader {st['leader']} (epoch {st['leader_epoch']}) "
+                       f"{t_led - t_start:.2f}s after the start; first ack "
                        f"{first - t_kill:.2f}s after the kill")
         led = [q for _, q, m in watch.seen if m > t_kill and q["leader"] not in (old, -1)]
         if led:
