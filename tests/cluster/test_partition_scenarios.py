@@ -12,7 +12,11 @@ chaos --scenario NAME`` for longer runs):
 (e) a transactional producer cut between its produces and its commit/abort: each transaction
     whole or absent for read_committed, as decided;
 power-loss: a follower, then the leader, SIGKILLed and its log cut to its recovery point plus a
-    torn tail (engine/chaos/power_loss.py), restarted: it comes back a follower, rejoins.
+    torn tail (engine/chaos/power_loss.py), restarted: it comes back a follower, rejoins;
+unclean-election-off: ``min.insync.replicas=1``, the leader cut from its followers until it is
+    the ISR alone, then SIGKILLed: with ``unclean.leader.election.enable=false`` no out-of-sync
+    replica is elected, the partition is offline until the old leader returns, nothing is lost
+    (engine/chaos/crash_scenarios.py; its weaker twin ``unclean-election`` is CLI-only).
 
 Each prints acked / lost / duplicated / max unavailability / time to heal, and checks nothing
 acknowledged is lost or doubled, the group received everything, and every replica is
