@@ -121,6 +121,13 @@ def _unclean(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, h
         r.notes.append(f"UNCLEAN election: leader {new} (epoch {st['leader_epoch']}, ISR {st['isr']}) "
                        f"{time.time() - t_kill:.2f}s after the kill; the dead leader's log held {len(gone)} "
                        f"batches the new leader lacks" + (f" (from offset {min(gone)})" if gone else ""))
+        t_elect = time.time()       # the producer after it: acknowledged again, or failed for good
+        wait_until(lambda: any(e.startswith("fatal") for e in w.errors) or any(a > t_elect for a in w.ack_walls),
+                   30, "an acknowledgement or a fatal producer error after the election")
+        fatal = [e for e in w.errors if e.startswith("fatal")]
+        r.notes.append(f"the producer {time.time() - t_elect:.2f}s after the election: "
+                       + ("a fatal error (no acknowledgement after it: max_unavailability counts up to it) "
+                          f"{fatal[0][:120]}" if fatal else "acknowledged again"))
         if st["isr"] != [new]:
             r.problems.append(f"the unclean election wrote the ISR {st['isr']}, not [{new}]")
     else:
@@ -135,7 +142,7 @@ def _unclean(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, h
         wait_until(lambda: any(m > t_kill and q["leader"] != -1 for _, q, m in watch.seen), c.session_ms / 1000 + 30,
                    f"a leader once broker {old} is back")
         st, t_led = next((q, m) for _, q, m in watch.seen if m > t_kill and q["leader"] != -1)
-        first = wait_until(lambda: min((a for a in w.ack_walls if a > t_kill), default=0), 60,
+        first = wait_until(lambda: min((a for a in w.ack_walls if a > t_start), default=0), 60,
                            "an acknowledgement after the old leader's return")
         r.notes.append(f"broker {old} started again {t_start - t_kill:.2f}s after the kill (listening "
                        f"{t_up - t_start:.2f}s later), leader {st['leader']} (epoch {st['leader_epoch']}) "

@@ -415,7 +415,7 @@ def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 
     if weak:
         r.notes.append(f"{weak}{' (not idempotent)' if w.acks != 'all' else ''}: {r.lost} acknowledged records "
                        f"lost, {r.dup} duplicated, {r.group_missing} never received by the group"
-                       + (f", producer errors {v['errors'][:2]}" if v["errors"] else "")
+                       + (f", producer errors {[e[:90] for e in v['errors'][:2]]}" if v["errors"] else "")
                        + " -- reported, the setting gives them up")
     elif r.lost or r.dup:
         r.problems.append(f"{r.lost} acknowledged records lost, {r.dup} duplicated")
