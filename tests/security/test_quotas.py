@@ -382,6 +382,54 @@ def test_a_consumer_over_its_byte_rate_is_throttled(broker):
     assert elapsed >= (n * len(payload) / rate) / 2 - 1.0, elapsed
 
 
+def _fetch_throttle(b: SaslBroker, version: int, topic_id: bytes, replica_id: int) -> int:
+    """One Fetch of partition 0 from offset 0 on its own connection (v15+: the fetcher named in
+    ReplicaState, KIP-903): the answer's throttle_time_ms."""
+    body = m.encode(m.ApiKey.FETCH, version, {
+        "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+        "session_epoch": -1, "replica_state": {"replica_id": replica_id, "replica_epoch": 7},
+        "topics": [{"topic_id": topic_id, "partitions": [{
+            "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+            "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""}, response=False)
+    s = socket.create_connection(("127.0.0.1", b.plain_port), timeout=20)
+    try:
+        s.sendall(_request(m.ApiKey.FETCH, version, body, corr=3))
+        frame = _read_frame(s)
+    finally:
+        s.close()
+    assert frame is not None and struct.unpack_from(">i", frame)[0] == 3
+    return struct.unpack_from(">i", frame, 5)[0]           # after the flexible response header
+
+
+def test_followers_at_fetch_v15_are_exempt_and_consumers_are_not(broker):
+    """Kafka exempts a follower's Fetch from client quotas; from v15 the follower is named in
+    ReplicaState (KIP-903; our followers fetch at v15), not in the body's first field.  Under a
+    1 B/s consumer_byte_rate default a follower's v15 fetch is not throttled, a consumer's v16
+    fetch (ReplicaState's replica id -1) still is."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": broker.plain_bootstrap})
+    admin.create_topics([NewTopic("fq", 1, 1)])["fq"].result(30)
+    p = Producer({"bootstrap.servers": broker.plain_bootstrap, "broker.address.family": "v4"})
+    p.produce("fq", os.urandom(1000))
+    assert p.flush(30) == 0
+    w = Wire(broker)
+    try:
+        md = w.call(m.ApiKey.METADATA, 12, {"topics": [{"topic_id": None, "name": "fq"}],
+                                            "allow_auto_topic_creation": False,
+                                            "include_topic_authorized_operations": False})
+    finally:
+        w.close()
+    tid = md["topics"][0]["topic_id"]
+    tid = tid.bytes if hasattr(tid, "bytes") else bytes(tid)
+    _set_quota(broker, _entity(client_id=None), "consumer_byte_rate", 1.0)
+    # (the follower first: counted, its answer alone would be far over 1 B/s)
+    assert _fetch_throttle(broker, 15, tid, 1) == 0
+    assert _fetch_throttle(broker, 15, tid, 1) == 0
+    assert _fetch_throttle(broker, 16, tid, -1) > 0
+
+
 def test_request_percentage_throttles_a_busy_caller(broker):
     _set_quota(broker, _entity(client_id="busy"), "request_percentage", 0.01)
     w = Wire(broker, client_id="busy")
