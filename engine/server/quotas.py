@@ -44,6 +44,7 @@ import struct
 import time
 from collections.abc import Mapping
 
+from ..errors import InvalidRequestError
 from ..protocol import messages as m
 from ..protocol.produce import produce_throttle_offset
 from ..security.quotas import (
@@ -198,7 +199,7 @@ def _from_follower(version: int, frame, start: int, found: tuple) -> bool:
         return False                  # nothing to exempt it from
     try:
         state = m.decode(m.ApiKey.FETCH, version, memoryview(frame)[start:]).replica_state
-    except Exception:                 # the handler answered it already; not a follower's
+    except InvalidRequestError:       # (the handler answered it already): not a follower's
         return False
     return state is not None and state.replica_id >= 0
 
