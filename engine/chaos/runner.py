@@ -11,8 +11,9 @@ every acknowledged value is looked for in the topic.
 
 ``--scenario NAME`` runs a network-partition scenario instead (engine/chaos/scenarios.py:
 leader-isolated, leader-split, controller-isolated, follower-isolated, flapping, flapping-session,
-txn-cut, or all), each link held cut for ``--duration`` seconds (default 10), one verdict line per
-scenario (docs/availability.md).  ``--keep`` keeps the data directory with the brokers' logs;
+txn-cut; engine/chaos/crash_scenarios.py: power-loss, unclean-election, unclean-election-off; or
+all), each link held cut for ``--duration`` seconds (default 10), one verdict line per scenario
+(docs/availability.md).  ``--keep`` keeps the data directory with the brokers' logs;
 ``--client-debug`` also writes the scenario producer's librdkafka debug log there (and keeps it).
 
 Prints one line per fault and a verdict: acknowledged / lost / duplicated values, producer errors,
@@ -61,7 +62,8 @@ def add_chaos_parser(sub) -> None:
     c.add_argument("--scenario", default=None, metavar="NAME",
                    help="a network-partition scenario instead of kills: leader-isolated, leader-split, "
                         "controller-isolated, follower-isolated, flapping, flapping-session, txn-cut, "
-                        "power-loss, leader-split-acks1 (acks=1: its loss reported), or all")
+                        "power-loss, unclean-election-off, leader-split-acks1 (acks=1) and "
+                        "unclean-election (unclean.leader.election.enable=true): their loss reported, or all")
     c.set_defaults(func=cmd_chaos)
 
 
