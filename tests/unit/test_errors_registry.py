@@ -1,12 +1,15 @@
-"""One error registry: engine/errors.py declares every Kafka error code once (ErrorCode, Kafka's
-names), holds every KafkaApiError class, and for_code() maps each code back to its class.  No
-other module under engine/ re-declares a code as an integer constant or writes one as a literal."""
+"""One error registry: the engine/errors package declares every Kafka error code once (ErrorCode
+in engine/errors/codes.py, Kafka's names), holds every KafkaApiError class (its family modules,
+each class re-exported by and reporting the module engine.errors), and for_code() maps each code
+back to its class.  No module outside the package defines a class with a code of its own,
+re-declares a code as an integer constant or writes one as a literal."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import inspect
+import pickle
 import pkgutil
 import re
 from pathlib import Path
@@ -18,6 +21,7 @@ import engine.errors as errors
 from engine.errors import ErrorCode, KafkaApiError, for_code
 
 ENGINE = Path(engine.__file__).parent
+PACKAGE = Path(errors.__file__).parent          # engine/errors/
 CSRC = ENGINE.parent / "csrc"
 
 # No allow-lists: every module under engine/ names its codes as ErrorCode.X and raises
@@ -44,10 +48,16 @@ def _api_error_classes():
 
 
 def _sources():
+    """(path under engine/, tree) of every module outside the registry package."""
     for path in sorted(ENGINE.rglob("*.py")):
-        rel = path.relative_to(ENGINE).as_posix()
-        if not rel.startswith("errors/"):       # the registry itself
-            yield rel, ast.parse(path.read_text(), str(path))
+        if PACKAGE not in path.parents:
+            yield path.relative_to(ENGINE).as_posix(), ast.parse(path.read_text(), str(path))
+
+
+def _package_sources():
+    """(file name, tree) of every module of the registry package."""
+    for path in sorted(PACKAGE.glob("*.py")):
+        yield path.name, ast.parse(path.read_text(), str(path))
 
 
 def _int_literal(node) -> bool:
@@ -70,16 +80,18 @@ def test_kafka_names_and_codes():
 def test_every_code_declared_once():
     # an IntEnum silently makes a second name with the same value an alias: none here
     assert len(ErrorCode.__members__) == len(list(ErrorCode))
-    tree = ast.parse(Path(errors.__file__).read_text())
-    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ErrorCode").body
-    names = [t.id for n in body if isinstance(n, ast.Assign) for t in n.targets]
+    tables = [(name, n) for name, tree in _package_sources() for n in tree.body
+              if isinstance(n, ast.ClassDef) and n.name == "ErrorCode"]
+    assert [name for name, _ in tables] == ["codes.py"], "ErrorCode is declared once, in codes.py"
+    names = [t.id for n in tables[0][1].body if isinstance(n, ast.Assign) for t in n.targets]
     assert len(names) == len(set(names))
-    # the classes take their code from the table, never from a literal
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name != "ErrorCode":
-            for stmt in node.body:
-                if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == "code" for t in stmt.targets):
-                    assert not _int_literal(stmt.value), f"{node.name}.code is a literal"
+    # the classes, in every module of the package, take their code from the table, never from a literal
+    for file, tree in _package_sources():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name != "ErrorCode":
+                for stmt in node.body:
+                    if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == "code" for t in stmt.targets):
+                        assert not _int_literal(stmt.value), f"{file}: {node.name}.code is a literal"
 
 
 def test_against_kio_when_installed():
@@ -124,8 +136,24 @@ def test_every_api_error_class_under_engine_is_registered():
         if for_code(cls.code) is not cls and not issubclass(cls, for_code(cls.code)):
             stray.append(qual)
         elif "code" in cls.__dict__ and cls.__module__ != "engine.errors":
-            stray.append(qual)          # a class with its own code must live in engine/errors.py
+            stray.append(qual)          # a class with its own code must live in the engine/errors package
     assert not stray, f"KafkaApiError classes outside the registry: {stray}"
+
+
+def test_package_classes_are_engine_errors():
+    """Every class of the package's modules is engine.errors.<Name>: importable from there and
+    reporting that module (tracebacks, reprs, pickle), whichever file of the package holds it."""
+    defined = []
+    for file, tree in _package_sources():
+        defined += [(file, n.name) for n in tree.body if isinstance(n, ast.ClassDef)]
+    assert len(defined) > 90
+    for file, name in defined:
+        cls = getattr(errors, name, None)
+        assert isinstance(cls, type), f"{file}: {name} is not re-exported by engine.errors"
+        assert cls.__module__ == "engine.errors", (file, name, cls.__module__)
+    assert repr(errors.NotLeaderOrFollowerError) == "<class 'engine.errors.NotLeaderOrFollowerError'>"
+    err = pickle.loads(pickle.dumps(errors.NotCoordinatorError("group g")))
+    assert type(err) is errors.NotCoordinatorError and err.args == ("group g",)
 
 
 def test_every_code_we_send_has_a_class():
@@ -138,7 +166,7 @@ def test_every_code_we_send_has_a_class():
                 used.add(ErrorCode[node.attr])
     used -= {ErrorCode.NONE, ErrorCode.UNKNOWN_SERVER_ERROR}
     missing = sorted(c.name for c in used if for_code(c) is KafkaApiError)
-    assert not missing, f"codes sent without a class in engine/errors.py: {missing}"
+    assert not missing, f"codes sent without a class in the engine/errors package: {missing}"
 
 
 def test_native_core_raises_registered_classes():
@@ -187,7 +215,7 @@ def test_no_module_redeclares_error_codes():
         found = _module_level_codes(tree)
         if found:
             offenders[rel] = sorted(found)
-    assert not offenders, f"declare error codes only in engine/errors.py (ErrorCode): {offenders}"
+    assert not offenders, f"declare error codes only in the engine/errors package (ErrorCode): {offenders}"
 
 
 def _literal_codes(tree):
