@@ -10,10 +10,14 @@ publication file (HighWatermarkFile) and the ``leader-epoch-checkpoint`` cache
         16  magic 0x4B48574D31  ("KHWM1"), identifies the format
         24  last stable offset  (atomic store, before the high watermark)
         32  magic 0x4B4C534F31  ("KLSO1") once field 24 is written
+        40  cuts below the HW   (count, atomic store; 0 in older files): a truncation
+                                cut batches readers may hold (an unclean election)
 
 A read-only open in another process maps the file read-only and reads the
 high watermark with one atomic 8-byte load (``_native.load_i64_atomic``); it
-never serves an offset at or above it, and only complete batches.
+never serves an offset at or above it, and only complete batches.  When the
+cut count changes, the writer replaced or deleted segment files under the
+reader, which takes the directory's segments afresh (loader.refresh_read_only).
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ class HighWatermarkFile:
                 os.close(fd)
             if _native.load_i64_atomic(self._map, 16) != HWM_MAGIC:
                 _native.store_i64_atomic(self._map, 16, HWM_MAGIC)
+            else:               # readers may still hold maps of what the last writer published
+                self.highest = max(0, _native.load_i64_atomic(self._map, 0))
         else:
             self._try_map()
 
@@ -70,7 +76,13 @@ class HighWatermarkFile:
         self._map = m
         return True
 
+    #: The highest high watermark this file ever published (the last writer's included): readers,
+    #: here or in another process, may hold mmaps of any batch below it (segment.truncate_to).
+    highest = 0
+
     def publish(self, high_watermark: int, log_start_offset: int, last_stable_offset: int | None = None) -> None:
+        if high_watermark > self.highest:
+            self.highest = high_watermark
         if self._map is not None:
             _native.store_i64_atomic(self._map, 8, log_start_offset)
             if last_stable_offset is not None:
@@ -81,6 +93,18 @@ class HighWatermarkFile:
             _native.store_i64_atomic(self._map, 0, high_watermark)
 
     _lso_magic = None
+
+    def count_cut(self) -> None:
+        """Writer: a truncation cut batches below ``highest`` (field 40 grows by one)."""
+        if self._map is not None:
+            _native.store_i64_atomic(self._map, 40, _native.load_i64_atomic(self._map, 40) + 1)
+
+    def cuts(self) -> int:
+        """Field 40 (0 when not published)."""
+        if self._map is None and not self._try_map():
+            return 0
+        assert self._map is not None
+        return _native.load_i64_atomic(self._map, 40)
 
     def read(self) -> tuple[int, int] | None:
         """(high_watermark, log_start_offset) or None when not published."""

@@ -5,15 +5,18 @@ goes; FileSlice is an immutable byte range of one, the value object every
 read returns (sendfile, ``read()``, zero-copy ``view()``).  A slice may be
 read from any thread after PartitionLog's lock is released: it keeps its
 file descriptor alive by reference, so a slice of a segment deleted by
-retention still reads its bytes.  Used by segment.py (re-exported there).
+retention still reads its bytes.  ``cut_to_new_file`` is the writer's
+truncation for bytes a reader may have mapped (segment.py's ``truncate_to``).
+Used by segment.py (re-exported there).
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 
-__all__ = ["FileSlice", "SegmentFile"]
+__all__ = ["FileSlice", "SegmentFile", "cut_to_new_file"]
 
 _PAGE = mmap.ALLOCATIONGRANULARITY
 
@@ -90,8 +93,11 @@ class FileSlice:
     def view(self) -> memoryview:
         """A read-only memoryview of exactly this range over a fresh mmap (zero-copy).
 
-        Valid while the bytes stay in the file: data below the high watermark
-        is never truncated except by a follower's log truncation.
+        Only for batches below the high watermark (every reader's bound): a
+        page past the file's end is SIGBUS, not an exception, and the writer
+        cuts below the high watermark only into a new file (``cut_to_new_file``),
+        which leaves this mapping whole.  Bytes above it may be cut in place at
+        any time: read those with ``read()``.
         """
         if self.size == 0:
             return memoryview(b"")
@@ -106,3 +112,48 @@ class FileSlice:
     def __repr__(self) -> str:
         return (f"FileSlice({os.path.basename(self.path)!r}, position={self.position}, "
                 f"size={self.size}, offsets=[{self.start_offset}, {self.end_offset}))")
+
+
+def cut_to_new_file(old: SegmentFile, length: int) -> SegmentFile:
+    """The first `length` bytes of `old` in a new file renamed over its path, opened writable.
+
+    How the writer truncates a segment whose cut bytes a reader may have
+    mapped (``view()``, here or in another process): ``ftruncate`` under a
+    mapping makes the reader's next touch of a cut page SIGBUS, while the old
+    inode, still open or mapped, stays whole like a deleted segment's.  The
+    copy is fdatasync'd before the rename.  On an OSError nothing has changed
+    (the temporary ``.tmp`` is removed; a crash leaves one the loader removes).
+    """
+    tmp = old.path + ".tmp"
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    new = SegmentFile(tmp, True)
+    try:
+        done = 0
+        while done < length:
+            n = _copy_range(old.fd, new.fd, length - done, done)
+            if n <= 0:
+                raise OSError(errno.EIO, f"{old.path} ended at byte {done} of {length} while copying")
+            done += n
+        os.fdatasync(new.fd)
+        os.replace(tmp, old.path)
+    except BaseException:
+        new.close()
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    new.path = old.path
+    return new
+
+
+def _copy_range(src: int, dst: int, n: int, pos: int) -> int:
+    try:
+        return os.copy_file_range(src, dst, n, pos, pos)
+    except OSError as e:
+        if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+    return os.pwrite(dst, os.pread(src, min(n, 1 << 20), pos), pos)

@@ -38,14 +38,14 @@ from typing import TYPE_CHECKING
 from .. import _native
 from ..errors import CorruptIndexError, CorruptRecordError
 from . import checkpoint, files, producer_state
-from .epochs import LeaderEpochCache
+from .epochs import HighWatermarkFile, LeaderEpochCache
 from .logtypes import RecoveryEvent, RecoveryStats
 from .segment import LogSegment
 
 if TYPE_CHECKING:
     from .local_log import LocalLog
 
-__all__ = ["LoadedLog", "discover_new_segments", "load_partition", "load_producer_state"]
+__all__ = ["LoadedLog", "discover_new_segments", "load_partition", "load_producer_state", "refresh_read_only"]
 
 
 @dataclass
@@ -226,6 +226,9 @@ def _collect_epochs(seg: LogSegment, cache: LeaderEpochCache) -> None:
 
 def _load_read_only(log, stats: RecoveryStats, epoch_path: str) -> LoadedLog:
     d, cfg = log.dir, log.config
+    hw_file = HighWatermarkFile(os.path.join(d, files.HIGH_WATERMARK_FILE), False)
+    log._cuts_seen = hw_file.cuts()     # before the listing: a cut after it is seen at the next refresh
+    hw_file.close()
     segments: list[LogSegment] = []
     for _attempt in range(100):
         segments = _read_only_snapshot(d, cfg, stats)
@@ -295,6 +298,26 @@ def discover_new_segments(local: LocalLog, stats: RecoveryStats) -> None:
         if base not in known and base > local.bases[-1]:
             local.segments[-1].refresh_size()
             local.add_segment(_open_read_only(local.dir, base, local.config, stats))
+
+
+def refresh_read_only(log) -> None:
+    """Read-only opens (PartitionLog.refresh, under its lock): after the writer cut batches below
+    the high watermark (the cut count of ``.highwatermark``) take the directory's segments afresh
+    -- it replaced or deleted files, and FileSlices handed out keep the old ones; then add the
+    segments and bytes the writer appended since, up to the published high watermark."""
+    local = log._local
+    if log._hw_file.cuts() != log._cuts_seen:
+        loaded = _load_read_only(log, log.recovery_stats, os.path.join(log.dir, files.LEADER_EPOCH_CHECKPOINT))
+        old, local.segments, local.bases = local.segments, loaded.segments, [s.base_offset for s in loaded.segments]
+        for seg in old:
+            seg.close()
+        log.leader_epoch_cache = loaded.epoch_cache
+        log.log_end_offset = local.segments[-1].next_offset
+        log.log_start_offset = min(max(log.log_start_offset, local.segments[0].base_offset), log.log_end_offset)
+    if log.high_watermark > log.log_end_offset:
+        discover_new_segments(local, log.recovery_stats)
+        local.segments[-1].refresh_size()
+        log.log_end_offset = local.segments[-1].next_offset
 
 
 def load_producer_state(log, upto: int, stats: RecoveryStats, report_stale: bool = True) -> None:

@@ -165,26 +165,29 @@ class LocalLog:
 
     def mark_synced(self, work: _SyncWork, upto: int) -> None:
         """After ``fdatasync(work)``: the sizes of `work` are on disk, and every byte below `upto`."""
-        for seg, _f, size in work:
-            if size > seg.flushed_size:
+        for seg, f, size in work:
+            if size > seg.flushed_size and f is seg.file:   # not a file a truncation replaced since
                 seg.flushed_size = size
         if upto > self.recovery_point:
             self.recovery_point = upto
 
     # -- removing segments -----------------------------------------------
-    def truncate_to(self, offset: int, log_start_offset: int) -> int:
+    def truncate_to(self, offset: int, log_start_offset: int, mapped_below: int = 0) -> int:
         """Remove the batches at and above `offset` (batch granularity); returns the new end offset.
 
         When only offsets below `log_start_offset` would remain, every segment
         goes and an empty one starts at `log_start_offset` (Kafka's
         truncateFullyAndStartAt).  The recovery point is cut at the new end.
+        Whole segments are unlinked (a reader's mapping keeps the inode); the
+        last one is cut in place unless readers may have mapped the bytes cut
+        (below `mapped_below`: LogSegment.truncate_to).
         """
         segs = self.segments
         while len(segs) > 1 and segs[-1].base_offset >= offset:
             self.bases.pop()
             segs.pop().delete()
         seg = segs[-1]
-        seg.truncate_to(offset)
+        seg.truncate_to(offset, mapped_below)
         if seg.next_offset < log_start_offset:
             seg = self._restart_at(log_start_offset)
         seg.make_active()

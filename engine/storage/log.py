@@ -374,11 +374,8 @@ class PartitionLog:
             pub = self._hw_file.read()
             if pub is not None:
                 self.log_start_offset = max(self.log_start_offset, pub[1])
-            if self.high_watermark > self.log_end_offset:
-                from .loader import discover_new_segments
-                discover_new_segments(self._local, self.recovery_stats)
-                self._local.segments[-1].refresh_size()
-                self.log_end_offset = self._local.segments[-1].next_offset
+            from .loader import refresh_read_only
+            refresh_read_only(self)     # segments the writer added, or replaced by a cut below the HW
 
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True, verify: bool = False, isolation_level: int = 0) -> FetchInfo:

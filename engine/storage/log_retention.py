@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from ..errors import OffsetOutOfRangeError
 from . import producer_state as pstate
 from .cleaner_checkpoint import truncate_checkpoint
-from .epochs import LeaderEpochCache
+from .epochs import HighWatermarkFile, LeaderEpochCache
 from .local_log import LocalLog
 from .log_flush import LogFlusher
 from .log_txn import LogTransactions
@@ -60,6 +60,8 @@ class _Log(Protocol):
     @property
     def _lock(self) -> AbstractContextManager[Any]: ...
     @property
+    def _hw_file(self) -> HighWatermarkFile: ...
+    @property
     def _closed(self) -> bool: ...
     @property
     def _local(self) -> LocalLog: ...
@@ -92,7 +94,13 @@ class LogRetention:
                     log.leader_epoch_cache.flush()
                 return log.log_end_offset
             # the segments go (all of them when only offsets below the log start would remain)
-            log.log_end_offset = log._local.truncate_to(max(offset, log.log_start_offset), log.log_start_offset)
+            # readers may hold mmaps of batches below any HW ever published: those are cut in a new
+            # file, and the count in .highwatermark tells read-only opens to take the new files
+            cut_mapped = max(offset, log.log_start_offset) < log._hw_file.highest
+            log.log_end_offset = log._local.truncate_to(max(offset, log.log_start_offset), log.log_start_offset,
+                                                        log._hw_file.highest)
+            if cut_mapped:
+                log._hw_file.count_cut()
             log.high_watermark = min(log.high_watermark, log.log_end_offset)
             log._flusher.truncated(log.log_end_offset)
             if log.leader_epoch_cache.truncate_from_end(log.log_end_offset):

@@ -35,7 +35,7 @@ import time
 from .. import _native
 from ..errors import CorruptRecordError
 from . import files
-from .fileslice import FileSlice, SegmentFile
+from .fileslice import FileSlice, SegmentFile, cut_to_new_file
 from .txnindex import TransactionIndex
 
 __all__ = ["FileSlice", "LogSegment", "SegmentFile"]
@@ -469,19 +469,24 @@ class LogSegment:
         self.flushed_size = min(self.flushed_size, self.size)
         return r, truncated
 
-    def truncate_to(self, offset: int) -> int:
+    def truncate_to(self, offset: int, mapped_below: int = 0) -> int:
         """Remove the batch holding `offset` and everything after it; return bytes removed.
 
         Kafka truncates at batch granularity: when `offset` falls inside a
         batch the whole batch goes, so the new next offset is <= `offset`.
+        Readers may hold mmaps of any batch below `mapped_below` (the highest
+        high watermark ever published): a cut reaching one is made in a new
+        file (fileslice.cut_to_new_file), since ftruncate under a mapping is
+        SIGBUS for its reader; above it (a follower's uncommitted tail, the
+        usual case) the file is cut in place, as Kafka does.
         """
         if offset <= self.base_offset:
-            position = 0
+            position, first_cut = 0, self.base_offset
         else:
             found = self.translate_offset(offset)
             if found is None:
                 return 0
-            position, _base, _last = found
+            position, first_cut, _last = found
         removed = self.size - position
         if removed <= 0:
             return 0
@@ -489,7 +494,10 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         self._drop_map()
-        os.ftruncate(self._file.fd, position)
+        if first_cut < mapped_below:
+            self._file = cut_to_new_file(self._file, position)
+        else:
+            os.ftruncate(self._file.fd, position)
         self.size = position
         self.flushed_size = min(self.flushed_size, position)
         # Recompute next offset / max timestamp from what remains.

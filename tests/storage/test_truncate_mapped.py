@@ -1,0 +1,99 @@
+"""A reader's mmap of a segment must survive the writer truncating that segment.
+
+``FileSlice.view()`` maps the `.log` (zero-copy: the Arrow scanner, the embedded consumer's
+``poll_batches``, Spark's in-place reader).  A page of a mapping past the file's end is SIGBUS,
+which kills the reading process (a broker, a Spark executor) -- not an exception.  Readers map
+only batches below the high watermark, and a normal follower truncation cuts only above it; but
+an unclean election (or a follower whose log end is above its new leader's) cuts below it.  The
+writer then cuts the segment in a new file (copy + rename) instead of ``ftruncate`` in place, so
+every existing mapping keeps its bytes (segment.py, ``LogSegment.truncate_to``).
+
+Each reader runs in a subprocess: a SIGBUS there is a failed assertion here, not a dead pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import engine
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+N = 300                       # records of 4 KiB: ~1.2 MB in one segment, hundreds of pages
+
+
+def _writer(path):
+    eng = engine.open(str(path), {"log.segment.bytes": 64 << 20}, background=False)
+    eng.create_topic("t", 1)
+    with eng.producer(linger_ms=0) as p:
+        for i in range(N):
+            p.send("t", bytes([i % 251]) * 4096, key=b"k%d" % i)
+    plog = eng.log("t", 0)
+    assert plog.high_watermark == plog.log_end_offset == N and len(plog.segments) == 1
+    return eng, plog
+
+
+def _run(code: str, path, *, stdin: str | None = None):
+    return subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=ROOT, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+READER = """
+import sys, engine
+from engine.arrow import iter_log_batches
+eng = engine.open(sys.argv[1], read_only=True, background=False)
+it = iter_log_batches(eng.log("t", 0), "t", 0, max_rows=10)   # the segment is mapped once
+rows = next(it).num_rows                                      # its first pages touched
+print("mapped", flush=True)
+sys.stdin.readline()                                          # the writer truncates meanwhile
+rows += sum(b.num_rows for b in it)                           # the rest of the mapping
+print(rows, flush=True)
+sys.stdin.readline()                                          # the writer appended since
+t = eng.read_arrow("t", 0)                                    # the same open: the new files
+print(t.num_rows, t.column("value")[-1].as_py().decode(), flush=True)
+"""
+
+
+def test_read_only_reader_in_another_process_survives_truncation_below_the_hw(tmp_path):
+    eng, plog = _writer(tmp_path / "d")
+    try:
+        proc = _run(READER, tmp_path / "d")
+        assert proc.stdout.readline().strip() == "mapped", proc.stderr.read()
+        assert plog.truncate_to(5) <= 5                  # what a follower does after an unclean election
+        assert os.path.getsize(plog.segments[-1].log_path) < 4096 * 6
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().split() == [str(N)], proc.stderr.read()   # the bytes it had mapped
+        with eng.producer(linger_ms=0) as p:
+            p.send("t", b"after the cut")
+        out, err = proc.communicate("go\n", timeout=60)
+        assert proc.returncode == 0, f"reader died (signal {-proc.returncode}): {err[-2000:]}"
+        assert out.split("\n")[0] == f"{plog.log_end_offset} after the cut"      # and then the new log
+    finally:
+        eng.close()
+
+
+IN_PROCESS = f"""
+import sys, engine
+N = {N}
+eng = engine.open(sys.argv[1], background=False)
+plog = eng.log("t", 0)
+c = eng.consumer(auto_offset_reset="earliest")
+c.assign([("t", 0)])
+held = c.poll_batches(timeout_ms=1000, max_bytes=1 << 22)    # memoryviews of a mapping
+assert held and held[-1].last_offset == N - 1, held[-1:]
+plog.truncate_to(5)
+print(sum(len(bytes(b.data)) for b in held), plog.log_end_offset, flush=True)
+eng.close()
+"""
+
+
+def test_embedded_consumer_batches_held_across_a_truncation_in_the_same_process(tmp_path):
+    eng, _plog = _writer(tmp_path / "d")
+    eng.close()
+    proc = _run(IN_PROCESS, tmp_path / "d")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, f"died (signal {-proc.returncode}): {err[-2000:]}"
+    size, leo = map(int, out.split())
+    assert size > N * 4096 and leo <= 5
