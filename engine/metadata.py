@@ -72,6 +72,17 @@ def new_topic_id() -> str:
             return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+def topic_uuid(topic_id: str | None) -> uuid.UUID | None:
+    """A topic id as stored and printed (unpadded URL-safe base64) as a UUID; None when there is
+    none or it is not one."""
+    if not topic_id:
+        return None
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+    except (ValueError, TypeError):
+        return None
+
+
 def read_meta_properties(data_dir: str) -> dict[str, str]:
     """``<data_dir>/meta.properties`` as a dict ({} when absent)."""
     props: dict[str, str] = {}

@@ -36,7 +36,6 @@ backoff, as a lost connection is (the broker's credential may not be there yet).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import logging
 import socket
@@ -46,6 +45,7 @@ import time
 from .. import _native
 from ..client.connection import Connection, KafkaConnectionError
 from ..errors import ErrorCode, KafkaApiError, SslAuthenticationError
+from ..metadata import topic_uuid
 from ..protocol.fetch import parse_fetch_response
 from ..protocol.messages import ApiKey, _entity, encode, read_struct
 
@@ -346,12 +346,7 @@ class ReplicaFetcher(threading.Thread):
 
 
 def _topic_uuid(topic_id: str | None) -> bytes | None:
-    """A topic id as the view gives it (unpadded URL-safe base64, as Kafka prints it) as its 16
-    bytes; None when there is none (or it is the zero id, or not an id)."""
-    if not topic_id:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
-    except (ValueError, TypeError):
-        return None
-    return raw if len(raw) == 16 and any(raw) else None
+    """A topic id as the view gives it as its 16 bytes; None when there is none (or it is the
+    zero id, or not an id)."""
+    u = topic_uuid(topic_id)
+    return u.bytes if u is not None and u.int else None

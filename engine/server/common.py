@@ -16,13 +16,13 @@ request's time has run out.  A request it cannot serve at all is answered at onc
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..errors import ErrorCode, KafkaApiError, RequestTimedOutError
+from ..metadata import topic_uuid
 
 T = TypeVar("T")
 
@@ -156,10 +156,7 @@ def _replica_id(req) -> int:
 
 
 def _topic_uuid(topic_id: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
-    except (ValueError, TypeError):
-        return _ZERO_UUID
+    return topic_uuid(topic_id) or _ZERO_UUID
 
 
 def broker_config_change(resource_name: str, set_names: list[str], node_id: int) -> tuple[int, str | None]:
