@@ -227,11 +227,14 @@ def _collect_epochs(seg: LogSegment, cache: LeaderEpochCache) -> None:
 def _load_read_only(log, stats: RecoveryStats, epoch_path: str) -> LoadedLog:
     d, cfg = log.dir, log.config
     hw_file = HighWatermarkFile(os.path.join(d, files.HIGH_WATERMARK_FILE), False)
-    log._cuts_seen = hw_file.cuts()     # before the listing: a cut after it is seen at the next refresh
+    # before the listing: a cut after it is seen at the next refresh, and index entries below this
+    # high watermark are of batches no in-place cut can touch (segment.index_trusted_below)
+    log._cuts_seen = hw_file.cuts()
+    hw = (hw_file.read() or (0, 0))[0]
     hw_file.close()
     segments: list[LogSegment] = []
     for _attempt in range(100):
-        segments = _read_only_snapshot(d, cfg, stats)
+        segments = _read_only_snapshot(d, cfg, stats, hw)
         if segments is not None:
             break
     else:
@@ -246,7 +249,7 @@ def _load_read_only(log, stats: RecoveryStats, epoch_path: str) -> LoadedLog:
     return LoadedLog(segments, LeaderEpochCache(None, entries), stats)
 
 
-def _read_only_snapshot(d: str, cfg, stats: RecoveryStats) -> list[LogSegment] | None:
+def _read_only_snapshot(d: str, cfg, stats: RecoveryStats, hw: int) -> list[LogSegment] | None:
     """Open the segments as listed; None if a writer renamed one meanwhile (retry)."""
     names = os.listdir(d)
     swap_suffix = files.LOG_SUFFIX + files.SWAP_SUFFIX
@@ -263,12 +266,12 @@ def _read_only_snapshot(d: str, cfg, stats: RecoveryStats) -> list[LogSegment] |
     try:
         covered = []
         for base in sorted(swaps):
-            seg = _open_read_only(d, base, cfg, stats, files.SWAP_SUFFIX)
+            seg = _open_read_only(d, base, cfg, stats, hw, files.SWAP_SUFFIX)
             opened.append(seg)
             covered.append((base, seg.next_offset))
         for base in sorted(logs):
             if not any(lo <= base < hi for lo, hi in covered):
-                opened.append(_open_read_only(d, base, cfg, stats))
+                opened.append(_open_read_only(d, base, cfg, stats, hw))
         for seg in opened:
             if os.stat(seg.log_path).st_ino != os.fstat(seg.fd).st_ino:
                 raise FileNotFoundError(seg.log_path)
@@ -280,8 +283,9 @@ def _read_only_snapshot(d: str, cfg, stats: RecoveryStats) -> list[LogSegment] |
     return opened
 
 
-def _open_read_only(d: str, base: int, cfg, stats: RecoveryStats, suffix: str = "") -> LogSegment:
+def _open_read_only(d: str, base: int, cfg, stats: RecoveryStats, hw: int, suffix: str = "") -> LogSegment:
     seg = LogSegment(d, base, cfg, writable=False, suffix=suffix)
+    seg.index_trusted_below = hw
     try:
         seg.index.sanity_check()
         seg.time_index.sanity_check()
@@ -291,13 +295,14 @@ def _open_read_only(d: str, base: int, cfg, stats: RecoveryStats, suffix: str = 
     return seg
 
 
-def discover_new_segments(local: LocalLog, stats: RecoveryStats) -> None:
-    """Read-only opens: add segments the writer created since (called under the PartitionLog's lock)."""
+def discover_new_segments(local: LocalLog, stats: RecoveryStats, hw: int) -> None:
+    """Read-only opens: add segments the writer created since (called under the PartitionLog's lock;
+    `hw`: the writer's high watermark, read before)."""
     known = set(local.bases)
     for base in _segment_bases(local.dir):
         if base not in known and base > local.bases[-1]:
-            local.segments[-1].refresh_size()
-            local.add_segment(_open_read_only(local.dir, base, local.config, stats))
+            local.segments[-1].refresh_size(hw)
+            local.add_segment(_open_read_only(local.dir, base, local.config, stats, hw))
 
 
 def refresh_read_only(log) -> None:
@@ -315,8 +320,8 @@ def refresh_read_only(log) -> None:
         log.log_end_offset = local.segments[-1].next_offset
         log.log_start_offset = min(max(log.log_start_offset, local.segments[0].base_offset), log.log_end_offset)
     if log.high_watermark > log.log_end_offset:
-        discover_new_segments(local, log.recovery_stats)
-        local.segments[-1].refresh_size()
+        discover_new_segments(local, log.recovery_stats, log.high_watermark)
+        local.segments[-1].refresh_size(log.high_watermark)
         log.log_end_offset = local.segments[-1].next_offset
 
 

@@ -109,6 +109,9 @@ class LogSegment:
         self.tail_valid_end = self.size
         self._index_loaded_at = self.size
         self.index_ok = True  # False: read-only open found a corrupt index; lookups start at 0
+        # A read-only open's index copy may hold entries of batches above the high watermark it
+        # was taken at, which the writer may cut in place and rewrite differently: not used.
+        self.index_trusted_below = 1 << 62
         self.flushed_size = self.size  # bytes known to be fsync'd (the segment was flushed or recovered)
 
     # -- properties -------------------------------------------------------
@@ -133,7 +136,7 @@ class LogSegment:
         Never raises: a torn or corrupt tail ends the walk (``tail_valid_end``
         < ``size`` tells the loader to recover the segment).
         """
-        _off, pos = self.index.lookup(2**62) if self.index_ok else (0, 0)
+        _off, pos = self._index_lookup(2**62)
         if pos >= self.size:
             pos = 0
         if self.writable:
@@ -168,8 +171,15 @@ class LogSegment:
         self._map = None
         self._map_len = 0
 
-    def refresh_size(self) -> int:
-        """Read-only opens: pick up bytes the writer appended since (complete or not)."""
+    def _index_lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the trusted index entry at or below `offset` ((base, 0) if none)."""
+        if not self.index_ok:
+            return self.base_offset, 0
+        return self.index.lookup(min(offset, self.index_trusted_below - 1))
+
+    def refresh_size(self, high_watermark: int | None = None) -> int:
+        """Read-only opens: pick up bytes the writer appended since (complete or not); an index
+        copy taken afresh trusts the entries below `high_watermark` (the writer's, read before)."""
         size = os.fstat(self._file.fd).st_size
         if size != self.size:
             if size < self.size:
@@ -177,11 +187,12 @@ class LogSegment:
             self.size = size
             self._next_offset = None
             self._tail_scanned = False
-            if not self.writable and size - self._index_loaded_at > 16 * 1024 * 1024:
-                self._reload_read_only_indexes()
+            if not self.writable and size - self._index_loaded_at > 16 * 1024 * 1024 \
+                    and high_watermark is not None:
+                self._reload_read_only_indexes(high_watermark)
         return size
 
-    def _reload_read_only_indexes(self) -> None:
+    def _reload_read_only_indexes(self, high_watermark: int) -> None:
         """Readers hold a private copy of the indexes; take a fresh one as the segment grows."""
         from ..errors import CorruptIndexError
         if not (os.path.exists(self.index_path) and os.path.exists(self.time_index_path)):
@@ -199,6 +210,7 @@ class LogSegment:
         self.time_index.close()
         self.index, self.time_index = index, time_index
         self.index_ok = True
+        self.index_trusted_below = high_watermark
         self._index_loaded_at = self.size
 
     # -- append -----------------------------------------------------------
@@ -251,7 +263,7 @@ class LogSegment:
         """(position, base_offset, last_offset) of the first batch with last offset >= offset, or None."""
         if self.size == 0:
             return None
-        _o, pos = self.index.lookup(offset) if self.index_ok else (0, 0)
+        _o, pos = self._index_lookup(offset)
         pos = max(pos, starting_position)
         if pos >= self.size:
             pos = starting_position
@@ -311,7 +323,9 @@ class LogSegment:
         """(offset, timestamp) of the first record with timestamp >= `timestamp` below max_position, or None."""
         end = self.size if max_position is None else min(max_position, self.size)
         _ts, off = self.time_index.lookup(timestamp) if self.index_ok else (-1, self.base_offset)
-        _o, pos = self.index.lookup(max(off, starting_offset)) if self.index_ok else (0, 0)
+        if off >= self.index_trusted_below:
+            off = self.base_offset
+        _o, pos = self._index_lookup(max(off, starting_offset))
         data = self._data()
         while True:
             if pos >= end:

@@ -97,3 +97,32 @@ def test_embedded_consumer_batches_held_across_a_truncation_in_the_same_process(
     assert proc.returncode == 0, f"died (signal {-proc.returncode}): {err[-2000:]}"
     size, leo = map(int, out.split())
     assert size > N * 4096 and leo <= 5
+
+
+def test_read_only_index_copy_ignores_entries_the_writer_cut_above_the_hw_and_rewrote(tmp_path):
+    """A follower's uncommitted tail is cut in place (above the HW: no reader maps it) and
+    replaced by the leader's batches, laid out differently; a read-only open that copied the
+    index while those entries were there must not seek by them (it read nothing for offsets
+    5-9 below the new HW: a mid-batch position taken for a batch start)."""
+    from engine.arrow import read_log_arrow
+    from engine.storage.log import PartitionLog
+
+    from .conftest import make_batch, small_config
+
+    d = str(tmp_path / "t-0")
+    cfg = small_config(**{"segment.bytes": 1 << 20, "index.interval.bytes": 100})
+    w = PartitionLog(d, cfg, auto_high_watermark=False)
+    for i in range(10):                                   # offsets 0..9, ~150 B batches, indexed
+        w.append(make_batch(1, 1000 + i, 80, seed=i))
+    w.update_high_watermark(2)
+    ro = PartitionLog(d, cfg, read_only=True)
+    try:
+        assert ro.segments[0].index.entries >= 8            # entries for offsets above the HW
+        w.truncate_to(2)
+        w.append(make_batch(40, 2000, 60, seed=99))         # offsets 2..41 in one batch over them
+        w.update_high_watermark(w.log_end_offset)
+        assert read_log_arrow(ro, "t", 0, 5, 10).column("offset").to_pylist() == [5, 6, 7, 8, 9]
+        assert ro.read(5, 1 << 20).slices[0].position == ro.segments[0].index.entry(1)[1]
+    finally:
+        ro.close()
+        w.close()
