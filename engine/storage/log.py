@@ -111,6 +111,7 @@ class PartitionLog:
         self._closed = False
         self._failed: BaseException | None = None
         opened_ms = clock()
+        self._cuts_seen = 0  # read-only: the writer's count of cuts below the HW its segments reflect
         if not read_only:
             os.makedirs(directory, exist_ok=True)
         loaded = load_partition(self, had_clean_shutdown=had_clean_shutdown,
@@ -370,12 +371,13 @@ class PartitionLog:
         if not self.read_only:
             return
         with self._lock:
-            self.high_watermark = self._read_published_hw(self.high_watermark)
             pub = self._hw_file.read()
             if pub is not None:
+                self.high_watermark = pub[0]
                 self.log_start_offset = max(self.log_start_offset, pub[1])
-            from .loader import refresh_read_only
-            refresh_read_only(self)     # segments the writer added, or replaced by a cut below the HW
+            if self.high_watermark > self.log_end_offset or self._hw_file.cuts() != self._cuts_seen:
+                from .loader import refresh_read_only
+                refresh_read_only(self)     # segments the writer added, or replaced by a cut below the HW
 
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True, verify: bool = False, isolation_level: int = 0) -> FetchInfo:
