@@ -131,6 +131,10 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
     if ro:
         return _load_read_only(log, stats, epoch_path)
     _remove_leftovers(d, stats)
+    hw_path = os.path.join(d, files.HIGH_WATERMARK_FILE)
+    hw_file = HighWatermarkFile(hw_path, False)
+    mapped_below = (hw_file.read() or (0, 0))[0]    # readers may hold maps of batches below it
+    hw_file.close()
     bases = _segment_bases(d)
     segments: list[LogSegment] = []
     cache = LeaderEpochCache(epoch_path)
@@ -188,7 +192,7 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
                 cache.truncate_from_end(base)  # epochs at/after this segment come from its batches
             prior = [e for e, o in ecache.entries if o < base]
             r, truncated = seg.recover(ecache, last_epoch=prior[-1] if prior else -1,
-                                       gaps_allowed=log.gaps_allowed)
+                                       gaps_allowed=log.gaps_allowed, mapped_below=mapped_below)
             stats.segments_scanned += 1
             stats.bytes_scanned += before
             if reason.startswith("index"):
@@ -197,6 +201,10 @@ def load_partition(log, *, had_clean_shutdown: bool, recovery_point: int, log_st
                 _event(stats, seg.log_path, r.valid_end, truncated,
                        f"{reason}: {r.reason}" if r.status not in (0,) else reason)
                 truncated_at = seg.next_offset
+                if truncated_at < mapped_below:   # read-only opens take the new files
+                    cut = HighWatermarkFile(hw_path, True)
+                    cut.count_cut()
+                    cut.close()
         elif rebuild_cache is not None:
             _collect_epochs(seg, rebuild_cache)
         segments.append(seg)

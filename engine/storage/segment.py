@@ -439,7 +439,7 @@ class LogSegment:
                                         self.time_index_path, i * 12)
 
     def recover(self, leader_epoch_cache=None, check_crc: bool = True, last_epoch: int = -1,
-                gaps_allowed: bool | None = None):
+                gaps_allowed: bool | None = None, mapped_below: int = 0):
         """Rebuild both indexes from the `.log` and cut it after the last valid batch.
 
         Returns (ScanResult, truncated_bytes).  `leader_epoch_cache`, when
@@ -447,6 +447,8 @@ class LogSegment:
         Offsets must be contiguous and epochs non-decreasing (from
         `last_epoch`, the previous segment's) unless `gaps_allowed` (default: the
         topic is compacted; the partition log passes whether it ever was).
+        A cut below `mapped_below` (the last writer's published high watermark:
+        a bad batch below it) is made in a new file, as in ``truncate_to``.
         """
         size = os.fstat(self._file.fd).st_size
         self.size = size
@@ -466,7 +468,10 @@ class LogSegment:
         self.txn_rebuild = True
         truncated = size - r.valid_end
         if truncated > 0:
-            os.ftruncate(self._file.fd, r.valid_end)
+            if (r.next_offset if r.batches else self.base_offset) < mapped_below:
+                self._file = cut_to_new_file(self._file, r.valid_end)
+            else:
+                os.ftruncate(self._file.fd, r.valid_end)
             self.size = r.valid_end
         self._next_offset = r.next_offset if r.batches else self.base_offset
         self.max_timestamp = r.max_timestamp

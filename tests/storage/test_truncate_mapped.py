@@ -126,3 +126,39 @@ def test_read_only_index_copy_ignores_entries_the_writer_cut_above_the_hw_and_re
     finally:
         ro.close()
         w.close()
+
+
+def test_recovery_cutting_a_bad_batch_below_the_hw_spares_a_mapping_reader(tmp_path):
+    """After an unclean shutdown the loader cuts a segment after its last valid batch; a bad
+    batch below the published HW (a bit flip) makes that cut reach batches readers mapped.  Cut
+    in place, this reader's scan ended at the zeros past the new end of the page (150 rows): a
+    page wholly past it would have been SIGBUS."""
+    from engine.storage.log import PartitionLog
+
+    from .conftest import small_config
+
+    eng, plog = _writer(tmp_path / "d")
+    pos = plog.segments[0].translate_offset(150)[0]
+    log_path, log_dir = plog.segments[0].log_path, plog.dir
+    eng.close()
+    with open(log_path, "r+b") as f:                 # flip a CRC byte of the batch holding 150
+        f.seek(pos + 17)
+        byte = f.read(1)
+        f.seek(pos + 17)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    proc = _run(READER.replace("max_rows=10)", "max_rows=10, check_crc=False)"), tmp_path / "d")
+    try:
+        assert proc.stdout.readline().strip() == "mapped", proc.stderr.read()
+        w = PartitionLog(log_dir, small_config(**{"segment.bytes": 64 << 20}), had_clean_shutdown=False)
+        assert 0 < w.log_end_offset <= 150 and w.recovery_stats.events
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        w.close()
+        out, err = proc.communicate("go\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode >= 0, f"reader died (signal {-proc.returncode}): {err[-2000:]}"
+    assert line.split() == [str(N)]                  # the bytes it had mapped, as they were
