@@ -37,6 +37,11 @@ def produce(topic, tid=None):
         {"name": topic, "partition_data": [{"index": 0, "records": RECORDS}]}]}
 
 
+# Fetch by name (v12, the last before topic ids): each broker gives the topic its own id;
+# test_differential.py compares v13+ by id
+FETCH_BY_NAME = 12
+
+
 def fetch(topic):
     return {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
