@@ -85,6 +85,10 @@ def test_a_restarted_followers_old_fetches_do_not_bring_it_back(zk_client, clust
     old_epoch = zk_client.exists("/brokers/ids/3").czxid
     kill_zxid = zk_client.exists(STATE).mzxid
     f.kill9()
+    # the probe deletes the dead incarnation's registration (a broker refuses to start while
+    # another endpoint holds its id): slower than a restart on a loaded machine
+    wait_for(lambda: zk_client.exists("/brokers/ids/3") is None, timeout=30,
+             what="broker 3's old registration deleted by the liveness probe")
     f.port = free_port()
     f.bootstrap = f"127.0.0.1:{f.port}"
     f.start()
