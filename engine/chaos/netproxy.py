@@ -9,6 +9,7 @@ switches the link at runtime.
     proxy.set("blackhole")                    # silence both ways, connections kept open
     proxy.set("delay", delay_ms=200)          # every byte forwarded 200 ms late, each way
     proxy.set("reset")                        # every connection closed with RST, new ones too
+    proxy.set("drop-responses")               # the client's bytes go on, the target's are dropped
     proxy.set("pass")                         # heal
     proxy.close()
 
@@ -28,6 +29,16 @@ Modes:
   every new one is accepted and reset at once (the client sees ECONNRESET).
 * ``delay``: each chunk is forwarded ``delay_ms`` after it was read, each way (latency without
   a throughput limit: chunks are queued with their due time).
+* ``drop-responses``: the client's bytes are forwarded to the target (new connections are
+  connected onward), the target's bytes are read and discarded; the connection stays open, the
+  client hears nothing (a lost acknowledgement: the server receives and acts on each request).
+  What was dropped stays dropped.  When the link leaves ``drop-responses``, every connection
+  that had bytes dropped is reset (RST both ways, as ``reset``) rather than passed on: a response
+  cut mid-frame would otherwise corrupt the client's stream, and a Kafka client would see
+  responses skipped; it reconnects and its request timeouts and retries take over.  A connection
+  nothing was dropped on (or the target's EOF only) goes on.  With ``kafka=True`` the proxy
+  counts the response frames it dropped, by the API key of the request each answered
+  (:attr:`LinkProxy.dropped`: ``{api_key: count}``, ``0`` Produce).
 
 Per client (``kafka=True``, a proxy in front of a Kafka listener speaking PLAINTEXT): the first
 request header a connection sends names its ``client_id`` (brokers' replica fetchers send
@@ -53,7 +64,7 @@ import time
 
 __all__ = ["MODES", "LinkProxy"]
 
-MODES = ("pass", "blackhole", "reset", "delay")
+MODES = ("pass", "blackhole", "reset", "delay", "drop-responses")
 
 
 def _rst(writer: asyncio.StreamWriter | None) -> None:
@@ -81,6 +92,30 @@ def _client_id(head: bytes) -> str | None:
     return head[14:14 + n].decode("utf-8", "replace")
 
 
+class _Frames:
+    """Where Kafka frames (an int32 size, then that many bytes) start in a byte stream fed in
+    chunks: :meth:`feed` returns the first `head` bytes (size prefix included) of each frame
+    whose first `head` bytes it completed."""
+
+    def __init__(self, head: int):
+        self.head_len, self.head, self.skip = head, b"", 0
+
+    def feed(self, data: bytes) -> list[bytes]:
+        out, i = [], 0
+        while i < len(data):
+            if self.skip:
+                n = min(self.skip, len(data) - i)
+                self.skip, i = self.skip - n, i + n
+                continue
+            take = min(self.head_len - len(self.head), len(data) - i)
+            self.head, i = self.head + data[i:i + take], i + take
+            if len(self.head) == self.head_len:
+                out.append(self.head)
+                self.skip = max(struct.unpack_from(">i", self.head)[0] + 4 - self.head_len, 0)
+                self.head = b""
+        return out
+
+
 class _Link:
     """One client connection and (once the link lets it through) its connection to the target."""
 
@@ -92,11 +127,18 @@ class _Link:
         self.client_id: str | None = None          # (kafka proxies) once its first header came
         self.open = asyncio.Event()                # this link's pass/blackhole switch
         self.mode, self.delay_ms = "pass", 0
+        self.dropped = 0                           # bytes of the target's it dropped (+1 for EOF)
+        self.requests = _Frames(12)                # (size, api_key, api_version, correlation_id)
+        self.responses = _Frames(8)                # (size, correlation_id)
+        self.api_of: dict[int, int] = {}           # correlation id -> api key, awaiting a response
         self.apply()
 
     def apply(self) -> None:
         """Take the mode the proxy gives this link now (its rule, else the proxy's)."""
+        was = self.mode
         self.mode, self.delay_ms = self.proxy._mode_for(self.client_id)
+        if was == "drop-responses" and self.mode != was and self.dropped:
+            self.mode = "reset"                    # (its stream is cut: see the module's text)
         if self.mode == "blackhole":
             self.open.clear()
         else:
@@ -124,7 +166,7 @@ class _Link:
         to_client: asyncio.Queue = asyncio.Queue()
         self.tasks += [asyncio.create_task(self._write(to_target, self.t_writer)),
                        asyncio.create_task(self._read(t_reader, to_client)),
-                       asyncio.create_task(self._write(to_client, self.c_writer))]
+                       asyncio.create_task(self._write(to_client, self.c_writer, responses=True))]
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
     async def _read(self, reader: asyncio.StreamReader, q: asyncio.Queue, identify: bool = False) -> None:
@@ -142,7 +184,7 @@ class _Link:
             pass
         q.put_nowait((0.0, b""))                   # end of stream
 
-    async def _write(self, q: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+    async def _write(self, q: asyncio.Queue, writer: asyncio.StreamWriter, responses: bool = False) -> None:
         try:
             while True:
                 due, data = await q.get()
@@ -150,6 +192,13 @@ class _Link:
                 if (wait := due - time.monotonic()) > 0:
                     await asyncio.sleep(wait)
                 await self.open.wait()             # (a blackhole may have begun meanwhile)
+                if self.proxy.kafka:
+                    self._scan(data, responses)
+                if responses and self.mode == "drop-responses":
+                    self.dropped += len(data) or 1
+                    if not data:
+                        return                     # (the target's EOF dropped too: silence)
+                    continue
                 if not data:
                     if writer.can_write_eof():
                         writer.write_eof()
@@ -158,6 +207,19 @@ class _Link:
                 await writer.drain()
         except OSError:
             self.reset()
+
+    def _scan(self, data: bytes, responses: bool) -> None:
+        """(kafka proxies) Note each request's API key by its correlation id; count the response
+        frames dropped by the API key of their request."""
+        if not responses:
+            for h in self.requests.feed(data):
+                api_key, _, corr = struct.unpack_from(">hhi", h, 4)
+                self.api_of[corr] = api_key
+            return
+        for h in self.responses.feed(data):
+            api_key = self.api_of.pop(struct.unpack_from(">i", h, 4)[0], -1)
+            if self.mode == "drop-responses":
+                self.proxy.dropped[api_key] = self.proxy.dropped.get(api_key, 0) + 1
 
     def reset(self) -> None:
         _rst(self.c_writer)
@@ -168,7 +230,7 @@ class _Link:
 
 class LinkProxy:
     """A TCP proxy from ``127.0.0.1:<port>`` to ``target_host:target_port``, switchable between
-    ``pass``, ``blackhole``, ``reset`` and ``delay`` (see the module's text); with ``kafka=True``
+    ``pass``, ``blackhole``, ``reset``, ``delay`` and ``drop-responses`` (see the module's text); with ``kafka=True``
     also per client id (:meth:`rule`)."""
 
     def __init__(self, target_host: str, target_port: int, listen_host: str = "127.0.0.1",
@@ -184,6 +246,7 @@ class LinkProxy:
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._links: set[_Link] = set()
+        self.dropped: dict[int, int] = {}   # (kafka=True) api key -> responses drop-responses dropped
 
     def start(self) -> LinkProxy:
         ready = threading.Event()

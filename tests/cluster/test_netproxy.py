@@ -1,6 +1,7 @@
 """engine/chaos/netproxy.py's LinkProxy with plain sockets against an echo server: pass,
 blackhole (silence, no close, held bytes delivered on heal), reset (RST on open and new
-connections), delay (each way), and switching back."""
+connections), delay (each way), drop-responses (requests arrive, answers do not; reset at the
+heal), and switching back."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class Echo:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.accepted = 0
+        self.received = 0                          # bytes, over every connection
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -31,11 +33,11 @@ class Echo:
             self.accepted += 1
             threading.Thread(target=self._echo, args=(c,), daemon=True).start()
 
-    @staticmethod
-    def _echo(c):
+    def _echo(self, c):
         with c:
             try:
                 while data := c.recv(65536):
+                    self.received += len(data)
                     c.sendall(data)
             except OSError:
                 pass
@@ -212,3 +214,83 @@ def test_rules_by_client_id_cut_only_that_client():
     finally:
         proxy.close()
         echo.close()
+
+
+def _wait(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_drop_responses_requests_arrive_answers_do_not(link):
+    proxy, echo = link
+    with _conn(proxy) as s, _conn(proxy) as idle:
+        assert _roundtrip(s) == b"ping"
+        assert _roundtrip(idle, b"idle") == b"idle"
+        proxy.set("drop-responses")
+        s.sendall(b"lost-ack")
+        _wait(lambda: echo.received == 4 + 4 + 8)  # the target got the request and answered it
+        s.settimeout(0.5)
+        with pytest.raises(socket.timeout):      # silence towards the client: no answer, no EOF
+            s.recv(100)
+        # a new connection reaches the target; its answers are dropped too
+        late = _conn(proxy)
+        late.sendall(b"late")
+        _wait(lambda: echo.received == 4 + 4 + 8 + 4 and echo.accepted == 3)
+        late.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            late.recv(100)
+        proxy.set("pass")
+        # the connections whose answers were dropped are reset at the heal (what was dropped stays
+        # dropped; a response cut mid-frame must not reach the client); the idle one goes on
+        for c in (s, late):
+            c.settimeout(5.0)
+            with pytest.raises(ConnectionResetError):
+                c.recv(100)
+        late.close()
+        assert _roundtrip(idle, b"still") == b"still"
+    with _conn(proxy) as s2:
+        assert _roundtrip(s2) == b"ping"
+
+
+class Answer(Echo):
+    """A server answering each Kafka request frame with an empty response frame of its
+    correlation id (size 4, correlation id)."""
+
+    def _echo(self, c):
+        import struct
+        with c:
+            buf = b""
+            try:
+                while data := c.recv(65536):
+                    buf += data
+                    while len(buf) >= 4 and len(buf) >= 4 + (n := struct.unpack_from(">i", buf)[0]):
+                        corr = struct.unpack_from(">i", buf, 8)[0]
+                        buf = buf[4 + n:]
+                        self.received += 1
+                        c.sendall(struct.pack(">ii", 4, corr))
+            except OSError:
+                pass
+
+
+def test_drop_responses_counts_dropped_answers_by_api_key():
+    import struct
+    answer = Answer()
+    proxy = LinkProxy("127.0.0.1", answer.port, kafka=True).start()
+
+    def req(api_key, corr):
+        head = struct.pack(">hhih", api_key, 9, corr, 7) + b"rdkafka" + b"x" * 20
+        return struct.pack(">i", len(head)) + head
+    try:
+        with _conn(proxy) as s:
+            s.sendall(req(18, 1))
+            assert s.recv(100) == struct.pack(">ii", 4, 1)
+            proxy.set("drop-responses")
+            s.sendall(req(0, 2) + req(0, 3) + req(3, 4))
+            _wait(lambda: answer.received == 4)
+            _wait(lambda: sum(proxy.dropped.values()) == 3)
+            assert proxy.dropped == {0: 2, 3: 1}   # two Produce answers, one Metadata answer lost
+    finally:
+        proxy.close()
+        answer.close()
