@@ -11,7 +11,7 @@ every acknowledged value is looked for in the topic.
 
 ``--scenario NAME`` runs a network-partition scenario instead (engine/chaos/scenarios.py:
 leader-isolated, leader-split, controller-isolated, follower-isolated, flapping, flapping-session,
-txn-cut; engine/chaos/crash_scenarios.py: power-loss, unclean-election, unclean-election-off; or
+txn-cut, lost-acks; engine/chaos/crash_scenarios.py: power-loss, unclean-election, unclean-election-off; or
 all), each link held cut for ``--duration`` seconds (default 10), one verdict line per scenario
 (docs/availability.md).  ``--keep`` keeps the data directory with the brokers' logs;
 ``--client-debug`` also writes the scenario producer's librdkafka debug log there (and keeps it).
@@ -61,7 +61,7 @@ def add_chaos_parser(sub) -> None:
     c.add_argument("--disk-mb", type=int, default=256, help="tmpfs size per broker with --disk-full (default 256)")
     c.add_argument("--scenario", default=None, metavar="NAME",
                    help="a network-partition scenario instead of kills: leader-isolated, leader-split, "
-                        "controller-isolated, follower-isolated, flapping, flapping-session, txn-cut, "
+                        "controller-isolated, follower-isolated, flapping, flapping-session, txn-cut, lost-acks, "
                         "power-loss, unclean-election-off, leader-split-acks1 (acks=1) and "
                         "unclean-election (unclean.leader.election.enable=true): their loss reported, or all")
     c.set_defaults(func=cmd_chaos)

@@ -24,6 +24,15 @@ PartitionCluster` under an idempotent acks=all producer and a consumer group
   blackholed between its produces and its commit; each transaction is then committed (commit
   retried) or aborted after the heal, and a read_committed consumer sees every transaction whole
   or not at all, as decided.
+* ``lost-acks``: the producer's connections to the partition's leader drop every answer
+  (netproxy's ``drop-responses``, by its client id) for the hold, at least two of its request
+  timeouts (librdkafka's client-side one is ``socket.timeout.ms``, 1500 ms here; its
+  ``request.timeout.ms`` is the broker's ack timeout): the leader appends and replicates what it
+  is sent, the producer never hears, times out, drops the connection, reconnects (its ApiVersions
+  answer dropped too) and, after the heal, sends the same batches again with the same
+  sequence numbers; the leader answers those from its idempotence state rather than appending
+  them twice.  Counts the Produce answers
+  the proxy dropped; no acknowledgement may come during the hold.
 * ``power-loss`` and the other scenarios where a broker process dies: engine/chaos/crash_scenarios.py.
 
 Every scenario ends with the same checks: nothing acknowledged lost or doubled, the group member
@@ -45,7 +54,7 @@ import uuid
 from .cluster import PartitionCluster, log_batches, wait_until
 from .crash_scenarios import BOUNCE_MISSED, TOPIC_CONFIGS, power_loss, unclean_election, unclean_election_off
 from .observe import Result, StateWatch, isr_history, sleep_until
-from .workload import Workload, read_all
+from .workload import PRODUCER_ID, Workload, read_all
 
 __all__ = ["BOUNCE_MISSED", "SCENARIOS", "WEAKER", "Result", "run_scenario", "run_scenarios"]
 
@@ -364,18 +373,48 @@ def txn_cut(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, ho
     return t_last
 
 
+# -- lost acknowledgements -------------------------------------------------------------------
+def lost_acks(c: PartitionCluster, w: Workload, topic: str, rnd: random.Random, hold_s: float,
+              r: Result) -> float:
+    leader = c.state(topic)["leader"]
+    proxy = c.brokers[leader].proxy
+    before = proxy.dropped.get(0, 0)
+    n0 = len(w.acked)
+    t_cut = time.time()
+    proxy.rule(PRODUCER_ID, "drop-responses")
+    timeout_s = PRODUCER_CONF["lost-acks"]["socket.timeout.ms"] / 1000
+    sleep_until(t_cut + max(hold_s, 2 * timeout_s + 0.5))
+    t_heal = time.time()
+    dropped = proxy.dropped.get(0, 0) - before
+    during = [t for t in w.ack_walls if t_cut + 0.5 < t < t_heal]
+    t = time.monotonic()
+    c.heal()                                   # (the producer's dropping connections reset)
+    first = wait_until(lambda: min((a for a in w.ack_walls if a > t_heal), default=0), 60,
+                       "an acknowledgement after the heal")
+    r.notes.append(f"leader {leader} answered {dropped} Produce requests of {PRODUCER_ID} the client never "
+                   f"saw ({t_heal - t_cut:.1f}s, socket.timeout.ms {timeout_s * 1000:.0f}); "
+                   f"{len(w.acked) - n0} acks since the cut, the first after the heal at {first - t_heal:.2f}s")
+    if not dropped:
+        r.problems.append("no Produce answer was dropped: the producer's link to the leader was not hit")
+    if during:
+        r.problems.append(f"{len(during)} acknowledgements while every answer from leader {leader} was dropped")
+    return t
+
+
 SCENARIOS = {"leader-isolated": (leader_isolated, 1), "leader-split": (leader_split, 1),
              "controller-isolated": (controller_isolated, 3),
              "follower-isolated": (follower_isolated, 1), "flapping": (flapping, 1),
              "flapping-session": (flapping_session, 1), "txn-cut": (txn_cut, 1),
              "power-loss": (power_loss, 1), "leader-split-acks1": (leader_split, 1),
-             "unclean-election": (unclean_election, 1), "unclean-election-off": (unclean_election_off, 1)}
+             "unclean-election": (unclean_election, 1), "unclean-election-off": (unclean_election_off, 1),
+             "lost-acks": (lost_acks, 1)}
 # scenarios run with a setting that gives acknowledged records up (name -> that setting): their
 # loss, duplicates and producer errors are reported, not a failure (the CLI runs them; the test
 # file leaves them out)
 WEAKER = {"leader-split-acks1": "acks=1",
           "unclean-election": "unclean.leader.election.enable=true, min.insync.replicas=1"}
 ACKS = {"leader-split-acks1": "1"}                     # (the producer's acks, "all" otherwise)
+PRODUCER_CONF = {"lost-acks": {"socket.timeout.ms": 1500}}   # (more producer settings)
 
 
 def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 6.0,
@@ -388,7 +427,8 @@ def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 
     topic = f"{name}-{uuid.uuid4().hex[:6]}"
     c.create_topic(topic, partitions, config=TOPIC_CONFIGS.get(name))
     debug_path = os.path.join(c.base, f"producer-{topic}.log") if client_debug else None
-    w = Workload(c.bootstrap, topic, partitions, acks=ACKS.get(name, "all"), debug_path=debug_path).start()
+    w = Workload(c.bootstrap, topic, partitions, acks=ACKS.get(name, "all"), debug_path=debug_path,
+                 producer_conf=PRODUCER_CONF.get(name)).start()
     try:
         w.wait_acked(500)
         t_start = time.time()

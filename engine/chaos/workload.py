@@ -69,16 +69,18 @@ class Workload:
     """The producer and the group consumer of one scenario (see the module's text)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int = 1, window: int = 200, acks: str = "all",
-                 debug_path: str | None = None):
+                 debug_path: str | None = None, producer_conf: dict | None = None):
         """`acks` other than "all" (a setting that gives durability up) also turns idempotence off.
-        `debug_path`: the producer's librdkafka debug log (``broker,topic,msg,eos``) goes there."""
+        `debug_path`: the producer's librdkafka debug log (``broker,topic,msg,eos``) goes there.
+        `producer_conf`: more producer settings (a scenario's ``request.timeout.ms``)."""
         from confluent_kafka import Producer
         self.bootstrap, self.topic, self.partitions, self.window = bootstrap, topic, partitions, window
         self.acks = acks
         conf: dict = {"bootstrap.servers": bootstrap, "broker.address.family": "v4",
                       "client.id": PRODUCER_ID, "enable.idempotence": acks == "all", "acks": acks,
                       "linger.ms": 2, "delivery.timeout.ms": 120000, "retry.backoff.ms": 50,
-                      "retry.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 2000}
+                      "retry.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 2000,
+                      **(producer_conf or {})}
         self._debug_handler: logging.Handler | None = None
         if debug_path is not None:
             logger = logging.getLogger(f"{__name__}.{topic}")

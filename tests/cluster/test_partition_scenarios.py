@@ -13,6 +13,9 @@ chaos --scenario NAME`` for longer runs):
     whole or absent for read_committed, as decided;
 power-loss: a follower, then the leader, SIGKILLed and its log cut to its recovery point plus a
     torn tail (engine/chaos/power_loss.py), restarted: it comes back a follower, rejoins;
+lost-acks: the producer's answers from the leader dropped (netproxy ``drop-responses``) past
+    two of its request timeouts: the leader appended, the client retried after the heal, the
+    idempotent leader deduplicated: nothing lost, nothing doubled;
 unclean-election-off: ``min.insync.replicas=1``, the leader cut from its followers until it is
     the ISR alone, then SIGKILLed: with ``unclean.leader.election.enable=false`` no out-of-sync
     replica is elected, the partition is offline until the old leader returns, nothing is lost
