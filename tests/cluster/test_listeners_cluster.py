@@ -158,8 +158,12 @@ def test_leader_without_the_listener_is_listener_not_found(cluster):
         tx.commit()
         wait_for(lambda: zkc.exists(f"/brokers/topics/{topic}/partitions/0/state"), 15, "the partition state")
         client = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+        # (LEADER_NOT_AVAILABLE until the controller has elected 9 and broker 1's view has it)
         on_client = wait_for(lambda: (lambda md: md if topic in md.topics and md.topics[topic].partitions
-                                      else None)(client.list_topics(topic, timeout=10)), 15, "the topic")
+                                      and (md.topics[topic].partitions[0].error is None or
+                                           md.topics[topic].partitions[0].error.code()
+                                           != KafkaError.LEADER_NOT_AVAILABLE)
+                                      else None)(client.list_topics(topic, timeout=10)), 15, "the topic led by 9")
         assert on_client.topics[topic].partitions[0].error.code() == KafkaError.LISTENER_NOT_FOUND
         assert on_client.topics[topic].partitions[0].leader == -1
         assert 9 not in on_client.brokers

@@ -26,6 +26,7 @@ from tests.java import jvm as javaapps
 from .conftest import TARGETS, make_target, wait_until
 
 ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka import KafkaError, KafkaException  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 VOCAB = [f"w{i:02d}" for i in range(40)]
@@ -40,13 +41,30 @@ def target(request, tmp_path_factory, jvm):
 
 # -- helpers ----------------------------------------------------------------------------------
 def create_topics(target, *names: str, partitions: int = 2) -> None:
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    """Create the topics; a request librdkafka itself dropped (its bootstrap broker handle
+    replaced once the cluster's metadata came: _DESTROY_BROKER, seen against Kafka's 3 nodes) is
+    sent again by a new admin, where TOPIC_ALREADY_EXISTS means the first one got through."""
     rf = target.replication_factor
     config = {"min.insync.replicas": "2"} if rf >= 3 else {}
-    futures = admin.create_topics([NewTopic(n, partitions, rf, config=config) for n in names],
-                                  operation_timeout=30)
-    for f in futures.values():
-        f.result(60)
+    todo = list(names)
+    for attempt in range(3):
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})
+        futures = admin.create_topics([NewTopic(n, partitions, rf, config=config) for n in todo],
+                                      operation_timeout=30)
+        retry = []
+        for name, f in futures.items():
+            try:
+                f.result(60)
+            except KafkaException as e:
+                code = e.args[0].code()
+                if attempt and code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                if code != KafkaError._DESTROY_BROKER or attempt == 2:
+                    raise
+                retry.append(name)
+        if not retry:
+            return
+        todo = retry
 
 
 def produce(target, topic: str, items: list[tuple[str, str]]) -> None:

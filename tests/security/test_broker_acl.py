@@ -170,8 +170,10 @@ def test_produce_and_consume_need_write_and_read(acl_broker):
     p.flush(30)
     assert errors == [None]
 
-    c = ck.Consumer(_conf(acl_broker, "alice", **{"group.id": "g", "auto.offset.reset": "earliest"}))
+    # the group allowed before the consumer exists: its first group request must not be refused
+    # (GROUP_AUTHORIZATION_FAILED) -- only the topic's READ is missing here
     _allow(acl_broker, ResourceType.GROUP, "g", AclOperation.READ)
+    c = ck.Consumer(_conf(acl_broker, "alice", **{"group.id": "g", "auto.offset.reset": "earliest"}))
     try:
         c.assign([ck.TopicPartition(topic, 0, 0)])
         seen = _poll_error(c)
