@@ -299,6 +299,8 @@ class Handlers:
         session id 0, so each fetch is a full one and nothing is kept per topic id."""
         v = header.api_version
         req = m.decode(m.ApiKey.FETCH, v, body.buf[body.pos:])
+        if _replica_id(req) >= 0 and self.broker.quotas.active:
+            self.broker.quotas.from_follower(conn)      # not a client's quota (Kafka's isFromFollower)
         max_wait = req.max_wait.total_seconds()
         min_bytes = req.min_bytes
         max_bytes = req.max_bytes if v >= 3 else 0x7FFFFFFF

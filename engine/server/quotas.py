@@ -10,7 +10,8 @@ is configured (``active``; with none the request path pays one attribute read):
   (``conn.principal`` ``User:alice`` -> ``alice``) and the request's client id -- Produce: the
   request's size against ``producer_byte_rate``; Fetch from a consumer (replica_id < 0): the
   response's size against ``consumer_byte_rate`` (a follower's, replica id >= 0 -- before v15
-  the body's first field, from v15 in ReplicaState -- is exempt, as Kafka's); every request but ApiVersions and the SASL
+  the body's first field, from v15 in ReplicaState; the Fetch handler, which decodes the request
+  anyway, says so with ``from_follower``) is exempt, as Kafka's; every request but ApiVersions and the SASL
   ones: the event loop's CPU time spent while the handler ran, as a percentage of one thread,
   against ``request_percentage``.
 * CreateTopics, CreatePartitions and DeleteTopics answer the throttle time of their caller's
@@ -44,7 +45,6 @@ import struct
 import time
 from collections.abc import Mapping
 
-from ..errors import InvalidRequestError
 from ..protocol import messages as m
 from ..protocol.produce import produce_throttle_offset
 from ..security.quotas import (
@@ -87,6 +87,7 @@ class QuotaManager:
         self.store = store
         self.mutations = mutations if mutations is not None else ControllerMutationQuotas(store)
         self._pending: dict[int, int] = {}       # id(connection) -> a mutation throttle (ms)
+        self._followers: set[int] = set()         # id(connection) whose current Fetch is a follower's
         self.window_num = int(window_num)
         self.window_ms = int(window_size_s) * 1000.0
         self.active = False
@@ -140,10 +141,19 @@ class QuotaManager:
         if ms > 0:
             self._pending[id(conn)] = ms
 
+    def from_follower(self, conn) -> None:
+        """The Fetch handler decoded the connection's current request as a follower's (replica
+        id >= 0: the body's first field before v15, ReplicaState from v15): taken by :meth:`end`."""
+        self._followers.add(id(conn))
+
     def end(self, conn, header, frame, parts, mark: tuple[float, int]) -> int:
         """Record the request; the throttle time (ms) written into the response (0: none)."""
         key = header.api_key
         mutation = self._pending.pop(id(conn), 0) if self._pending else 0
+        follower = False
+        if self._followers and id(conn) in self._followers:
+            self._followers.discard(id(conn))
+            follower = True
         if key in _EXEMPT:
             return 0
         cpu = time.thread_time() - mark[0]
@@ -152,7 +162,7 @@ class QuotaManager:
         bandwidth = request = 0
         if key == m.ApiKey.FETCH:
             # a follower (replica_id >= 0): not a client's quota (Kafka's isFromFollower)
-            if _from_follower(header.api_version, frame, mark[1], found):
+            if follower:
                 return 0
             if found[_FETCH] is not None and parts is not None:
                 bandwidth = self._record(_FETCH, found[_FETCH], sum(len(p) for p in parts), now, False)
@@ -189,21 +199,6 @@ class QuotaManager:
 
 
 # -- throttle_time_ms in an encoded response ------------------------------------------------
-def _from_follower(version: int, frame, start: int, found: tuple) -> bool:
-    """Is the Fetch at `start` of `frame` a follower's?  Before v15 its replica_id is the body's
-    first field; from v15 the id is in the ReplicaState tagged field (KIP-903; our followers fetch
-    at v15), after the topics: the body is decoded, only when some quota would apply to it."""
-    if version < 15:
-        return len(frame) >= start + 4 and _I32.unpack_from(frame, start)[0] >= 0
-    if found[_FETCH] is None and found[_REQUEST] is None:
-        return False                  # nothing to exempt it from
-    try:
-        state = m.decode(m.ApiKey.FETCH, version, memoryview(frame)[start:]).replica_state
-    except InvalidRequestError:       # (the handler answered it already): not a follower's
-        return False
-    return state is not None and state.replica_id >= 0
-
-
 _WHERE: dict[tuple[int, int], int] = {}      # (api key, version) -> 1 first field, 2 Produce's, 0 none
 _ABSENT, _FIRST, _LAST = 0, 1, 2
 

@@ -15,6 +15,7 @@ from engine.protocol import messages as m
 from engine.protocol.frames import parse_request_header
 from engine.protocol.primitives import Reader
 from engine.security.quotas import ClientQuotaStore, QuotaAlteration
+from engine.server.common import _replica_id
 from engine.server.quotas import QuotaManager, throttle_time_ms
 
 
@@ -34,6 +35,8 @@ def _run(q: QuotaManager, frame: bytes, parts, conn=Conn):
     key, version = struct.unpack_from(">hh", frame)
     header, reader = parse_request_header(frame, m.is_flexible(key, version))
     mark = q.begin(reader)
+    if key == m.ApiKey.FETCH and _replica_id(m.decode(key, version, frame[reader.pos:])) >= 0:
+        q.from_follower(conn)          # as the Fetch handler does once it has decoded the request
     return q.end(conn, header, frame, parts, mark)
 
 
