@@ -5,11 +5,11 @@ why, without ZooKeeper or java (``apt-get install zookeeper``)."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from kazoo.exceptions import NoNodeError
 
+from engine.chaos.cluster import wait_until
 from tests.serving import ServeProcess, ZooKeeperProcess, find_zookeeper
 
 SESSION_MS = 6000       # brokers' zookeeper.session.timeout.ms: a SIGKILLed broker is gone in ~6 s
@@ -79,14 +79,7 @@ def cluster_factory(tmp_path, zk):
 
 
 def wait_for(cond, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+    return wait_until(cond, timeout, what)
 
 
 def zk_json(client, path):
