@@ -16,6 +16,8 @@ import errno
 import mmap
 import os
 
+from .checkpoint import fsync_dir
+
 __all__ = ["FileSlice", "SegmentFile", "cut_to_new_file"]
 
 _PAGE = mmap.ALLOCATIONGRANULARITY
@@ -121,8 +123,12 @@ def cut_to_new_file(old: SegmentFile, length: int) -> SegmentFile:
     mapped (``view()``, here or in another process): ``ftruncate`` under a
     mapping makes the reader's next touch of a cut page SIGBUS, while the old
     inode, still open or mapped, stays whole like a deleted segment's.  The
-    copy is fdatasync'd before the rename.  On an OSError nothing has changed
-    (the temporary ``.tmp`` is removed; a crash leaves one the loader removes).
+    copy is fdatasync'd before the rename and the directory after it, so the cut
+    survives a power loss (an old inode coming back would bring back the bytes a
+    diverged follower or recovery removed).  On an OSError before the rename
+    nothing has changed (the temporary ``.tmp`` is removed; a crash leaves one
+    the loader removes); one from the directory's fsync after it is the disk's
+    failure, raised as any other.
     """
     tmp = old.path + ".tmp"
     try:
@@ -139,6 +145,7 @@ def cut_to_new_file(old: SegmentFile, length: int) -> SegmentFile:
             done += n
         os.fdatasync(new.fd)
         os.replace(tmp, old.path)
+        fsync_dir(os.path.dirname(os.path.abspath(old.path)))
     except BaseException:
         new.close()
         try:
