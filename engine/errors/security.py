@@ -104,7 +104,11 @@ class SslConfigError(InvalidConfigError):
 
     def __init__(self, key: str, message: str):
         self.key = key
+        self.message = message
         super().__init__(f"{key}: {message}")
+
+    def __reduce__(self):
+        return (type(self), (self.key, self.message), self.__dict__)
 
 
 class AuthorizerConfigError(InvalidConfigError):
@@ -114,7 +118,11 @@ class AuthorizerConfigError(InvalidConfigError):
 
     def __init__(self, key: str, message: str):
         self.key = key
+        self.message = message
         super().__init__(f"{key}: {message}")
+
+    def __reduce__(self):
+        return (type(self), (self.key, self.message), self.__dict__)
 
 
 class AclFormatError(InvalidConfigError):

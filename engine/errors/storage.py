@@ -37,6 +37,9 @@ class CorruptRecordError(KafkaApiError, ValueError):
                 where += f" at byte {position}"
         super().__init__(f"corrupt record batch{where}: {reason}")
 
+    def __reduce__(self):            # pickled (a Spark executor's error): rebuilt from its parts
+        return (type(self), (self.reason, self.path, self.position), self.__dict__)
+
 
 class CorruptIndexError(CorruptRecordError):
     """An offset or time index failed its sanity check (it is rebuilt from the log)."""
@@ -172,6 +175,9 @@ class DataDirLockedError(EngineError):
             f"data directory {path} is already open for writing by {holder or 'another process'}; "
             "open it with read_only=True, or stop that writer"
         )
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.holder), self.__dict__)
 
 
 class ReadOnlyError(EngineError):
