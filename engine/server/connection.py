@@ -333,7 +333,7 @@ class Connection:
                     flexible = m.is_flexible(key, version)
                     header, reader = parse_request_header(frame, flexible)
                     self.inflight = InFlight(key, version, corr, header.client_id, t0)
-                    mark = quotas.begin(reader) if quotas.active else None
+                    mark = quotas.begin() if quotas.active else None
                     parts = await handlers.handle(header, reader, self)
                     if mark is not None:       # recorded; throttle_time_ms set in the response
                         throttle = quotas.end(self, header, frame, parts, mark)

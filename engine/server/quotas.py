@@ -5,7 +5,7 @@ The broker holds one :class:`QuotaManager` (``broker.quotas``) over its quota co
 The connection (engine/server/connection.py) asks it about each request only while some quota
 is configured (``active``; with none the request path pays one attribute read):
 
-* ``begin(reader)`` before the handler, ``end(conn, header, frame, parts, mark)`` after it:
+* ``begin()`` before the handler (the thread's CPU clock), ``end(conn, header, frame, parts, mark)`` after it:
   the request is recorded against the quotas that apply to the connection's user
   (``conn.principal`` ``User:alice`` -> ``alice``) and the request's client id -- Produce: the
   request's size against ``producer_byte_rate``; Fetch from a consumer (replica_id < 0): the
@@ -132,8 +132,8 @@ class QuotaManager:
 
     # -- the connection's hook --------------------------------------------------------------
     @staticmethod
-    def begin(reader) -> tuple[float, int]:
-        return time.thread_time(), reader.pos
+    def begin() -> float:
+        return time.thread_time()
 
     def mutation_throttled(self, conn, ms: int) -> None:
         """The handler of the connection's current request measured a controller mutation
@@ -146,7 +146,7 @@ class QuotaManager:
         id >= 0: the body's first field before v15, ReplicaState from v15): taken by :meth:`end`."""
         self._followers.add(id(conn))
 
-    def end(self, conn, header, frame, parts, mark: tuple[float, int]) -> int:
+    def end(self, conn, header, frame, parts, mark: float) -> int:
         """Record the request; the throttle time (ms) written into the response (0: none)."""
         key = header.api_key
         mutation = self._pending.pop(id(conn), 0) if self._pending else 0
@@ -156,7 +156,7 @@ class QuotaManager:
             follower = True
         if key in _EXEMPT:
             return 0
-        cpu = time.thread_time() - mark[0]
+        cpu = time.thread_time() - mark
         found = self.limits(conn.principal, header.client_id)
         now = time.monotonic() * 1000.0
         bandwidth = request = 0

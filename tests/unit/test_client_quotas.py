@@ -34,7 +34,7 @@ def _frame(key: int, version: int, body: bytes, client_id: str = "c1") -> bytes:
 def _run(q: QuotaManager, frame: bytes, parts, conn=Conn):
     key, version = struct.unpack_from(">hh", frame)
     header, reader = parse_request_header(frame, m.is_flexible(key, version))
-    mark = q.begin(reader)
+    mark = q.begin()
     if key == m.ApiKey.FETCH and _replica_id(m.decode(key, version, frame[reader.pos:])) >= 0:
         q.from_follower(conn)          # as the Fetch handler does once it has decoded the request
     return q.end(conn, header, frame, parts, mark)
@@ -123,7 +123,7 @@ def test_request_time_throttle_is_capped_at_one_window(store):
                            "include_topic_authorized_operations": False}, response=False)
     frame = _frame(3, 9, body, client_id="busy")
     header, reader = parse_request_header(frame, True)
-    mark = q.begin(reader)
+    mark = q.begin()
     deadline = time.thread_time() + 0.05
     while time.thread_time() < deadline:      # 50 ms of CPU "in the handler"
         pass
