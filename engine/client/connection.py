@@ -26,15 +26,11 @@ import ssl
 import struct
 from typing import Any
 
-from ..errors import EngineError, InvalidRequestError, SslAuthenticationError
+from ..errors import InvalidRequestError, KafkaConnectionError, SslAuthenticationError
 from ..protocol.messages import FLEXIBLE_FROM, ApiKey, _entity, read_struct
 from ..protocol.primitives import Reader
 
 __all__ = ["Connection", "KafkaConnectionError", "read_response", "tls_refused"]
-
-
-class KafkaConnectionError(EngineError, ConnectionError):
-    """The broker could not be reached, closed the connection, timed out or sent garbage."""
 
 
 def tls_refused(e: BaseException) -> bool:

@@ -45,9 +45,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .. import _native
-from ..errors import ClosedError, InvalidConfigError, UnknownTopicOrPartitionError
+from ..errors import ClosedError, InvalidConfigError, TransactionAbortedError, UnknownTopicOrPartitionError
 from .partitioning import key_partitions, split
-from .transaction import TransactionAbortedError, TransactionManager
+from .transaction import TransactionManager
 
 __all__ = ["AppendResult", "Producer", "SendFuture", "TransactionAbortedError"]
 

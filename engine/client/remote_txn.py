@@ -44,7 +44,14 @@ import time
 from typing import Any
 
 from .. import _native
-from ..errors import EngineError, ErrorCode, KafkaApiError, ProducerFencedError, api_error
+from ..errors import (
+    EngineError,
+    ErrorCode,
+    KafkaApiError,
+    ProducerFencedError,
+    TransactionAbortedError,
+    api_error,
+)
 from ..protocol.messages import ApiKey
 from .arrow_producer import RemoteProducer
 from .transaction import ABORTABLE, FATAL, IN_TRANSACTION, READY, UNINITIALIZED, _group_fields, _offsets
@@ -385,7 +392,6 @@ class TransactionalProducer(RemoteProducer):
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Drop the records not sent yet (their futures raise TransactionAbortedError), then
         EndTxn(abort): read_committed readers never see the records that were sent."""
-        from .producer import TransactionAbortedError
         with self._lock:
             self._require(IN_TRANSACTION, ABORTABLE, action="abort_transaction")
             self._discard_unsent(TransactionAbortedError(

@@ -34,10 +34,11 @@ from ..errors import (
     InvalidProducerEpochError,
     KafkaApiError,
     OutOfOrderSequenceError,
+    TransactionAbortedError,
     api_error,
 )
 
-__all__ = ["TransactionAbortedError", "TransactionManager"]
+__all__ = ["TransactionManager"]
 
 UNINITIALIZED, READY, IN_TRANSACTION, ABORTABLE, FATAL = (
     "UNINITIALIZED", "READY", "IN_TRANSACTION", "ABORTABLE_ERROR", "FATAL_ERROR")
@@ -48,11 +49,6 @@ _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATO
 _FATAL = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED,
                     ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 _COMPLETE = frozenset({"CompleteCommit", "CompleteAbort"})
-
-
-class TransactionAbortedError(EngineError):
-    """A record's transaction was aborted before the record was appended (Kafka's
-    TransactionAbortedException): the record was dropped."""
 
 
 def stamp_transactional(buf: bytearray, producer_id: int, epoch: int, sequence: int) -> int:

@@ -50,7 +50,7 @@ from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from ..errors import KafkaStorageError
+from ..errors import ClusterError, KafkaStorageError
 from .controller import Controller
 from .liveness import PeerLiveness
 from .registration import BrokerRegistration
@@ -61,7 +61,6 @@ from .zk import (
     CONTROLLED_SHUTDOWN,
     CONTROLLER,
     TOPICS,
-    ClusterError,
     PartitionState,
     TopicAssignment,
     ZkStore,

@@ -39,7 +39,7 @@ listeners) is kazoo's, unbounded.
 
 Security (engine/cluster/zk_auth.py): the client logs in with SASL DIGEST-MD5 when the broker's
 JAAS file has a ``Client`` section, proving the login at :meth:`ZkStore.start` (a refused one is
-:class:`~engine.cluster.zk_auth.ZooKeeperAuthError` at once); with ``zookeeper.set.acl=true``
+:class:`~engine.errors.ZooKeeperAuthError` at once); with ``zookeeper.set.acl=true``
 every znode created without an explicit ACL gets Kafka's ACL for its path.
 
 Thread-safety: kazoo's client is thread-safe; this module keeps no state besides the client.
@@ -64,12 +64,12 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from ..errors import EngineError, RequestTimedOutError
+from ..errors import ClusterError, RequestTimedOutError, ZooKeeperAuthError
 from .registration import BrokerRegistration
-from .zk_auth import SecuredKazooClient, ZkClientSecurity, ZooKeeperAuthError, start_client
+from .zk_auth import SecuredKazooClient, ZkClientSecurity, start_client
 
 __all__ = ["PartitionState", "TopicAssignment", "ZkStore", "BadVersionError", "NodeExistsError",
-           "NoNodeError", "ClusterError", "ZooKeeperTimeoutError", "answered_as_timeout"]
+           "NoNodeError", "ZooKeeperTimeoutError", "answered_as_timeout"]
 
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
@@ -81,10 +81,6 @@ PREFERRED_ELECTION = "/admin/preferred_replica_election"
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-
-
-class ClusterError(EngineError):
-    """A cluster-level misconfiguration (e.g. a broker id already registered)."""
 
 
 class ZooKeeperTimeoutError(KazooTimeoutError, KazooException):

@@ -33,11 +33,11 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import AuthFailedError, NoAuthError, ZookeeperError
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
-from ..errors import EngineError, InvalidConfigError, JaasConfigError
+from ..errors import InvalidConfigError, JaasConfigError, ZooKeeperAuthError
 from ..security.jaas_file import read_jaas_section
 
 __all__ = ["DIGEST_LOGIN_MODULE", "SENSITIVE_ROOTS", "ZkClientSecurity", "SecuredKazooClient",
-           "ZooKeeperAuthError", "java_system_properties", "start_client", "znode_acl"]
+           "java_system_properties", "start_client", "znode_acl"]
 
 LOGIN_CONFIG = "java.security.auth.login.config"
 DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
@@ -50,12 +50,6 @@ _SECURE_ACL = CREATOR_ALL_ACL + READ_ACL_UNSAFE
 # SESSIONCLOSEDREQUIRESASLAUTH, which kazoo names since 2.8)
 _REFUSED: tuple[type[Exception], ...] = (AuthFailedError, NoAuthError) + tuple(
     c for c in (getattr(kazoo_errors, "SessionClosedRequireSaslError", None),) if c is not None)
-
-
-class ZooKeeperAuthError(EngineError):
-    """ZooKeeper refused the broker's login (a wrong SASL password, an unknown user), or requires
-    SASL and the broker has none: the broker does not start.  The message names ZooKeeper and the
-    principal, never the password."""
 
 
 def java_system_properties(kafka_opts: str | None) -> dict[str, str]:

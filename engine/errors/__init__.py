@@ -49,6 +49,10 @@ exception names with ``Error`` for ``Exception``.
     ├── SslPrincipalMappingError               no ssl.principal.mapping.rules rule fits a certificate
     ├── SslAuthenticationError                 a client's TLS handshake failed (certificate not trusted, ...)
     ├── DataDirLockedError                     a second writer opened a data directory
+    ├── KafkaConnectionError                   a broker unreachable, gone, timed out or garbled; also a ConnectionError
+    ├── TransactionAbortedError                a record dropped: its transaction aborted before its append
+    ├── ClusterError                           a cluster misconfiguration (broker id taken, ZooKeeper unreachable)
+    ├── ZooKeeperAuthError                     ZooKeeper refused the broker's login
     ├── ReadOnlyError                          a write through a read-only open
     ├── ClosedError                            use of a closed log, engine, producer or consumer
     └── CommitFailedError                      a group member's commit refused after a rebalance
@@ -74,6 +78,7 @@ The package, by job (each module imports only the ones above it; import everythi
 from __future__ import annotations
 
 from .admin import (
+    ClusterError,
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
     InvalidConfigError,
@@ -95,6 +100,7 @@ from .base import (
     ClosedError,
     EngineError,
     KafkaApiError,
+    KafkaConnectionError,
     api_error,
     for_code,
 )
@@ -130,6 +136,7 @@ from .security import (
     ThrottlingQuotaExceededError,
     TopicAuthorizationError,
     TransactionalIdAuthorizationError,
+    ZooKeeperAuthError,
 )
 from .security import DuplicateResourceError as DuplicateResourceError
 from .security import IllegalSaslStateError as IllegalSaslStateError
@@ -178,6 +185,7 @@ from .transactions import (
     OutOfOrderSequenceError,
     ProducerFencedError,
     TransactionAbortableError,
+    TransactionAbortedError,
     TransactionalIdNotFoundError,
     TransactionCoordinatorFencedError,
 )
@@ -187,6 +195,7 @@ from .transactions import (
 __all__ = [
     "ClosedError",
     "ClusterAuthorizationError",
+    "ClusterError",
     "CommitFailedError",
     "ConcurrentTransactionsError",
     "CoordinatorLoadInProgressError",
@@ -226,6 +235,7 @@ __all__ = [
     "InvalidTxnStateError",
     "InvalidTxnTimeoutError",
     "KafkaApiError",
+    "KafkaConnectionError",
     "KafkaStorageError",
     "LeaderNotAvailableError",
     "ListenerNotFoundError",
@@ -253,6 +263,7 @@ __all__ = [
     "TopicAlreadyExistsError",
     "TopicAuthorizationError",
     "TransactionAbortableError",
+    "TransactionAbortedError",
     "TransactionCoordinatorFencedError",
     "TransactionalIdAuthorizationError",
     "TransactionalIdNotFoundError",
@@ -264,6 +275,7 @@ __all__ = [
     "UnsupportedCompressionTypeError",
     "UnsupportedEndpointTypeError",
     "UnsupportedVersionError",
+    "ZooKeeperAuthError",
     "api_error",
     "for_code",
 ]

@@ -7,7 +7,7 @@ imported from and the module it reports (``__module__``)."""
 
 from __future__ import annotations
 
-from .base import KafkaApiError
+from .base import EngineError, KafkaApiError
 from .codes import ErrorCode
 
 
@@ -96,3 +96,8 @@ class UnsupportedEndpointTypeError(KafkaApiError):
     """DescribeCluster for an endpoint type this broker does not serve."""
 
     code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+
+
+class ClusterError(EngineError):
+    """A cluster-level misconfiguration the broker cannot start with: its broker id already
+    registered, its inter-broker listener not among its listeners, ZooKeeper unreachable."""

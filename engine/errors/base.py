@@ -5,8 +5,8 @@
 ``code`` (an :class:`ErrorCode`) takes ``name`` and ``retriable`` from it, and, when it is
 defined in this package, is the one class of that code: :func:`for_code` maps the code back to
 it, :func:`api_error` builds it for a code received in an answer.  A second class of the same
-code in this package is a TypeError at import.  :class:`ClosedError` is here too: every part
-of the engine raises it."""
+code in this package is a TypeError at import.  :class:`ClosedError` and
+:class:`KafkaConnectionError` are here too: every part of the engine raises them."""
 
 from __future__ import annotations
 
@@ -51,6 +51,11 @@ _BY_CODE[KafkaApiError.code] = KafkaApiError   # UNKNOWN_SERVER_ERROR (-1): the 
 
 class ClosedError(EngineError, RuntimeError):
     """The log, engine, producer or consumer is closed."""
+
+
+class KafkaConnectionError(EngineError, ConnectionError):
+    """The broker could not be reached, closed the connection, timed out or sent garbage (the
+    clients, a follower's fetcher and the coordinators' links to other brokers alike)."""
 
 
 def for_code(code: int) -> type[KafkaApiError]:

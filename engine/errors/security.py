@@ -141,3 +141,9 @@ class SslPrincipalMappingError(EngineError):
     """No rule of ``ssl.principal.mapping.rules`` matched a client certificate's distinguished
     name (Kafka's NoMatchingRule): the TLS client cannot be given a principal, so the
     connection is not authenticated."""
+
+
+class ZooKeeperAuthError(EngineError):
+    """ZooKeeper refused the broker's login (a wrong SASL password, an unknown user), or requires
+    SASL and the broker has none: the broker does not start.  The message names ZooKeeper and the
+    principal, never the password."""

@@ -6,7 +6,7 @@ imported from and the module it reports (``__module__``)."""
 
 from __future__ import annotations
 
-from .base import KafkaApiError
+from .base import EngineError, KafkaApiError
 from .codes import ErrorCode
 
 
@@ -77,3 +77,8 @@ class TransactionAbortableError(KafkaApiError):
     """The transaction can only be aborted (KIP-890): the producer aborts and goes on."""
 
     code = ErrorCode.TRANSACTION_ABORTABLE
+
+
+class TransactionAbortedError(EngineError):
+    """A record's transaction was aborted before the record was appended (Kafka's
+    TransactionAbortedException): the record was dropped."""
