@@ -141,6 +141,7 @@ from .security import (
 from .security import DuplicateResourceError as DuplicateResourceError
 from .security import IllegalSaslStateError as IllegalSaslStateError
 from .security import JaasConfigError as JaasConfigError
+from .security import QuotaFormatError as QuotaFormatError
 from .security import ResourceNotFoundError as ResourceNotFoundError
 from .security import SaslAuthenticationError as SaslAuthenticationError
 from .security import ScramCredentialFormatError as ScramCredentialFormatError

@@ -1,6 +1,6 @@
 """Errors of security: ACL authorization, SASL (mechanisms, state, failed
 authentication), SCRAM credentials, TLS (configuration, handshakes, principal mapping),
-stored ACLs and authorizer settings, and the controller mutation quota.
+stored ACLs, client quotas and authorizer settings, and the controller mutation quota.
 
 Every class here is re-exported by :mod:`engine.errors`, which is where it is
 imported from and the module it reports (``__module__``)."""
@@ -128,6 +128,11 @@ class AuthorizerConfigError(InvalidConfigError):
 class AclFormatError(InvalidConfigError):
     """A stored ACL that is not Kafka's form: the broker's ACL file, or a ZooKeeper
     ``/kafka-acl...`` node or ACL change notification; the message names the file or node."""
+
+
+class QuotaFormatError(InvalidConfigError):
+    """A stored client quota that is not Kafka's form: ``client-quotas.json`` in the data
+    directory, or a ZooKeeper ``/config/users`` / ``/config/clients`` node."""
 
 
 class SslAuthenticationError(EngineError):

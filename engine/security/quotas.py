@@ -47,7 +47,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from engine.errors import ErrorCode, InvalidConfigError
+from engine.errors import ErrorCode, QuotaFormatError
 from engine.storage.checkpoint import write_atomic
 
 __all__ = [
@@ -98,11 +98,6 @@ Entity = tuple[tuple[str, str | None], ...]
 
 # DescribeClientQuotas match types
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
-
-
-class QuotaFormatError(InvalidConfigError):
-    """A stored client quota that is not Kafka's form: ``client-quotas.json`` in the data
-    directory, or a ZooKeeper ``/config/users`` / ``/config/clients`` node."""
 
 
 def make_entity(pairs: Iterable[tuple[str, str | None]]) -> Entity:
