@@ -50,7 +50,10 @@ One cleaning of a log:
 Concurrency: a cleaning reads sealed segments with ``pread`` and writes the
 cleaned files without the log lock; appends and reads go on.  The lock is
 held only for the snapshot at the start and for the swap.  Only one cleaning
-of a log runs at a time (``PartitionLog._clean_lock``).  Readers in another
+of a log runs at a time (``PartitionLog._clean_lock``).  A truncation below the
+active segment or a deletion aborts it and pauses cleaning until done
+(``PartitionLog._cleaning``, cleaner_state.py).  Retention and DeleteRecords
+remove leading segments only, which the swap's check sees.  Readers in another
 process (read-only opens) never list ``.cleaned`` files and take a ``.swap``
 as the replacement of the segments it covers (loader.py).
 """
@@ -67,6 +70,7 @@ from .. import _native
 from ..errors import ClosedError, CorruptRecordError
 from . import checkpoint, files
 from .cleaner_checkpoint import checkpoint_path, read_cleaner_checkpoint, truncate_checkpoint, update_cleaner_checkpoint
+from .cleaner_state import LogCleaningAbortedError
 from .cleaner_txn import COMPACT, KEEP, CleanedTxnMetadata, aborted_entries, in_range, skip_aborted, transactional_batch
 from .segment import LogSegment
 
@@ -173,7 +177,7 @@ def _plan(log, now: int) -> _Plan | None:
 
 def cleanable(log, now_ms: int | None = None) -> tuple[bool, float]:
     """(should the background cleaner clean this log now, its dirty ratio)."""
-    if "compact" not in log.config["cleanup.policy"] or log.read_only or log.closed:
+    if "compact" not in log.config["cleanup.policy"] or log.read_only or log.closed or log._cleaning.paused:
         return False, 0.0
     now = log.clock() if now_ms is None else now_ms
     with log._lock:
@@ -252,84 +256,102 @@ def clean_log(log, now_ms: int | None = None, *, force: bool = True,
     log._check_writable()
     now = log.clock() if now_ms is None else now_ms
     with log._clean_lock:
-        with log._lock:
-            plan = _plan(log, now)
-            cfg = log.config
-        if plan is None:
-            stats.reason = "no cleanable segment"
+        if not log._cleaning.begin():
+            stats.reason = "cleaning is paused (a truncation runs)"
             return stats
-        total = plan.clean_bytes + plan.dirty_bytes
-        ratio = plan.dirty_bytes / total if total else 0.0
-        if not force and not plan.must_clean and (
-                not plan.dirty or ratio < cfg["min.cleanable.dirty.ratio"]):
-            stats.reason = f"dirty ratio {ratio:.3f} below min.cleanable.dirty.ratio"
+        try:
+            return _clean(log, now, stats, t0, force, dedupe_buffer_size, stop, _on_step)
+        except LogCleaningAbortedError:
+            stats.reason = "aborted"     # by a truncation: nothing swapped since, no checkpoint
+            stats.elapsed_s = time.perf_counter() - t0
             return stats
-        stats.first_dirty_offset = plan.first_dirty
-        # 1. the offset map over the dirty segments
-        offset_map = _native.OffsetMap(dedupe_buffer_size)
-        end_offset = plan.first_dirty
-        map_txn = None
-        if plan.dirty:
-            dirty_aborted = in_range(plan.aborted, plan.first_dirty, plan.dirty[-1].next_base)
-            map_txn = CleanedTxnMetadata(dirty_aborted) if dirty_aborted else None
-        for k, snap in enumerate(plan.dirty):
-            full = False
-            for data, headers, pos in _chunks(snap, False, headers=map_txn is not None):
-                skip = skip_aborted(map_txn, headers, data, pos) if map_txn is not None else None
-                nrec, _end, _last, full = _native.index_keys(data, 0, len(data), offset_map, LONG_MAX,
-                                                             snap.seg.log_path, pos, skip=skip)
-                stats.records_read += nrec
-                stats.bytes_read += _end
-                if full:
-                    break
-            if full:
-                # The map is full inside this segment: clean up to the segment before it (its
-                # keys in the map are still newer records of the log, so using them is right).
-                # Kafka refuses a first segment that does not fit; we clean it part-deduplicated.
-                if k == 0:
-                    _logger.warning("%s-%d: log.cleaner.dedupe.buffer.size holds %d keys, fewer than "
-                                    "segment %d has", log.topic, log.partition, len(offset_map), snap.base)
-                    end_offset = snap.next_base
-                break
-            end_offset = snap.next_base
-            if stop is not None and stop.is_set():
-                stats.reason = "stopped"
-                return stats
-        stats.map_keys = len(offset_map)
-        if not plan.dirty:
-            end_offset = plan.snaps[-1].next_base
-        # 2. groups of consecutive segments below the end offset
-        todo = [s for s in plan.snaps if s.base < end_offset]
-        groups: list[list[_Snap]] = []
-        cur: list[_Snap] = []
-        cur_size = 0
-        for s in todo:
-            if cur and (cur_size + s.size > cfg["segment.bytes"] or s.next_base - 1 - cur[0].base > INT32_MAX):
-                groups.append(cur)
-                cur, cur_size = [], 0
-            cur.append(s)
-            cur_size += s.size
-        if cur:
-            groups.append(cur)
-        # 3 + 4. filter and swap each group
-        horizon_due: int | None = None
-        for group in groups:
-            if stop is not None and stop.is_set():
-                stats.reason = "stopped"
-                break
-            res = _clean_group(log, cfg, group, offset_map, now, plan, stats, _on_step)
-            if res is False:
-                stats.groups_aborted += 1
-            elif res is not None:
-                horizon_due = res if horizon_due is None else min(horizon_due, res)
-        log._cleaner_horizon_due = horizon_due
-        # 5. the checkpoint
-        update_cleaner_checkpoint(checkpoint_path(log), (log.topic, log.partition),
-                                  min(end_offset, log.log_end_offset))
-        stats.end_offset = end_offset
-        stats.cleaned = True
-        stats.elapsed_s = time.perf_counter() - t0
+        finally:
+            log._cleaning.done()
+
+
+def _clean(log, now: int, stats: CleanStats, t0: float, force: bool, dedupe_buffer_size: int,
+           stop: threading.Event | None, _on_step) -> CleanStats:
+    """clean_log's work, with ``_clean_lock`` held and the cleaning begun (``log._cleaning``)."""
+    with log._lock:
+        plan = _plan(log, now)
+        cfg = log.config
+    if plan is None:
+        stats.reason = "no cleanable segment"
         return stats
+    total = plan.clean_bytes + plan.dirty_bytes
+    ratio = plan.dirty_bytes / total if total else 0.0
+    if not force and not plan.must_clean and (
+            not plan.dirty or ratio < cfg["min.cleanable.dirty.ratio"]):
+        stats.reason = f"dirty ratio {ratio:.3f} below min.cleanable.dirty.ratio"
+        return stats
+    stats.first_dirty_offset = plan.first_dirty
+    # 1. the offset map over the dirty segments
+    offset_map = _native.OffsetMap(dedupe_buffer_size)
+    end_offset = plan.first_dirty
+    map_txn = None
+    if plan.dirty:
+        dirty_aborted = in_range(plan.aborted, plan.first_dirty, plan.dirty[-1].next_base)
+        map_txn = CleanedTxnMetadata(dirty_aborted) if dirty_aborted else None
+    for k, snap in enumerate(plan.dirty):
+        full = False
+        for data, headers, pos in _chunks(snap, False, headers=map_txn is not None):
+            log._cleaning.check()
+            skip = skip_aborted(map_txn, headers, data, pos) if map_txn is not None else None
+            nrec, _end, _last, full = _native.index_keys(data, 0, len(data), offset_map, LONG_MAX,
+                                                         snap.seg.log_path, pos, skip=skip)
+            stats.records_read += nrec
+            stats.bytes_read += _end
+            if full:
+                break
+        if full:
+            # The map is full inside this segment: clean up to the segment before it (its
+            # keys in the map are still newer records of the log, so using them is right).
+            # Kafka refuses a first segment that does not fit; we clean it part-deduplicated.
+            if k == 0:
+                _logger.warning("%s-%d: log.cleaner.dedupe.buffer.size holds %d keys, fewer than "
+                                "segment %d has", log.topic, log.partition, len(offset_map), snap.base)
+                end_offset = snap.next_base
+            break
+        end_offset = snap.next_base
+        if stop is not None and stop.is_set():
+            stats.reason = "stopped"
+            return stats
+    stats.map_keys = len(offset_map)
+    if not plan.dirty:
+        end_offset = plan.snaps[-1].next_base
+    # 2. groups of consecutive segments below the end offset
+    todo = [s for s in plan.snaps if s.base < end_offset]
+    groups: list[list[_Snap]] = []
+    cur: list[_Snap] = []
+    cur_size = 0
+    for s in todo:
+        if cur and (cur_size + s.size > cfg["segment.bytes"] or s.next_base - 1 - cur[0].base > INT32_MAX):
+            groups.append(cur)
+            cur, cur_size = [], 0
+        cur.append(s)
+        cur_size += s.size
+    if cur:
+        groups.append(cur)
+    # 3 + 4. filter and swap each group
+    horizon_due: int | None = None
+    for group in groups:
+        if stop is not None and stop.is_set():
+            stats.reason = "stopped"
+            break
+        res = _clean_group(log, cfg, group, offset_map, now, plan, stats, _on_step)
+        if res is False:
+            stats.groups_aborted += 1
+        elif res is not None:
+            horizon_due = res if horizon_due is None else min(horizon_due, res)
+    log._cleaner_horizon_due = horizon_due
+    # 5. the checkpoint (not after an abort: the truncation lowers it)
+    log._cleaning.check()
+    update_cleaner_checkpoint(checkpoint_path(log), (log.topic, log.partition),
+                              min(end_offset, log.log_end_offset))
+    stats.end_offset = end_offset
+    stats.cleaned = True
+    stats.elapsed_s = time.perf_counter() - t0
+    return stats
 
 
 def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, plan: _Plan,
@@ -368,6 +390,7 @@ def _clean_group(log, cfg, group: list[_Snap], offset_map, now: int, plan: _Plan
         last_snap = group[-1]
         for snap in group:
             for data, headers, chunk_pos in _chunks(snap, True):
+                log._cleaning.check()
                 mv = memoryview(data)
                 for h in headers:
                     # The last batch of the group stays (empty if need be), so the cleaned
@@ -454,6 +477,7 @@ def _swap(log, group: list[_Snap], cleaned: LogSegment, on_step) -> bool:
     """Replace `group` by `cleaned` in the log (the file steps of the module docstring)."""
     d = log.dir
     with log._lock:
+        log._cleaning.check()   # a truncation waits for this cleaning: it has not cut anything yet
         if log._closed or log._failed is not None:
             return False
         local = log._local

@@ -55,6 +55,7 @@ from ..errors import (
     ReadOnlyError,
 )
 from . import files
+from .cleaner_state import CleaningState
 from .epochs import HighWatermarkFile, LeaderEpochCache
 from .local_log import LocalLog
 from .log_flush import LogFlusher
@@ -101,6 +102,7 @@ class PartitionLog:
         self.clock = clock
         self._lock = threading.RLock()
         self._clean_lock = threading.Lock()  # one cleaning at a time (cleaner.py)
+        self._cleaning = CleaningState()     # its abort and pause around a truncation (cleaner_state.py)
         self._cleaner_horizon_due: int | None = None  # earliest delete horizon of a kept tombstone
         self._compacted = "compact" in config["cleanup.policy"]
         # Offset gaps are legal once the log may have been compacted: while the policy says

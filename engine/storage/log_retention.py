@@ -11,7 +11,10 @@ themselves are cut by the LocalLog (local_log.py); this part moves the
 offsets, leader epochs, producer state, synced offset and publication that
 go with them.  It follows the PartitionLog's lock rule (log.py's module
 docstring): ``_delete_segments_locked`` expects the log's ``_lock`` held, the
-others take it.  No state of its own.
+others take it.  A truncation below the active segment first aborts a running
+cleaning and pauses the log's cleaning until it is done (cleaner_state.py,
+Kafka's abortAndPauseCleaning), without the lock held while it waits.  No state
+of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, Protocol
 from ..errors import OffsetOutOfRangeError
 from . import producer_state as pstate
 from .cleaner_checkpoint import truncate_checkpoint
+from .cleaner_state import CleaningState
 from .epochs import HighWatermarkFile, LeaderEpochCache
 from .local_log import LocalLog
 from .log_flush import LogFlusher
@@ -66,6 +70,8 @@ class _Log(Protocol):
     @property
     def _local(self) -> LocalLog: ...
     @property
+    def _cleaning(self) -> CleaningState: ...
+    @property
     def _flusher(self) -> LogFlusher: ...
     @property
     def _txn(self) -> LogTransactions: ...
@@ -89,37 +95,50 @@ class LogRetention:
         log = self._log
         log._check_writable()
         with log._lock:
-            if offset >= log.log_end_offset:
-                if log.leader_epoch_cache.truncate_from_end(log.log_end_offset):
-                    log.leader_epoch_cache.flush()
-                return log.log_end_offset
-            # the segments go (all of them when only offsets below the log start would remain)
-            # readers may hold mmaps of batches below any HW ever published: those are cut in a new
-            # file, and the count in .highwatermark tells read-only opens to take the new files
-            cut_mapped = max(offset, log.log_start_offset) < log._hw_file.highest
-            log.log_end_offset = log._local.truncate_to(max(offset, log.log_start_offset), log.log_start_offset,
-                                                        log._hw_file.highest)
-            if cut_mapped:
-                log._hw_file.count_cut()
-            log.high_watermark = min(log.high_watermark, log.log_end_offset)
-            log._flusher.truncated(log.log_end_offset)
+            if offset >= log.log_end_offset or offset > log._local.segments[-1].base_offset:
+                return self._truncate_locked(offset)     # nothing cut, or the active segment's bytes only
+        # Below it a cleaning may be reading what goes (Kafka's LogManager.truncateTo): abort it,
+        # wait for it to stop, truncate, then let cleaning resume (cleaner_state.py).
+        with log._cleaning.paused_cleaning():
+            with log._lock:
+                return self._truncate_locked(offset)
+
+    def _truncate_locked(self, offset: int) -> int:
+        """truncate_to's work, with the log lock held (and cleaning paused below the active segment)."""
+        log = self._log
+        log._check_writable()
+        if offset >= log.log_end_offset:
             if log.leader_epoch_cache.truncate_from_end(log.log_end_offset):
                 log.leader_epoch_cache.flush()
-            # Kafka's truncateAndReload: snapshots above the new end go, the state is rebuilt.
-            from .loader import load_producer_state
-            load_producer_state(log, log.log_end_offset, log.recovery_stats, report_stale=False)
-            log._publish()
-            log._check_offsets()
-            if log.gaps_allowed:
-                truncate_checkpoint(log, log.log_end_offset)
             return log.log_end_offset
+        # the segments go (all of them when only offsets below the log start would remain)
+        # readers may hold mmaps of batches below any HW ever published: those are cut in a new
+        # file, and the count in .highwatermark tells read-only opens to take the new files
+        cut_mapped = max(offset, log.log_start_offset) < log._hw_file.highest
+        log.log_end_offset = log._local.truncate_to(max(offset, log.log_start_offset), log.log_start_offset,
+                                                    log._hw_file.highest)
+        if cut_mapped:
+            log._hw_file.count_cut()
+        log.high_watermark = min(log.high_watermark, log.log_end_offset)
+        log._flusher.truncated(log.log_end_offset)
+        if log.leader_epoch_cache.truncate_from_end(log.log_end_offset):
+            log.leader_epoch_cache.flush()
+        # Kafka's truncateAndReload: snapshots above the new end go, the state is rebuilt.
+        from .loader import load_producer_state
+        load_producer_state(log, log.log_end_offset, log.recovery_stats, report_stale=False)
+        log._publish()
+        log._check_offsets()
+        if log.gaps_allowed:
+            truncate_checkpoint(log, log.log_end_offset)
+        return log.log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """A follower behind its leader's log start (Kafka's truncateFullyAndStartAt): every
         segment, epoch and producer snapshot goes; the log restarts empty at `offset`."""
         log = self._log
         log._check_writable()
-        with log._lock:
+        with log._cleaning.paused_cleaning(), log._lock:   # as truncate_to below the active segment
+            log._check_writable()
             log._local.truncate_fully_and_start_at(offset)
             log.log_start_offset = log.log_end_offset = log.high_watermark = offset
             log._flusher.restarted(offset)

@@ -319,7 +319,8 @@ class LogManager:
             log = self._logs.pop((topic, partition), None)
             if log is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
-            with log._clean_lock:  # let a cleaning of this log finish first
+            log._cleaning.abort_and_pause()  # Kafka's abortCleaning: a running cleaning stops at its next check
+            with log._clean_lock:            # ...and has let go of the log; none starts again (never resumed)
                 log.close()
             update_cleaner_checkpoint(checkpoint_path(log), (topic, partition), None)
             target = os.path.join(self.data_dir, files.delete_dir_name(topic, partition))
