@@ -180,9 +180,6 @@ class ReplicaManager:
         part.check_epoch(current_leader_epoch)
         return part
 
-    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1):
-        return self.leader_partition(topic, partition, current_leader_epoch).log
-
     def partitions(self) -> list[Partition]:
         with self._lock:
             return list(self._parts.values())
@@ -375,6 +372,25 @@ class ReplicaManager:
         if part.maybe_advance_hw():
             part.complete_waiters()
             self._notify()
+
+    # -- offsets and producers (ListOffsets, OffsetForLeaderEpoch, DescribeProducers) ------
+    def fetch_offset_for_timestamp(self, topic: str, partition: int, timestamp: int, *,
+                                   current_leader_epoch: int = -1, isolation_level: int = 0,
+                                   replica_id: int = -1) -> tuple[int, int, int] | None:
+        """ListOffsets as the leader: (offset, timestamp, leader epoch) or None when no record
+        answers (Partition.offset_for_timestamp says which offset each timestamp gives)."""
+        part = self.leader_partition(topic, partition, current_leader_epoch)
+        hit = part.offset_for_timestamp(timestamp, isolation_level, replica_id != -1)
+        return None if hit is None else (hit[0], hit[1], part.leader_epoch)
+
+    def last_offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int,
+                                     current_leader_epoch: int = -1) -> tuple[int, int]:
+        """OffsetForLeaderEpoch as the leader: (the largest epoch <= `leader_epoch`, its end offset)."""
+        return self.leader_partition(topic, partition, current_leader_epoch).log.end_offset_for_epoch(leader_epoch)
+
+    def active_producers(self, topic: str, partition: int) -> list:
+        """DescribeProducers as the leader: the producer state entries of the partition's log."""
+        return self.leader_partition(topic, partition).log.active_producers()
 
     # -- storage errors (any thread) -----------------------------------------------
     def storage_error(self, exc: OSError, what: str) -> KafkaStorageError:

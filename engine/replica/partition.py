@@ -232,6 +232,30 @@ class Partition:
                 low = min(low, max(st.log_start, 0))
         return low
 
+    def offset_for_timestamp(self, timestamp: int, isolation_level: int = 0,
+                             from_replica: bool = False) -> tuple[int, int] | None:
+        """ListOffsets on this leader (Kafka's Partition.fetchOffsetForTimestamp): (offset,
+        timestamp) or None.  ``timestamp`` -2 earliest, -1 latest -- the high watermark; the last
+        stable offset under read_committed (``isolation_level`` 1); the log end offset asked by
+        a replica (``from_replica``) --, -3 the first record with the largest timestamp (KIP-734),
+        else the first record at or after it; read_committed never answers at or past the LSO."""
+        plog = self.log
+        if timestamp == -1 and isolation_level == 1:
+            return plog.last_stable_offset, -1
+        if timestamp == -1 and from_replica:
+            return plog.log_end_offset, -1
+        if timestamp == -3:
+            # the first segment with the largest maxTimestampSoFar, then the first record in it
+            # with that timestamp: the first record of the log with a timestamp >= the largest
+            largest = max((seg.max_timestamp for seg in plog.segments), default=-1)
+            hit = plog.offset_for_timestamp(largest) if largest >= 0 else None
+        else:
+            hit = plog.offset_for_timestamp(timestamp)
+        if isolation_level == 1 and timestamp not in (-1, -2) and hit is not None \
+                and hit[0] >= plog.last_stable_offset:
+            return None                                   # Kafka: only offsets below the LSO
+        return hit
+
     def complete_delete_waiters(self, live_brokers) -> None:
         self.delayed_delete.complete(self.low_watermark(live_brokers))
 

@@ -427,23 +427,12 @@ class Handlers:
                 try:
                     if described is not None and t.name not in described:
                         raise TopicAuthorizationError(f"not authorized to describe topic {t.name!r}")
-                    part = self.replicas.leader_partition(
-                        t.name, p.partition_index, getattr(p, "current_leader_epoch", -1) if v >= 4 else -1)
-                    plog = part.log
-                    ts = p.timestamp
-                    if ts == -3:
-                        hit = _max_timestamp(plog)
-                    elif ts == -1 and committed:
-                        hit = plog.last_stable_offset, -1     # read_committed: latest = the LSO
-                    elif ts == -1 and req.replica_id != -1:
-                        hit = plog.log_end_offset, -1         # a replica's latest: the LEO (Kafka)
-                    else:
-                        hit = plog.offset_for_timestamp(ts)
-                    if committed and ts not in (-1, -2) and hit is not None and hit[0] >= plog.last_stable_offset:
-                        hit = None                            # Kafka: only offsets below the LSO
+                    hit = self.replicas.fetch_offset_for_timestamp(
+                        t.name, p.partition_index, p.timestamp,
+                        current_leader_epoch=getattr(p, "current_leader_epoch", -1) if v >= 4 else -1,
+                        isolation_level=1 if committed else 0, replica_id=req.replica_id)
                     if hit is not None:
-                        res["offset"], res["timestamp"] = hit
-                        res["leader_epoch"] = part.leader_epoch
+                        res["offset"], res["timestamp"], res["leader_epoch"] = hit
                 except Exception as e:
                     _record_error(res, e, "list offsets for %s-%d failed", t.name, p.partition_index, message=False)
                 parts.append(res)
@@ -512,8 +501,8 @@ class Handlers:
                     parts.append(res)
                     continue
                 try:
-                    plog = self.replicas.leader_log(t.topic, p.partition, p.current_leader_epoch)
-                    res["leader_epoch"], res["end_offset"] = plog.end_offset_for_epoch(p.leader_epoch)
+                    res["leader_epoch"], res["end_offset"] = self.replicas.last_offset_for_leader_epoch(
+                        t.topic, p.partition, p.leader_epoch, p.current_leader_epoch)
                 except Exception as e:
                     _record_error(res, e, "offset for leader epoch of %s-%d failed", t.topic, p.partition,
                                   message=False)
@@ -536,15 +525,3 @@ class Handlers:
                 conn, getattr(req, "include_cluster_authorized_operations", False), ResourceType.CLUSTER,
                 CLUSTER_NAME),
         })]
-
-
-def _max_timestamp(plog):
-    """(offset, timestamp) of the first record carrying the largest timestamp (ListOffsets -3,
-    KIP-734), or None when that record is at or above the high watermark.
-
-    As Kafka: the first segment with the largest ``maxTimestampSoFar``, then the first record in
-    it with that timestamp -- the first record of the log with a timestamp >= the largest."""
-    largest = max((seg.max_timestamp for seg in plog.segments), default=-1)
-    if largest < 0:
-        return None
-    return plog.offset_for_timestamp(largest)

@@ -14,7 +14,7 @@ INVALID_TOPIC_EXCEPTION (17), a topic the caller may not READ (broker.access,
 engine/server/access.py) TOPIC_AUTHORIZATION_FAILED (29), for each of its partitions.
 
 Concurrency: runs on the broker's event loop; the producer table is read under
-the partition log's lock (``PartitionLog.active_producers``).
+the partition log's lock, through the replica layer (``ReplicaManager.active_producers``).
 """
 
 from __future__ import annotations
@@ -60,13 +60,12 @@ class ProducerHandlers:
                 try:
                     # the leader answers (Kafka: a follower or a broker hosting no replica
                     # answers NOT_LEADER_OR_FOLLOWER)
-                    plog = self.handlers.replicas.leader_partition(t.name, index).log
                     res["active_producers"] = [
                         {"producer_id": e.producer_id, "producer_epoch": e.epoch,
                          "last_sequence": e.last_sequence, "last_timestamp": e.timestamp,
                          "coordinator_epoch": e.coordinator_epoch,
                          "current_txn_start_offset": e.current_txn_first_offset}
-                        for e in plog.active_producers()]
+                        for e in self.handlers.replicas.active_producers(t.name, index)]
                 except UnknownTopicOrPartitionError:
                     res["error_code"] = UnknownTopicOrPartitionError.code
                 except KafkaApiError as e:
