@@ -292,6 +292,14 @@ class Node:
         self._check_writable()
         self.topics.alter_topic_config(name, set, delete)
 
+    def replace_topic_config(self, name: str, config: Mapping[str, Any]) -> None:
+        """Make `config` the topic's whole set of overrides (AlterConfigs: those it leaves out
+        are removed), under the admin lock (re-entrant), so no other config change lands between
+        reading the current overrides and dropping those `config` leaves out."""
+        with self._admin:
+            current = self.topic_metadata(name).config
+            self.alter_topic_config(name, config, [k for k in current if k not in config])
+
     def alter_local_topic_config(self, name: str, set: Mapping[str, Any] | None = None,
                                  delete: Iterable[str] = ()) -> None:
         """Apply config overrides to this data directory's copy of a topic: its metadata and

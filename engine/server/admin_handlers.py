@@ -194,13 +194,8 @@ class AdminHandlers:
         if validate_only:
             return 0, None
 
-        def replace():
-            # under the engine's admin lock (re-entrant), so no other config change lands
-            # between reading the current overrides and dropping those the request leaves out
-            with node._admin:
-                current = node.topic_metadata(r.resource_name).config
-                node.alter_topic_config(r.resource_name, new, [k for k in current if k not in new])
-        await off_loop(deadline, f"altering the config of {r.resource_name!r}", replace)
+        await off_loop(deadline, f"altering the config of {r.resource_name!r}",
+                       node.replace_topic_config, r.resource_name, new)
         return 0, None
 
     # -- DescribeTopicPartitions (75) ------------------------------------------------
