@@ -336,7 +336,7 @@ def _clean(log, now: int, stats: CleanStats, t0: float, force: bool, dedupe_buff
     horizon_due: int | None = None
     for group in groups:
         if stop is not None and stop.is_set():
-            stats.reason = "stopped"
+            stats.reason = "stopped"      # no checkpoint: the groups left are not filtered yet
             break
         res = _clean_group(log, cfg, group, offset_map, now, plan, stats, _on_step)
         if res is False:
@@ -344,6 +344,8 @@ def _clean(log, now: int, stats: CleanStats, t0: float, force: bool, dedupe_buff
         elif res is not None:
             horizon_due = res if horizon_due is None else min(horizon_due, res)
     log._cleaner_horizon_due = horizon_due
+    if stats.reason == "stopped":
+        return stats
     # 5. the checkpoint (not after an abort: the truncation lowers it)
     log._cleaning.check()
     update_cleaner_checkpoint(checkpoint_path(log), (log.topic, log.partition),

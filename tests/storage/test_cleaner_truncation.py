@@ -2,8 +2,9 @@
 below the active segment (a follower after an unclean election, truncate_fully_and_start_at)
 aborts a running cleaning of the partition, waits for it to stop and pauses cleaning until it is
 done, so the cleaner never swaps in a segment cleaned from bytes the truncation removed, nor
-writes a cleaner checkpoint above what the truncation left.  The cleaner is held between its
-phases with ``clean_log``'s ``_on_step`` hook (cleaner.py); real files, a real PartitionLog."""
+writes a cleaner checkpoint above what the truncation left (nor does a cleaning stopped between
+its groups).  The cleaner is held between its phases with ``clean_log``'s ``_on_step`` hook
+(cleaner.py); real files, a real PartitionLog."""
 
 from __future__ import annotations
 
@@ -211,3 +212,21 @@ def test_deleting_a_partition_aborts_its_cleaning(tmp_path):
             t.join(30)
         assert out == {"result": None} and log.closed
         assert ("t", 0) not in mgr.logs() and not (tmp_path / "data" / "t-0").exists()
+
+
+def test_cleaning_stopped_between_groups_writes_no_checkpoint(tmp_path):
+    """The cleaner thread stopped (LogCleaner.stop, a shutdown) after its first group: the groups
+    left were indexed but not filtered, so the checkpoint must not move past them, or what they
+    hold that is superseded (k2@2 by k2@3) would count as clean and stay."""
+    log = open_log(str(tmp_path / "t-0"), ccfg(**{"segment.bytes": 200}))   # one group a segment
+    for i, (k, v) in enumerate([(b"k1", b"one-a"), (b"k1", b"one-b"), (b"k2", b"two-a"), (b"k2", b"two-b")]):
+        log.append(one(k, v))
+        if i in (1, 3):
+            log.roll()
+    stop = threading.Event()
+    st = log.clean(now_ms=NOW, stop=stop, _on_step=lambda step: step == "final" and stop.set())
+    assert st.reason == "stopped" and st.segments_written == 1
+    assert cl.read_cleaner_checkpoint(cl.checkpoint_path(log)).get(("t", 0)) is None
+    assert log.clean(now_ms=NOW).cleaned
+    assert read_all(log) == [(1, b"k1", b"one-b"), (3, b"k2", b"two-b")]
+    log.close()
