@@ -322,7 +322,7 @@ class CoordinatorRuntime:
             if partition not in self._partitions:
                 if self._num_partitions is None:
                     self._num_partitions = self.cluster.partition_count(self.TOPIC)
-                plog = self.node.log(self.TOPIC, partition)
+                plog = self.cluster.replicas.local_log(self.TOPIC, partition)
                 if plog.log_end_offset == plog.log_start_offset:     # nothing to replay (just made)
                     self._partitions[partition] = _Partition(LOADED)
                     self._apply_loaded(partition, self._new_load_state())
@@ -405,7 +405,6 @@ class CoordinatorRuntime:
 
     async def _append_locked(self, partition: int, records, producer_id: int = -1,
                              producer_epoch: int = -1, transactional: bool = False) -> None:
-        plog = self.node.log(self.TOPIC, partition)
         b = _native.BatchBuilder()
         now = self.clock()
         for key, value in records:
@@ -413,7 +412,7 @@ class CoordinatorRuntime:
         seq = -1
         if producer_id >= 0:
             seq = 0
-            for e in plog.active_producers():
+            for e in self.cluster.replicas.active_producers(self.TOPIC, partition):
                 if e.producer_id == producer_id and e.epoch == producer_epoch and e.last_sequence >= 0:
                     seq = (e.last_sequence + 1) % (1 << 31)
         buf = b.build(0, 0, producer_id, producer_epoch, seq, transactional)
@@ -490,7 +489,7 @@ class CoordinatorRuntime:
 
     def _read_partition(self, partition: int):
         """Replay one partition (executor thread; only reads): (state, [CorruptRecordError])."""
-        plog = self.node.log(self.TOPIC, partition)
+        plog = self.cluster.replicas.local_log(self.TOPIC, partition)
         state = self._new_load_state()
         errors: list[CorruptRecordError] = []
         # a new leader's high watermark may lag what the ISR had committed: read to the log end

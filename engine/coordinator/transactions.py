@@ -210,7 +210,7 @@ class TransactionCoordinator(CoordinatorRuntime):
 
     def _coordinator_epoch(self, partition: int) -> int:
         try:
-            plog = self.node.log(self.TOPIC, partition)
+            plog = self.cluster.replicas.local_log(self.TOPIC, partition)
             return max(plog.leader_epoch_cache.latest_epoch, 0)
         except KafkaApiError:
             return 0

@@ -184,6 +184,15 @@ class ReplicaManager:
         with self._lock:
             return list(self._parts.values())
 
+    def local_log(self, topic: str, partition: int):
+        """The log of a replica hosted here, leader or follower (Kafka's getLog): what a
+        coordinator replays once it leads a partition of its internal topic.
+        NOT_LEADER_OR_FOLLOWER when this broker hosts none."""
+        part = self._parts.get((topic, partition))
+        if part is None:
+            raise NotLeaderOrFollowerError(f"broker {self.node_id} hosts no replica of {topic}-{partition}")
+        return part.log
+
     # -- produce -----------------------------------------------------------
     def use_transaction_verifier(self, ask) -> None:
         """Verify transactional produce requests with `ask` (verification.py), given by the
