@@ -210,8 +210,8 @@ class TransactionCoordinator(CoordinatorRuntime):
 
     def _coordinator_epoch(self, partition: int) -> int:
         try:
-            plog = self.cluster.replicas.local_log(self.TOPIC, partition)
-            return max(plog.leader_epoch_cache.latest_epoch, 0)
+            # Kafka's coordinatorEpoch: the leader epoch of our partition of __transaction_state
+            return max(self.cluster.replicas.partition(self.TOPIC, partition).leader_epoch, 0)
         except KafkaApiError:
             return 0
 

@@ -182,3 +182,40 @@ def test_only_the_replica_layer_writes_partition_logs():
             if logish:
                 offenders.append(f"{path}:{node.lineno} {ast.unparse(node.func)}")
     assert not offenders, "partition logs written outside the replica layer:\n" + "\n".join(offenders)
+
+
+_STORAGE_INSIDES = {"logs", "segments", "active_segment", "leader_epoch_cache", "producer_state", "log_dir"}
+# the objects of other layers a handler or coordinator holds: their private attributes are theirs
+_LAYER_OBJECTS = {"node", "replicas", "rm", "part", "plog", "coord", "coordinator", "broker", "handlers",
+                  "view", "cluster", "link", "member"}
+
+
+def _receiver(node: ast.Attribute) -> str:
+    v = node.value
+    return v.id if isinstance(v, ast.Name) else v.attr if isinstance(v, ast.Attribute) else ""
+
+
+def test_handlers_and_coordinators_stay_out_of_storage():
+    """The broker's handlers (engine/server, but for the metrics exporter, which reads the
+    LogManager's gauges) and the coordinators ask the layers below them -- the node, the
+    ReplicaManager, the coordinators -- and never reach into a PartitionLog's insides
+    (segments, caches, producer state), a Partition's log (``part.log``: the replica layer
+    answers instead), the node's LogManager, or another object's private attributes
+    (``node._admin``).  The coordinators read their partitions through the replica layer
+    (``replicas.local_log``), not ``node.log``."""
+    offenders = []
+    for mod, path in _modules().items():
+        if not mod.startswith(("engine.server.", "engine.coordinator.")) or mod == "engine.server.metrics":
+            continue
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        for n in ast.walk(tree):
+            if not isinstance(n, ast.Attribute):
+                continue
+            recv = _receiver(n)
+            bad = n.attr in _STORAGE_INSIDES \
+                or (n.attr == "log" and (mod.startswith("engine.coordinator.") or not recv.endswith("node"))) \
+                or (n.attr.startswith("_") and not n.attr.startswith("__") and recv in _LAYER_OBJECTS)
+            if bad:
+                offenders.append(f"{path}:{n.lineno} {ast.unparse(n)}")
+    assert not offenders, "reaching past the layer below:\n" + "\n".join(offenders)
