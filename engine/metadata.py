@@ -165,6 +165,12 @@ class LocalMetadataStore:
         self.cluster_id = props["cluster.id"]
         self.node_id = stored
 
+    def adopt_cluster_id(self, cluster_id: str, node_id: int) -> None:
+        """``meta.properties`` takes a cluster's id and this broker's id (cluster mode)."""
+        body = f"#\n#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
+        atomic_write(os.path.join(self.data_dir, META_PROPERTIES), body.encode())
+        self.cluster_id = cluster_id
+
     def topics(self) -> dict[str, TopicMetadata]:
         return dict(self._topics)
 

@@ -318,6 +318,62 @@ class Node:
             self._meta.put_topic(TopicMetadata(name, meta.topic_id, meta.partitions,
                                                dict(cfg.overrides)))
 
+    # -- cluster mode: the local mirror of the cluster's topics (engine/cluster/member.py) -----
+    @property
+    def admin_lock(self) -> threading.RLock:
+        """The node's (re-entrant) lock of topic administration, for the node's ``topics`` when
+        they read, check and write in one step (engine/cluster/local.py's ZkTopics)."""
+        return self._admin
+
+    def mirror_topic(self, name: str, topic_id: str | None, partitions: int, config: Mapping[str, Any]) -> None:
+        """Record the cluster's topic here: its id (kept, unlike :meth:`create_topic`), at least
+        `partitions` partitions and `config`; no log is made (:meth:`ensure_log` makes those this
+        broker replicates).  A local topic of another id is an older incarnation (deleted and
+        re-created while this broker was away): its logs are removed first."""
+        with self._admin:
+            meta = self._meta.topics().get(name)
+            if meta is not None and topic_id and meta.topic_id != topic_id:
+                log.warning("local topic %s has id %s, the cluster's is %s: removing the old logs",
+                            name, meta.topic_id, topic_id)
+                self.delete_topic(name)
+                meta = None
+            if meta is None:
+                validate_topic_name(name)
+                cfg = self.config.log_config({k: v for k, v in config.items() if v is not None})
+                self._meta.put_topic(TopicMetadata(name, topic_id or new_topic_id(), partitions,
+                                                   dict(cfg.overrides)))
+            elif meta.partitions < partitions:
+                self._meta.put_topic(TopicMetadata(name, meta.topic_id, partitions, meta.config))
+
+    def has_log(self, topic: str, partition: int) -> bool:
+        try:
+            self.logs.get_log(topic, partition)
+            return True
+        except UnknownTopicOrPartitionError:
+            return False
+
+    def ensure_log(self, topic: str, partition: int) -> bool:
+        """The log of a partition of a mirrored topic this broker replicates, made when absent
+        with the topic's config and id (``partition.metadata``); True when made now."""
+        with self._admin:
+            if self.has_log(topic, partition):
+                return False
+            meta = self._meta.topics()[topic]
+            plog = self.logs.create_log(topic, partition, self.config.log_config(meta.config))
+            write_partition_metadata(plog.dir, meta.topic_id)
+            return True
+
+    def adopt_cluster_id(self, cluster_id: str, broker_id: int) -> None:
+        """``meta.properties`` takes the cluster's id and this broker's id (so Metadata and
+        DescribeCluster answer the same cluster id on every broker)."""
+        with self._admin:
+            if self._meta.cluster_id == cluster_id:
+                return
+            if self._meta.cluster_id and self.list_topics():
+                log.warning("data directory %s belonged to cluster %s; it now joins cluster %s",
+                            self.path, self._meta.cluster_id, cluster_id)
+            self._meta.adopt_cluster_id(cluster_id, broker_id)
+
     # -- notifications between appenders and waiters ------------------------------------------
     def notify_appended(self) -> None:
         """Wake consumers waiting in this process and call the append listeners (the broker's)."""

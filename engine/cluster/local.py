@@ -3,8 +3,9 @@
 In cluster mode ZooKeeper is the source of truth for which topics exist, their ids, partition
 counts and configs; the node's local metadata (``engine-topics.json``) only mirrors the topics
 and every topic's id, partition count and config (Metadata walks that list), so the storage layer
-keeps working unchanged.  A partition's *log* exists only on the brokers in its replica set, as in
-Kafka: :func:`ensure_local_log` makes it (with ZooKeeper's topic id in ``partition.metadata``) when
+keeps working unchanged (``Node.mirror_topic``, called by engine/cluster/member.py, keeps ZooKeeper's
+topic id).  A partition's *log* exists only on the brokers in its replica set, as in
+Kafka: ``Node.ensure_log`` makes it (with ZooKeeper's topic id in ``partition.metadata``) when
 the broker becomes its leader or follower, and the replica manager's ``stop_replica(delete=True)``
 removes it (renamed to ``<topic>-<p>.<uuid>-delete``, then removed) when the broker leaves the
 replica set.  A request for a partition without a local log gets NOT_LEADER_OR_FOLLOWER from the
@@ -22,79 +23,12 @@ from __future__ import annotations
 import logging
 
 from ..errors import LeaderNotAvailableError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
-from ..metadata import TopicMetadata, new_topic_id, validate_topic_name, write_partition_metadata
 from . import admin
 from .zk import answered_as_timeout
 
-__all__ = ["ZkTopics", "adopt_cluster_id", "apply_topic_config", "ensure_local_log", "ensure_local_topic"]
+__all__ = ["ZkTopics", "apply_topic_config"]
 
 log = logging.getLogger("engine.cluster")
-
-
-def ensure_local_topic(node, topic: str, topic_id: str, partitions: int, config: dict) -> None:
-    """Register `topic` in the local metadata with ZooKeeper's id, `partitions` and config; no
-    log is created here (:func:`ensure_local_log` does, for the partitions this broker replicates).
-
-    Uses the node's admin lock and metadata store (engine/node.py) to keep ZooKeeper's
-    topic id: Node.create_topic would draw a fresh one and create every partition's log."""
-    with node._admin:
-        meta = node._meta.topics().get(topic)
-        if meta is not None and topic_id and meta.topic_id != topic_id:
-            log.warning("local topic %s has id %s, the cluster's is %s: removing the old logs",
-                        topic, meta.topic_id, topic_id)
-            node.delete_topic(topic)
-            meta = None
-        if meta is None:
-            validate_topic_name(topic)
-            cfg = node.config.log_config(_known_keys(node, config))   # validates keys and values
-            node._meta.put_topic(TopicMetadata(topic, topic_id or new_topic_id(), partitions,
-                                               dict(cfg.overrides)))
-        elif meta.partitions < partitions:
-            node._meta.put_topic(TopicMetadata(topic, meta.topic_id, partitions, meta.config))
-
-
-def ensure_local_log(node, topic: str, partition: int) -> bool:
-    """The log of `topic`-`partition` on this broker (a replica of it), created when absent with
-    the topic's config and id (the topic must be registered: :func:`ensure_local_topic`).
-    True when it was created now."""
-    with node._admin:
-        if has_local_log(node, topic, partition):
-            return False
-        meta = node._meta.topics()[topic]
-        plog = node.logs.create_log(topic, partition, node.config.log_config(meta.config))
-        write_partition_metadata(plog.dir, meta.topic_id)
-        return True
-
-
-def has_local_log(node, topic: str, partition: int) -> bool:
-    try:
-        node.logs.get_log(topic, partition)
-        return True
-    except UnknownTopicOrPartitionError:
-        return False
-
-
-def _known_keys(node, config: dict) -> dict:
-    """The topic config as stored in ZooKeeper (strings), typed by the node's LogConfig."""
-    return {k: v for k, v in (config or {}).items() if v is not None}
-
-
-def adopt_cluster_id(node, cluster_id: str, broker_id: int) -> None:
-    """The data directory's ``meta.properties`` takes the cluster's id and this broker's id (so
-    Metadata and DescribeCluster answer the same cluster id on every broker)."""
-    import os
-
-    from ..metadata import META_PROPERTIES
-    from ..storage.checkpoint import write_atomic
-    meta = node._meta
-    if meta.cluster_id == cluster_id:
-        return
-    if meta.cluster_id and node.list_topics():
-        log.warning("data directory %s belonged to cluster %s; it now joins cluster %s",
-                    node.path, meta.cluster_id, cluster_id)
-    body = f"#\n#\nversion=1\ncluster.id={cluster_id}\nnode.id={broker_id}\n"
-    write_atomic(os.path.join(node.path, META_PROPERTIES), body.encode())
-    meta.cluster_id = cluster_id
 
 
 def _config_strings(overrides: dict) -> dict[str, str]:
@@ -104,9 +38,10 @@ def _config_strings(overrides: dict) -> dict[str, str]:
 def apply_topic_config(node, topic: str, config: dict[str, str]) -> None:
     """Make the local topic's overrides those of ZooKeeper (a watch saw them change)."""
     local_alter = node.alter_local_topic_config
-    with node._admin:
-        meta = node._meta.topics().get(topic)
-        if meta is None:
+    with node.admin_lock:
+        try:
+            meta = node.topic_metadata(topic)
+        except UnknownTopicOrPartitionError:
             return
         current = _config_strings(meta.config)
         if current == dict(config):
@@ -146,7 +81,7 @@ class ZkTopics:
 
     def alter_topic_config(self, name, set, delete) -> None:
         node = self.node
-        with node._admin:
+        with node.admin_lock:
             overrides = dict(node.topic_metadata(name).config)
             overrides.update(set or {})
             for key in delete:

@@ -139,8 +139,7 @@ class ClusterMember:
         self.store.start()
         try:
             self.cluster_id = self.store.cluster_id(self.node.cluster_id or _new_id())
-            from .local import adopt_cluster_id
-            adopt_cluster_id(self.node, self.cluster_id, self.broker_id)
+            self.node.adopt_cluster_id(self.cluster_id, self.broker_id)
             self.registration_zxid = self.store.register_broker(self.broker_id, self.registration())
         except BaseException:
             self.store.close()
@@ -411,16 +410,13 @@ class ClusterMember:
         """The topic in the local metadata (its ZooKeeper id, partition count and config) on
         every broker, so the Engine's topic list (which Metadata walks) is the cluster's; logs
         are made only for the partitions this broker replicates (in :meth:`_apply`)."""
-        from .local import ensure_local_topic
         known = self._local_done.get(topic)
         if known == (a.topic_id, len(a.partitions)):
             return
-        ensure_local_topic(self.node, topic, a.topic_id, max(a.partitions) + 1,
-                           self.store.topic_config(topic))
+        self.node.mirror_topic(topic, a.topic_id, max(a.partitions) + 1, self.store.topic_config(topic) or {})
         self._local_done[topic] = (a.topic_id, len(a.partitions))
 
     def _apply(self, topic: str, p: int) -> None:
-        from .local import ensure_local_log, has_local_log
         with self._lock:
             a = self._assignments.get(topic)
             st = self._states.get((topic, p))
@@ -430,7 +426,7 @@ class ClusterMember:
         if self.broker_id not in replicas:
             # not (or no longer) a replica: Kafka's StopReplica with delete -- stop fetching and
             # remove the local log (also one left from before a restart or a reassignment)
-            if (topic, p) in self._applied or has_local_log(self.node, topic, p):
+            if (topic, p) in self._applied or self.node.has_log(topic, p):
                 log.info("broker %d: not a replica of %s-%d (replicas %s): removing its local log",
                          self.broker_id, topic, p, replicas)
                 self._call("stop_replica", topic, p, True)
@@ -441,7 +437,7 @@ class ClusterMember:
         if self._applied.get((topic, p)) == key:
             return
         self._ensure_local(topic, a)
-        ensure_local_log(self.node, topic, p)
+        self.node.ensure_log(topic, p)
         # a state naming us leader that was written before our current registration is a
         # leadership of an earlier incarnation (restarted, maybe with its unsynced tail lost; or a
         # session lost): not taken up -- the controller sees the new registration (KIP-380's
