@@ -58,7 +58,7 @@ from .errors import (
     UnknownTopicOrPartitionError,
 )
 from .metadata import LocalMetadataStore, TopicMetadata, new_topic_id, validate_topic_name, write_partition_metadata
-from .replica import ReplicaManager
+from .replica import LocalClusterView, ReplicaManager
 from .storage.manager import LogManager
 from .topics import LocalTopics, Topics
 
@@ -427,9 +427,26 @@ class Node:
         if rm is None:
             with self._admin:
                 if self._replicas is None:
-                    self._replicas = ReplicaManager(self, self._view)
+                    view = self._view or LocalClusterView(self.config["node.id"], self.log, self.topic_metadata)
+                    self._replicas = ReplicaManager(self.config, self.logs, view, log_for=self._hosted_log)
                 rm = self._replicas
         return rm
+
+    def _hosted_log(self, topic: str, partition: int):
+        """The replica manager's ``log_for``: the local log of a partition this node is told to
+        host, its topic made or grown here when absent."""
+        try:
+            return self.log(topic, partition)
+        except UnknownTopicOrPartitionError:
+            pass
+        try:
+            meta = self.topic_metadata(topic)
+        except UnknownTopicOrPartitionError:
+            self.create_topic(topic, partition + 1)
+        else:
+            if meta.partitions <= partition:
+                self.create_partitions(topic, partition + 1)
+        return self.log(topic, partition)
 
     def use_view(self, view) -> None:
         """Serve `view` (a cluster broker's membership, engine/replica/view.py's interface);

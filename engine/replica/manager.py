@@ -2,7 +2,7 @@
 
 ::
 
-    rm = ReplicaManager(node, view)               # view: engine/replica/view.py
+    rm = ReplicaManager(config, logs, view, log_for=...)   # view: engine/replica/view.py
     rm.start(loop, notify)                         # notify(): wake long-polling fetches
     info, log_start, waiter = await rm.append(topic, p, buf, acks)
     await rm.wait_for_acks([waiter, ...], timeout_ms)   # acks=all: raises per waiter
@@ -55,7 +55,6 @@ from ..errors import (
 from ..storage.logtypes import FetchInfo
 from .partition import Partition, now_ms
 from .verification import TransactionVerifier
-from .view import LocalClusterView
 
 __all__ = ["ReplicaManager"]
 
@@ -70,20 +69,22 @@ _FETCHER_KEYS = {"replica.fetch.wait.max.ms": "max_wait_ms", "replica.fetch.min.
 class ReplicaManager:
     """See the module docstring."""
 
-    def __init__(self, node, view=None, *, node_id: int | None = None,
-                 replica_lag_time_max_ms: int | None = None, fetcher_config: dict | None = None,
-                 log_for=None):
-        self.node = node
-        if view is None:
-            view = LocalClusterView(node, node.config["node.id"] if node_id is None else node_id)
+    def __init__(self, config, logs, view, *, log_for,
+                 replica_lag_time_max_ms: int | None = None, fetcher_config: dict | None = None):
+        """`config`: the broker's EngineConfig; `logs`: the LogManager (a replica removed with
+        ``stop_replica(delete=True)`` is deleted there); `view`: the cluster view (for a node
+        alone ``LocalClusterView``); ``log_for(topic, partition)``: the local log of a partition
+        this broker is told to host, made when absent (the composition root's: engine/node.py)."""
+        self.config = config
+        self.logs = logs
         self.view = view
         self.node_id = view.node_id
-        given = getattr(node.config, "explicit", {})     # Kafka's replica.* broker keys
+        given = getattr(config, "explicit", {})     # Kafka's replica.* broker keys
         self.replica_lag_time_max_ms = int(replica_lag_time_max_ms if replica_lag_time_max_ms is not None
                                            else given.get("replica.lag.time.max.ms", 30_000))
         self.fetcher_config = {arg: int(given[key]) for key, arg in _FETCHER_KEYS.items() if key in given}
         self.fetcher_config.update(fetcher_config or {})
-        self._log_for = log_for or self._default_log_for
+        self._log_for = log_for
         self._parts: dict[tuple[str, int], Partition] = {}
         self._lock = threading.RLock()
         self._fetchers: dict[int, object] = {}      # leader id -> ReplicaFetcher
@@ -139,22 +140,6 @@ class ReplicaManager:
         for p in parts:
             p.fail_waiters(NotLeaderOrFollowerError, "the broker is shutting down")
 
-    def _default_log_for(self, topic: str, partition: int):
-        """The local log of a partition this broker is told to host, created when absent."""
-        eng = self.node
-        try:
-            return eng.log(topic, partition)
-        except UnknownTopicOrPartitionError:
-            pass
-        try:
-            meta = eng.topic_metadata(topic)
-        except UnknownTopicOrPartitionError:
-            eng.create_topic(topic, partition + 1)
-        else:
-            if meta.partitions <= partition:
-                eng.create_partitions(topic, partition + 1)
-        return eng.log(topic, partition)
-
     # -- lookup ------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> Partition:
         """The local replica (leader or follower); NOT_LEADER_OR_FOLLOWER when this broker
@@ -198,7 +183,7 @@ class ReplicaManager:
         """Verify transactional produce requests with `ask` (verification.py), given by the
         composition that builds the broker: the transaction coordinator wherever the id is."""
         self._verifier = TransactionVerifier(ask)
-        self._verify = bool(self.node.config["transaction.partition.verification.enable"])
+        self._verify = bool(self.config["transaction.partition.verification.enable"])
 
     async def verify_transactional(self, transactional_id: str | None, entries,
                                    abortable: bool = False) -> dict[tuple[str, int], int]:
@@ -528,7 +513,7 @@ class ReplicaManager:
             self._roles_changed(topic, partition, False)
         if delete:
             try:
-                self.node.logs.delete_log(topic, partition)
+                self.logs.delete_log(topic, partition)
             except UnknownTopicOrPartitionError:
                 pass
 

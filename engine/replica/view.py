@@ -91,19 +91,22 @@ class ClusterView:
 
 
 class LocalClusterView(ClusterView):
-    """One node that leads every partition of `node`'s local metadata: a cluster of one."""
+    """One node that leads every partition of its data directory: a cluster of one.  Given by
+    the node (engine/node.py): ``log(topic, partition)`` (UnknownTopicOrPartitionError if
+    absent) and ``topic_metadata(topic)`` (its ``partitions``; UnknownTopicOrPartitionError)."""
 
     local = True
 
-    def __init__(self, node, node_id: int = 0):
-        self.node = node
+    def __init__(self, node_id: int, log, topic_metadata):
+        self._log = log
+        self._topic_metadata = topic_metadata
         self.node_id = node_id
 
     def brokers(self):
         return {self.node_id: (None, None, None)}     # the address the client used
 
     def partition_state(self, topic, partition):
-        log = self.node.log(topic, partition)       # UnknownTopicOrPartitionError if absent
+        log = self._log(topic, partition)           # UnknownTopicOrPartitionError if absent
         epoch = max(log.leader_epoch_cache.latest_epoch, 0)
         return self.node_id, epoch, [self.node_id], [self.node_id]
 
@@ -112,7 +115,7 @@ class LocalClusterView(ClusterView):
 
     def partition_count(self, topic):
         try:
-            return self.node.topic_metadata(topic).partitions
+            return self._topic_metadata(topic).partitions
         except UnknownTopicOrPartitionError:
             return None
 

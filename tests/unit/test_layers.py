@@ -223,3 +223,21 @@ def test_handlers_and_coordinators_stay_out_of_storage():
             if bad:
                 offenders.append(f"{path}:{n.lineno} {ast.unparse(n)}")
     assert not offenders, "reaching past the layer below:\n" + "\n".join(offenders)
+
+
+def test_lower_layers_hold_no_node():
+    """The replica layer (and below) is given what it uses -- the config, the LogManager, the
+    cluster view, a ``log_for`` callable -- never the Node above it (a duck-typed upward call
+    the import checks cannot see: ReplicaManager once created topics through ``node``)."""
+    offenders = []
+    for mod, path in _modules().items():
+        if _layer(mod) > _layer("engine.replica"):
+            continue
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        for n in ast.walk(tree):
+            name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) \
+                else n.arg if isinstance(n, ast.arg) else None
+            if name == "node":
+                offenders.append(f"{path}:{n.lineno}")
+    assert not offenders, "a Node held below its layer:\n" + "\n".join(offenders)
