@@ -25,6 +25,7 @@ from ..errors import (
     api_error,
 )
 from ..protocol.messages import encode
+from .host import CoordinatorHost
 
 __all__ = ["ClusterLink"]
 
@@ -53,7 +54,7 @@ class ClusterLink:
         self._senders_lock = threading.Lock()
 
     @classmethod
-    def alone(cls, node) -> ClusterLink:
+    def alone(cls, node: CoordinatorHost) -> ClusterLink:
         """The link of a node alone (a cluster of one): its internal topics are made in its data
         directory, and its replica manager leads every partition of them."""
         def create_topic(topic: str, partitions: int, config: dict) -> None:

@@ -96,6 +96,7 @@ from .group_results import (
     SyncGroupResult,
 )
 from .group_txn import TxnOffsets
+from .host import CoordinatorHost
 from .offset_retention import OffsetRetention
 from .runtime import CoordinatorRuntime, wall_ms
 
@@ -117,7 +118,8 @@ class GroupCoordinator(CoordinatorRuntime):
     TOPIC = rec.OFFSETS_TOPIC
     NAME = "group-coordinator"
 
-    def __init__(self, node, *, node_id: int = 0, clock: Callable[[], int] = wall_ms, cluster=None):
+    def __init__(self, node: CoordinatorHost, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
+                 cluster=None):
         super().__init__(node, node_id=node_id, clock=clock, cluster=cluster)
         cfg = node.config
         self.configured_partitions = cfg["offsets.topic.num.partitions"]

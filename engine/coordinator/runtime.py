@@ -49,6 +49,7 @@ from ..errors import (
 )
 from ..storage.replay import decoded_batches
 from .cluster_link import ClusterLink
+from .host import CoordinatorHost
 
 __all__ = ["CoordinatorRuntime", "LOADED", "LOADING"]
 
@@ -74,7 +75,7 @@ class CoordinatorRuntime:
     NAME = "coordinator"
     configured_partitions = 50
 
-    def __init__(self, node, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
+    def __init__(self, node: CoordinatorHost, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
                  cluster: ClusterLink | None = None):
         self.node = node
         self.node_id = node_id

@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 from ..errors import ErrorCode, KafkaApiError, UnknownTopicOrPartitionError
 from . import records as group_records
 from . import txn_records as tr
+from .host import CoordinatorHost
 from .runtime import CoordinatorRuntime, storage_code, wall_ms
 from .txn_records import (
     COMPLETE_ABORT,
@@ -125,7 +126,7 @@ class TransactionCoordinator(CoordinatorRuntime):
     TOPIC = tr.TRANSACTION_STATE_TOPIC
     NAME = "transaction-coordinator"
 
-    def __init__(self, node, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
+    def __init__(self, node: CoordinatorHost, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
                  group_coordinator: Callable[[], Any] | None = None, cluster=None):
         super().__init__(node, node_id=node_id, clock=clock, cluster=cluster)
         cfg = node.config
