@@ -24,8 +24,9 @@ metadata), the replica manager and the coordinators; a broker serves that node
 (``eng.serve()``).
 
 Concurrency: admin operations (create/delete/alter) are serialised by the
-node's lock; produce and fetch go straight to the partition logs, which are
-thread-safe.  Appenders wake waiting consumers through one condition variable.
+node's lock; produce and in-process reads go through the node's replica manager
+to the partition logs, which are thread-safe.  Appenders wake waiting consumers
+through one condition variable.
 """
 
 from __future__ import annotations
@@ -244,10 +245,13 @@ class Engine:
         (Kafka's consumer setting) stops at the last stable offset and leaves
         out aborted transactions.
         """
-        from .arrow import read_log_arrow
-        log = self.log(topic, partition)
-        return read_log_arrow(log, topic, partition, start, end, max_rows=max_rows,
-                              isolation_level=isolation_level)
+        from .arrow import is_read_committed, slices_to_table
+        self._check_open()
+        committed = is_read_committed(isolation_level)
+        got = self.node.replicas.read_local_batches(topic, partition, start, end,
+                                                    isolation_level=1 if committed else 0)
+        return slices_to_table(got.slices, topic, partition, got.start, got.end,
+                               aborted_transactions=got.aborted_transactions, max_rows=max_rows)
 
     # -- notifications between appenders and waiting consumers -----------
     def notify_appended(self) -> None:

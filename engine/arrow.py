@@ -15,7 +15,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 __all__ = ["HEADERS_TYPE", "KAFKA_SCHEMA", "batches_to_table", "is_read_committed", "iter_log_batches",
-           "read_log_arrow", "scanner"]
+           "read_log_arrow", "scanner", "slices_to_table"]
 
 #: Element type of the ``headers`` column: ``list<struct<key: string, value: binary>>``.
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -146,12 +146,29 @@ def read_log_arrow(log, topic: str, partition: int, start: int | None = None,
     """
     committed = is_read_committed(isolation_level)
     start, end = _resolve_range(log, start, end, committed)
-    sc = _scanner_for(log, start, end, committed, check_crc)
-    if start < end:
-        offset = start
-        limit = -1 if max_rows is None else max_rows
-        for sl in log.segments_for_range(start, end):
-            offset, _pos = sc.feed(sl.view(), 0, -1, offset, end, sl.path, limit, sl.position)
-            if offset >= end or (max_rows is not None and sc.num_rows >= max_rows):
-                break
+    if start >= end:
+        return slices_to_table([], topic, partition, start, end)
+    return slices_to_table(log.segments_for_range(start, end), topic, partition, start, end,
+                           aborted_transactions=log.aborted_transactions(start, end) if committed else None,
+                           max_rows=max_rows, check_crc=check_crc)
+
+
+def slices_to_table(slices, topic: str, partition: int, start: int, end: int, *,
+                    aborted_transactions=None, max_rows: int | None = None,
+                    check_crc: bool = True) -> pa.Table:
+    """Offsets [start, end) of batch-aligned ``FileSlice`` s (one per segment, as a partition
+    log's ``segments_for_range`` or the replica layer's ``read_local_batches`` give them) as a
+    table with :data:`KAFKA_SCHEMA`, scanned in place (``FileSlice.view()``: a read-only map).
+    `aborted_transactions` (read_committed) drops those transactions' records."""
+    sc = scanner(check_crc)
+    if aborted_transactions is not None:
+        sc.set_aborted(aborted_transactions)
+    offset = start
+    limit = -1 if max_rows is None else max_rows
+    for sl in slices:
+        if offset >= end:
+            break
+        offset, _pos = sc.feed(sl.view(), 0, -1, offset, end, sl.path, limit, sl.position)
+        if max_rows is not None and sc.num_rows >= max_rows:
+            break
     return sc.finish(topic, partition)

@@ -6,7 +6,8 @@ The coordinator answering is a running broker given by address (``bootstrap``, o
 Kafka; log end offsets then come from ListOffsets), or the one that owns the data
 directory: the broker serving it (found with ``engine.broker_address``, reached over the
 Kafka protocol), or — when no process holds the directory — this process's own, opened for
-the duration; log end offsets for the lag then come from the files.
+the duration; high watermarks for the lag then come from the local replicas (the replica
+layer's ``local_offsets``; a read-only open beside the broker: what that broker published).
 """
 
 from __future__ import annotations
@@ -113,13 +114,10 @@ class GroupAdmin:
                 return self._wire._main.list_offsets({(topic, partition): -1})[(topic, partition)][0]
             except KafkaApiError:
                 return None
-        try:
-            log = self._eng.log(topic, partition)
+        try:       # through the replica layer (a read-only open: the writer's published HW)
+            return self._eng.replicas.local_offsets(topic, partition).high_watermark
         except KeyError:
             return None
-        if self._eng.read_only:
-            log.refresh()
-        return log.high_watermark
 
     def delete(self, group_id: str) -> None:
         if self._wire is None:

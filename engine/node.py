@@ -33,7 +33,8 @@ what Metadata does for an unknown topic -- go through ``node.topics`` (engine/to
 composition gives (engine/cluster/local.py ``ZkTopics``, via :meth:`Node.use_topics`).
 
 Threads: every method may be called from any thread; admin operations and state changes hold
-one admin lock; produce and fetch go straight to the partition logs, which are thread-safe.
+one admin lock; produce and in-process reads go through the replica manager to the partition
+logs, which are thread-safe.
 Appenders wake waiting consumers through one condition variable.
 """
 

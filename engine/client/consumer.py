@@ -6,6 +6,10 @@ return.  ``poll`` decodes records (decompressing as needed) into
 untouched, for callers that decode themselves.  Reads never go above the high
 watermark.  A consumer is not thread-safe (like Kafka's); use one per thread.
 
+Every read goes through the node's replica layer (``engine.replicas``: Kafka's
+readFromLocalLog and ListOffsets for a consumer, engine/replica/local_read.py),
+which answers from the local replica's log as ``FileSlice`` s mapped in place.
+
 With a ``group_id``, ``subscribe(topics)`` makes the consumer a member of a
 consumer group (Kafka's classic protocol, see ``engine.client.group``): the
 group's coordinator — the same code the broker serves to wire clients — splits
@@ -88,6 +92,7 @@ class Consumer:
             raise InvalidConfigError(f"isolation_level must be read_uncommitted or read_committed, "
                                      f"got {cfg['isolation_level']!r}")
         self._committed = cfg["isolation_level"] == "read_committed"
+        self._isolation = 1 if self._committed else 0      # Kafka's IsolationLevel ids
         if cfg["auto_offset_reset"] not in ("latest", "earliest", "none"):
             raise InvalidConfigError(
                 f"auto_offset_reset must be latest, earliest or none, got {cfg['auto_offset_reset']!r}")
@@ -97,6 +102,7 @@ class Consumer:
             if not isinstance(cfg[key], int) or cfg[key] < 1:
                 raise InvalidConfigError(f"{key} must be a positive integer, got {cfg[key]!r}")
         self._engine = engine
+        self._replicas = engine.replicas        # the replica layer: every read goes through it
         self._cfg = cfg
         self._positions: dict[TopicPartition, int | None] = {}
         self._buffered: dict[TopicPartition, deque] = {}
@@ -195,7 +201,7 @@ class Consumer:
             raise InvalidConfigError("assign() on a consumer that subscribed to a group")
         tps = [_tp(p) for p in partitions]
         for tp in tps:
-            self._engine.log(tp.topic, tp.partition)
+            self._offsets(tp)           # UnknownTopicOrPartitionError
         self._positions = {tp: self._positions.get(tp) for tp in tps}
         self._buffered = {tp: self._buffered.get(tp, deque()) for tp in tps}
 
@@ -207,12 +213,13 @@ class Consumer:
     def assignment(self) -> list[TopicPartition]:
         return list(self._positions)
 
-    def _log(self, tp: TopicPartition):
-        return self._engine.log(tp.topic, tp.partition)
+    def _offsets(self, tp: TopicPartition):
+        """The partition's offsets as the replica layer has them (LocalOffsets)."""
+        return self._replicas.local_offsets(tp.topic, tp.partition)
 
-    def _end(self, log) -> int:
+    def _end(self, tp: TopicPartition) -> int:
         """Where reading ends: the LSO under read_committed, else the high watermark."""
-        return log.last_stable_offset if self._committed else log.high_watermark
+        return self._offsets(tp).end(self._isolation)
 
     def seek(self, partition: Any, offset: int) -> None:
         tp = _tp(partition)
@@ -226,11 +233,11 @@ class Consumer:
 
     def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
         for tp in (self._positions if partitions is None else map(_tp, partitions)):
-            self.seek(tp, self._log(tp).log_start_offset)
+            self.seek(tp, self._offsets(tp).log_start_offset)
 
     def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
         for tp in (self._positions if partitions is None else map(_tp, partitions)):
-            self.seek(tp, self._end(self._log(tp)))
+            self.seek(tp, self._end(tp))
 
     def position(self, partition: Any) -> int:
         tp = _tp(partition)
@@ -241,28 +248,29 @@ class Consumer:
 
     def _reset(self, tp: TopicPartition) -> int:
         policy = self._cfg["auto_offset_reset"]
-        log = self._log(tp)
         if policy == "none":
             raise OffsetOutOfRangeError(f"no position for {tp} and auto_offset_reset is none")
-        pos = log.log_start_offset if policy == "earliest" else self._end(log)
+        pos = self._offsets(tp).log_start_offset if policy == "earliest" else self._end(tp)
         self._positions[tp] = pos
         self._buffered[tp].clear()
         self._fill_end.pop(tp, None)
         return pos
 
     def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
-        return {tp: self._log(tp).log_start_offset for tp in map(_tp, partitions)}
+        return {tp: self._offsets(tp).log_start_offset for tp in map(_tp, partitions)}
 
     def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
         """The end a consumer can read to: the high watermark (the LSO under read_committed)."""
-        return {tp: self._end(self._log(tp)) for tp in map(_tp, partitions)}
+        return {tp: self._end(tp) for tp in map(_tp, partitions)}
 
     def offsets_for_times(self, timestamps: Mapping[Any, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """For each partition the earliest offset whose timestamp >= the given one (None past the end)."""
+        """For each partition the earliest offset whose timestamp >= the given one (None past the
+        end: the high watermark, the LSO under read_committed, as Kafka's ListOffsets answers)."""
         out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for item, ts in timestamps.items():
             tp = _tp(item)
-            found = self._log(tp).offset_for_timestamp(ts)
+            found = self._replicas.local_offset_for_timestamp(tp.topic, tp.partition, ts,
+                                                              isolation_level=self._isolation)
             out[tp] = None if found is None else OffsetAndTimestamp(found[0], found[1])
         return out
 
@@ -280,13 +288,13 @@ class Consumer:
         pos = self._positions[tp]
         if pos is None:
             pos = self._reset(tp)
-        log = self._log(tp)
-        log.refresh()  # read-only opens: the writer's published high watermark
-        if pos >= self._end(log) and pos <= log.log_end_offset:
-            return []
         try:
-            info = log.read(pos, max_bytes, isolation_level=1 if self._committed else 0)
+            info = self._replicas.read_from_local_log(tp.topic, tp.partition, pos, max_bytes,
+                                                      isolation_level=self._isolation)
         except OffsetOutOfRangeError:
+            o = self._offsets(tp)
+            if o.log_start_offset <= pos <= o.log_end_offset:
+                return []       # above a read-only open's high watermark: nothing yet, as Kafka
             if self._cfg["auto_offset_reset"] == "none":
                 raise
             self._reset(tp)

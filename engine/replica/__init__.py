@@ -5,6 +5,8 @@
   (:class:`StaticClusterView`) implementations.
 - :mod:`.partition` -- :class:`Partition`: one local replica, its role, followers, HW, purgatory.
 - :mod:`.manager` -- :class:`ReplicaManager`: what the request handlers call.
+- :mod:`.local_read` -- the manager's in-process reads (the embedded consumer, read_arrow, the
+  console): a consumer's bounds, the local replica's own FileSlices.
 - :mod:`.fetcher` -- :class:`ReplicaFetcher`: a follower's replication thread per leader broker.
 """
 

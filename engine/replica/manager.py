@@ -7,6 +7,7 @@
     info, log_start, waiter = await rm.append(topic, p, buf, acks)
     await rm.wait_for_acks([waiter, ...], timeout_ms)   # acks=all: raises per waiter
     info = rm.read(topic, p, offset, max_bytes, replica_id=-1, current_leader_epoch=-1)
+    info = rm.read_from_local_log(topic, p, offset, max_bytes)   # in-process readers (local_read.py)
     rm.become_leader(topic, p, leader_epoch, replicas, isr, partition_epoch)
     rm.become_follower(topic, p, leader_id, leader_epoch, replicas, partition_epoch)
     rm.stop_replica(topic, p, delete=False)
@@ -53,6 +54,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..storage.logtypes import FetchInfo
+from .local_read import LocalReads
 from .partition import Partition, now_ms
 from .verification import TransactionVerifier
 
@@ -66,8 +68,9 @@ _FETCHER_KEYS = {"replica.fetch.wait.max.ms": "max_wait_ms", "replica.fetch.min.
                  "replica.fetch.backoff.ms": "backoff_ms", "replica.socket.timeout.ms": "request_timeout_ms"}
 
 
-class ReplicaManager:
-    """See the module docstring."""
+class ReplicaManager(LocalReads):
+    """See the module docstring; the in-process reads (``read_from_local_log`` & co.) are
+    :class:`~engine.replica.local_read.LocalReads`."""
 
     def __init__(self, config, logs, view, *, log_for,
                  replica_lag_time_max_ms: int | None = None, fetcher_config: dict | None = None):

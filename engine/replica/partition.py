@@ -23,7 +23,7 @@ import time
 from ..errors import FencedLeaderEpochError, NotEnoughReplicasError, NotLeaderOrFollowerError, UnknownLeaderEpochError
 from .purgatory import DelayedDeleteRecords, DelayedProduce
 
-__all__ = ["FollowerState", "Partition"]
+__all__ = ["FollowerState", "Partition", "offset_for_timestamp"]
 
 
 def now_ms() -> int:
@@ -234,27 +234,9 @@ class Partition:
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int = 0,
                              from_replica: bool = False) -> tuple[int, int] | None:
-        """ListOffsets on this leader (Kafka's Partition.fetchOffsetForTimestamp): (offset,
-        timestamp) or None.  ``timestamp`` -2 earliest, -1 latest -- the high watermark; the last
-        stable offset under read_committed (``isolation_level`` 1); the log end offset asked by
-        a replica (``from_replica``) --, -3 the first record with the largest timestamp (KIP-734),
-        else the first record at or after it; read_committed never answers at or past the LSO."""
-        plog = self.log
-        if timestamp == -1 and isolation_level == 1:
-            return plog.last_stable_offset, -1
-        if timestamp == -1 and from_replica:
-            return plog.log_end_offset, -1
-        if timestamp == -3:
-            # the first segment with the largest maxTimestampSoFar, then the first record in it
-            # with that timestamp: the first record of the log with a timestamp >= the largest
-            largest = max((seg.max_timestamp for seg in plog.segments), default=-1)
-            hit = plog.offset_for_timestamp(largest) if largest >= 0 else None
-        else:
-            hit = plog.offset_for_timestamp(timestamp)
-        if isolation_level == 1 and timestamp not in (-1, -2) and hit is not None \
-                and hit[0] >= plog.last_stable_offset:
-            return None                                   # Kafka: only offsets below the LSO
-        return hit
+        """ListOffsets on this leader (Kafka's Partition.fetchOffsetForTimestamp): see
+        :func:`offset_for_timestamp`."""
+        return offset_for_timestamp(self.log, timestamp, isolation_level, from_replica)
 
     def complete_delete_waiters(self, live_brokers) -> None:
         self.delayed_delete.complete(self.low_watermark(live_brokers))
@@ -264,3 +246,26 @@ class Partition:
         self.delayed_produce.fail(exc_type, message)
         self.delayed_delete.fail(exc_type, message)
 
+
+def offset_for_timestamp(plog, timestamp: int, isolation_level: int = 0,
+                         from_replica: bool = False) -> tuple[int, int] | None:
+    """ListOffsets on a replica's log `plog` (Kafka's Partition.fetchOffsetForTimestamp): (offset,
+    timestamp) or None.  ``timestamp`` -2 earliest, -1 latest -- the high watermark; the last
+    stable offset under read_committed (``isolation_level`` 1); the log end offset asked by
+    a replica (``from_replica``) --, -3 the first record with the largest timestamp (KIP-734),
+    else the first record at or after it; read_committed never answers at or past the LSO."""
+    if timestamp == -1 and isolation_level == 1:
+        return plog.last_stable_offset, -1
+    if timestamp == -1 and from_replica:
+        return plog.log_end_offset, -1
+    if timestamp == -3:
+        # the first segment with the largest maxTimestampSoFar, then the first record in it
+        # with that timestamp: the first record of the log with a timestamp >= the largest
+        largest = max((seg.max_timestamp for seg in plog.segments), default=-1)
+        hit = plog.offset_for_timestamp(largest) if largest >= 0 else None
+    else:
+        hit = plog.offset_for_timestamp(timestamp)
+    if isolation_level == 1 and timestamp not in (-1, -2) and hit is not None \
+            and hit[0] >= plog.last_stable_offset:
+        return None                                   # Kafka: only offsets below the LSO
+    return hit

@@ -241,3 +241,42 @@ def test_lower_layers_hold_no_node():
             if name == "node":
                 offenders.append(f"{path}:{n.lineno}")
     assert not offenders, "a Node held below its layer:\n" + "\n".join(offenders)
+
+
+# what reads a partition's records or offsets on a PartitionLog (the storage layer)
+_LOG_READS = {"read", "segments_for_range", "aborted_transactions", "offset_for_timestamp", "refresh",
+              "last_stable_offset"}
+
+
+def test_in_process_readers_go_through_the_replica_layer():
+    """The embedded clients (engine/client), the Engine facade, the group tools and the web
+    console read partitions through the replica layer (``engine.replicas.read_from_local_log``,
+    ``read_local_batches``, ``local_offsets``, ``local_offset_for_timestamp``:
+    engine/replica/local_read.py), never a PartitionLog: no ``.log(...)`` / ``._log(...)`` /
+    ``.get_log(...)`` call and no read method (``read``, ``segments_for_range``, ...) on a
+    log.  Only ``Engine.log`` itself, the public handle on the storage layer, calls
+    ``node.log``; ``spark_udfs`` reads segment files in other processes by design."""
+    offenders = []
+    for mod, path in _modules().items():
+        if not (mod.startswith(("engine.client.", "engine.console."))
+                or mod in ("engine._engine", "engine.group_admin")):
+            continue
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        accessor = {id(n) for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef) and fn.name == "log"
+                    and mod == "engine._engine" for n in ast.walk(fn)}
+        from_log = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                    and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
+                    and node.value.func.attr in ("log", "_log", "get_log")
+                    for t in node.targets if isinstance(t, ast.Name)}
+        for n in ast.walk(tree):
+            if id(n) in accessor:
+                continue
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr in ("log", "_log", "get_log"):
+                offenders.append(f"{path}:{n.lineno} {ast.unparse(n.func)}(...)")
+            elif isinstance(n, ast.Attribute) and n.attr in _LOG_READS:
+                recv = _receiver(n)
+                if recv in ("log", "plog") or recv.endswith("_log") or recv in from_log:
+                    offenders.append(f"{path}:{n.lineno} {ast.unparse(n)}")
+    assert not offenders, "partition logs read outside the replica layer:\n" + "\n".join(offenders)
