@@ -123,7 +123,8 @@ class Engine:
     @property
     def replicas(self):
         """This node's :class:`~engine.replica.ReplicaManager` (``engine.node.replicas``):
-        every partition write goes through it."""
+        every partition write and every in-process read (``read_from_local_log`` & co.) goes
+        through it."""
         return self.node.replicas
 
     def use_view(self, view) -> None:

@@ -6,7 +6,7 @@ and hands them to the request handlers; a :class:`Node` does the same for one da
     node = Node("./data", {"num.partitions": 3})   # engine.open(...).node is one
     node.logs                      # the LogManager (engine/storage/manager.py): the partition logs
     node.create_topic("t", 3)      # topic administration and lookups over the local metadata
-    node.replicas                  # the ReplicaManager: every partition write and leader read
+    node.replicas                  # the ReplicaManager: every partition write and read
     node.group_coordinator         # GroupCoordinator (__consumer_offsets), started on first use
     node.transaction_coordinator   # TransactionCoordinator (__transaction_state), likewise
     await node.host_coordinator("group")   # a broker runs it on its own loop instead
@@ -422,7 +422,8 @@ class Node:
     def replicas(self) -> ReplicaManager:
         """This node's ReplicaManager, through which every partition write goes -- the broker's
         handlers, the coordinators, the in-process producers -- so leadership, leader epochs
-        and the ISR are checked in one place.  Made on first use for the view given to
+        and the ISR are checked in one place, and every read (wire Fetches; in-process readers
+        through engine/replica/local_read.py, bounded by the HW / LSO).  Made on first use for the view given to
         :meth:`use_view` (default: the single-node view)."""
         rm = self._replicas
         if rm is None:
