@@ -422,9 +422,9 @@ class Node:
     def replicas(self) -> ReplicaManager:
         """This node's ReplicaManager, through which every partition write goes -- the broker's
         handlers, the coordinators, the in-process producers -- so leadership, leader epochs
-        and the ISR are checked in one place, and every read (wire Fetches; in-process readers
-        through engine/replica/local_read.py, bounded by the HW / LSO).  Made on first use for the view given to
-        :meth:`use_view` (default: the single-node view)."""
+        and the ISR are checked in one place; and every read (wire Fetches, and in-process
+        readers through engine/replica/local_read.py, bounded by the HW / LSO).  Made on first
+        use for the view given to :meth:`use_view` (default: the single-node view)."""
         rm = self._replicas
         if rm is None:
             with self._admin:
