@@ -123,8 +123,8 @@ class Engine:
     @property
     def replicas(self):
         """This node's :class:`~engine.replica.ReplicaManager` (``engine.node.replicas``):
-        every partition write and every in-process read (``read_from_local_log`` & co.) goes
-        through it."""
+        every partition write and every in-process read (``replicas.local.read_from_local_log``
+        & co.) goes through it."""
         return self.node.replicas
 
     def use_view(self, view) -> None:
@@ -249,7 +249,7 @@ class Engine:
         from .arrow import is_read_committed, slices_to_table
         self._check_open()
         committed = is_read_committed(isolation_level)
-        got = self.node.replicas.read_local_batches(topic, partition, start, end,
+        got = self.node.replicas.local.read_local_batches(topic, partition, start, end,
                                                     isolation_level=1 if committed else 0)
         return slices_to_table(got.slices, topic, partition, got.start, got.end,
                                aborted_transactions=got.aborted_transactions, max_rows=max_rows)

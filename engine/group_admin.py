@@ -115,7 +115,7 @@ class GroupAdmin:
             except KafkaApiError:
                 return None
         try:       # through the replica layer (a read-only open: the writer's published HW)
-            return self._eng.replicas.local_offsets(topic, partition).high_watermark
+            return self._eng.replicas.local.local_offsets(topic, partition).high_watermark
         except KeyError:
             return None
 

@@ -215,7 +215,7 @@ class Consumer:
 
     def _offsets(self, tp: TopicPartition):
         """The partition's offsets as the replica layer has them (LocalOffsets)."""
-        return self._replicas.local_offsets(tp.topic, tp.partition)
+        return self._replicas.local.local_offsets(tp.topic, tp.partition)
 
     def _end(self, tp: TopicPartition) -> int:
         """Where reading ends: the LSO under read_committed, else the high watermark."""
@@ -269,7 +269,7 @@ class Consumer:
         out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for item, ts in timestamps.items():
             tp = _tp(item)
-            found = self._replicas.local_offset_for_timestamp(tp.topic, tp.partition, ts,
+            found = self._replicas.local.local_offset_for_timestamp(tp.topic, tp.partition, ts,
                                                               isolation_level=self._isolation)
             out[tp] = None if found is None else OffsetAndTimestamp(found[0], found[1])
         return out
@@ -289,7 +289,7 @@ class Consumer:
         if pos is None:
             pos = self._reset(tp)
         try:
-            info = self._replicas.read_from_local_log(tp.topic, tp.partition, pos, max_bytes,
+            info = self._replicas.local.read_from_local_log(tp.topic, tp.partition, pos, max_bytes,
                                                       isolation_level=self._isolation)
         except OffsetOutOfRangeError:
             o = self._offsets(tp)

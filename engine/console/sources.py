@@ -89,23 +89,23 @@ class EngineSource:
 
     def _hw(self, topic: str, partition: int) -> int | None:
         try:
-            return self.engine.replicas.local_offsets(topic, partition).high_watermark
+            return self.engine.replicas.local.local_offsets(topic, partition).high_watermark
         except KeyError:
             return None
 
     def records(self, topic: str, partition: int, offset: int | None = None,
                 timestamp: int | None = None, limit: int = 20) -> dict:
         replicas = self.engine.replicas          # every read through the replica layer
-        offs = replicas.local_offsets(topic, partition)
+        offs = replicas.local.local_offsets(topic, partition)
         if timestamp is not None:
-            found = replicas.local_offset_for_timestamp(topic, partition, timestamp)
+            found = replicas.local.local_offset_for_timestamp(topic, partition, timestamp)
             offset = found[0] if found else offs.high_watermark
         if offset is None or offset < offs.log_start_offset:
             offset = offs.log_start_offset
         hw = offs.high_watermark
         out: list = []
         if offset < hw:
-            info = replicas.read_from_local_log(topic, partition, offset, MAX_READ_BYTES)
+            info = replicas.local.read_from_local_log(topic, partition, offset, MAX_READ_BYTES)
             out = _bounded(rec.decode(info.read()), offset, limit)
         return {"offset": offset, "records": out, "log_start_offset": offs.log_start_offset,
                 "high_watermark": hw}

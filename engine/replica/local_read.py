@@ -4,10 +4,13 @@ console), as Kafka's ``ReplicaManager.readFromLocalLog`` serves a consumer's Fet
 
 ::
 
-    info = rm.read_from_local_log(topic, p, offset, max_bytes, isolation_level=0)   # FetchInfo
-    r = rm.read_local_batches(topic, p, start, end, isolation_level=1)   # whole batches [start, end)
-    o = rm.local_offsets(topic, p)           # LocalOffsets(log start, HW, LSO, log end)
-    hit = rm.local_offset_for_timestamp(topic, p, timestamp, isolation_level=0)
+    info = rm.local.read_from_local_log(topic, p, offset, max_bytes, isolation_level=0)   # FetchInfo
+    r = rm.local.read_local_batches(topic, p, start, end, isolation_level=1)   # whole batches [start, end)
+    o = rm.local.local_offsets(topic, p)           # LocalOffsets(log start, HW, LSO, log end)
+    hit = rm.local.local_offset_for_timestamp(topic, p, timestamp, isolation_level=0)
+
+``rm.local`` is a :class:`LocalReads` the manager owns, given its ``local_copy(topic,
+partition)`` (the log of this node's copy of a partition, below).
 
 The bound is a consumer's (Kafka's FetchIsolation): the high watermark, or the last stable
 offset under read_committed (``isolation_level`` 1); never the log end offset.  The answer is
@@ -27,9 +30,10 @@ by design).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from ..errors import KafkaStorageError, OffsetOutOfRangeError
+from ..errors import OffsetOutOfRangeError
 from .partition import offset_for_timestamp
 
 __all__ = ["LocalBatches", "LocalOffsets", "LocalReads"]
@@ -58,22 +62,13 @@ class LocalBatches(NamedTuple):
 
 
 class LocalReads:
-    """The in-process read operations of :class:`~engine.replica.manager.ReplicaManager` (a
-    base class of it: it gives ``_parts``, ``offline`` and ``logs``)."""
+    """The in-process read operations of a :class:`~engine.replica.manager.ReplicaManager`
+    (its ``local``), over its ``local_copy(topic, partition)``: the log of this node's replica
+    of the partition (module docstring: which copy), UNKNOWN_TOPIC_OR_PARTITION when there is
+    none here, KAFKA_STORAGE_ERROR when the broker's replicas are offline."""
 
-    _parts: dict
-    offline: str | None
-    logs: Any
-
-    def _local_copy(self, topic: str, partition: int):
-        """The log of this node's replica of the partition (module docstring: which copy);
-        UNKNOWN_TOPIC_OR_PARTITION when there is none here, KAFKA_STORAGE_ERROR offline."""
-        if self.offline is not None:
-            raise KafkaStorageError(self.offline)
-        part = self._parts.get((topic, partition))
-        if part is not None and not part.log.closed:
-            return part.log
-        return self.logs.get_log(topic, partition)     # not hosted (yet): the log as it is
+    def __init__(self, local_copy: Callable[[str, int], Any]) -> None:
+        self._local_copy = local_copy
 
     def read_from_local_log(self, topic: str, partition: int, offset: int, max_bytes: int, *,
                             isolation_level: int = 0, min_one_batch: bool = True):

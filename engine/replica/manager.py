@@ -7,7 +7,7 @@
     info, log_start, waiter = await rm.append(topic, p, buf, acks)
     await rm.wait_for_acks([waiter, ...], timeout_ms)   # acks=all: raises per waiter
     info = rm.read(topic, p, offset, max_bytes, replica_id=-1, current_leader_epoch=-1)
-    info = rm.read_from_local_log(topic, p, offset, max_bytes)   # in-process readers (local_read.py)
+    info = rm.local.read_from_local_log(topic, p, offset, max_bytes)   # in-process readers (local_read.py)
     rm.become_leader(topic, p, leader_epoch, replicas, isr, partition_epoch)
     rm.become_follower(topic, p, leader_id, leader_epoch, replicas, partition_epoch)
     rm.stop_replica(topic, p, delete=False)
@@ -68,9 +68,9 @@ _FETCHER_KEYS = {"replica.fetch.wait.max.ms": "max_wait_ms", "replica.fetch.min.
                  "replica.fetch.backoff.ms": "backoff_ms", "replica.socket.timeout.ms": "request_timeout_ms"}
 
 
-class ReplicaManager(LocalReads):
-    """See the module docstring; the in-process reads (``read_from_local_log`` & co.) are
-    :class:`~engine.replica.local_read.LocalReads`."""
+class ReplicaManager:
+    """See the module docstring; the in-process reads (``local.read_from_local_log`` & co.) are
+    a :class:`~engine.replica.local_read.LocalReads` over :meth:`local_copy`."""
 
     def __init__(self, config, logs, view, *, log_for,
                  replica_lag_time_max_ms: int | None = None, fetcher_config: dict | None = None):
@@ -97,6 +97,7 @@ class ReplicaManager(LocalReads):
         self._role_listeners: list = []
         self.on_storage_error = None        # see "Storage errors" in the module docstring
         self.offline: str | None = None     # why this broker stopped serving its replicas
+        self.local = LocalReads(self.local_copy)    # in-process readers (local_read.py)
         self._verifier: TransactionVerifier | None = None     # KIP-890 (verification.py)
         self._verify = False                # transaction.partition.verification.enable
         # how the fetchers connect to leaders: the inter-broker listener's TLS / SASL
@@ -159,6 +160,17 @@ class ReplicaManager(LocalReads):
         leader = self.view.partition_state(topic, partition)[0]    # UnknownTopicOrPartitionError
         raise NotLeaderOrFollowerError(f"broker {self.node_id} hosts no replica of {topic}-{partition} "
                                        f"(leader: {leader})")
+
+    def local_copy(self, topic: str, partition: int):
+        """The log of this node's replica of the partition whatever its role, or the log on disk
+        of one not (yet) hosted here -- never made leader by this lookup (local_read.py: the
+        in-process readers); UNKNOWN_TOPIC_OR_PARTITION when there is none here."""
+        if self.offline is not None:
+            raise KafkaStorageError(self.offline)
+        part = self._parts.get((topic, partition))
+        if part is not None and not part.log.closed:
+            return part.log
+        return self.logs.get_log(topic, partition)     # not hosted (yet): the log as it is
 
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
         """The partition if this broker leads it (NOT_LEADER_OR_FOLLOWER otherwise), after

@@ -34,11 +34,11 @@ def test_reads_stop_at_the_high_watermark_and_change_no_role(tmp_path):
         assert [r.value for r in c.poll(timeout_ms=0)] == [b"v0", b"v1", b"v2"]
         assert c.end_offsets([(T, 0)]) == {(T, 0): 3}
         assert eng.read_arrow(T, 0).num_rows == 3
-        o = eng.replicas.local_offsets(T, 0)
+        o = eng.replicas.local.local_offsets(T, 0)
         assert (o.log_start_offset, o.high_watermark, o.log_end_offset) == (0, 3, 9)
         # reading made no partition leader here (that would take the log end as committed)
         assert eng.replicas.partitions() == []
-        assert eng.replicas.local_offsets(T, 0).high_watermark == 3
+        assert eng.replicas.local.local_offsets(T, 0).high_watermark == 3
 
 
 def test_read_only_consumer_above_the_published_high_watermark_waits(tmp_path):

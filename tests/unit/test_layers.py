@@ -250,7 +250,7 @@ _LOG_READS = {"read", "segments_for_range", "aborted_transactions", "offset_for_
 
 def test_in_process_readers_go_through_the_replica_layer():
     """The embedded clients (engine/client), the Engine facade, the group tools and the web
-    console read partitions through the replica layer (``engine.replicas.read_from_local_log``,
+    console read partitions through the replica layer (``engine.replicas.local.read_from_local_log``,
     ``read_local_batches``, ``local_offsets``, ``local_offset_for_timestamp``:
     engine/replica/local_read.py), never a PartitionLog: no ``.log(...)`` / ``._log(...)`` /
     ``.get_log(...)`` call and no read method (``read``, ``segments_for_range``, ...) on a
