@@ -22,6 +22,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .config import is_sensitive
+
 __all__ = ["main"]
 
 class Progress:
@@ -184,7 +186,9 @@ def cmd_configs(args: argparse.Namespace) -> int:
         for k in sorted(values if args.all else overrides):
             source = ("DYNAMIC_TOPIC_CONFIG" if kind == "topic" else "STATIC_BROKER_CONFIG") \
                 if k in overrides else "DEFAULT_CONFIG"
-            print(f"  {k}={values.get(k, overrides.get(k))} sensitive=false source={source}")
+            secret = is_sensitive(k)        # as kafka-configs.sh: a password is never printed
+            value = "(sensitive)" if secret else values.get(k, overrides.get(k))
+            print(f"  {k}={value} sensitive={str(secret).lower()} source={source}")
     return 0
 
 

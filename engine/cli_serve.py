@@ -15,6 +15,8 @@ import os
 import sys
 import time
 
+from .config import shown_value
+
 __all__ = ["add_console_parser", "add_serve_parser", "cmd_console", "cmd_serve"]
 
 
@@ -162,7 +164,7 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             effective = {k: v for k, v in cfg.explicit.items() if k not in cfg.ignored}
             if effective:
                 log.info("effective non-default configuration: %s",
-                         ", ".join(f"{k}={v}" for k, v in sorted(effective.items())))
+                         ", ".join(f"{k}={shown_value(k, v)}" for k, v in sorted(effective.items())))
             from .cluster.scram_zk import ZkScramCredentials
             from .security.credentials import ScramCredentialStore
             # in cluster mode shared through ZooKeeper once the broker joined (share below)

@@ -26,7 +26,7 @@ from ._kafka_configs import KAFKA_BROKER_KEYS
 from .errors import InvalidConfigError
 
 __all__ = ["INTERNAL_BROKER_KEYS", "OWN_BROKER_KEYS", "TOPIC_CONFIG_DEFAULTS", "EngineConfig", "LogConfig",
-           "keys_without_effect", "parse_properties"]
+           "is_sensitive", "keys_without_effect", "parse_properties", "shown_value"]
 
 LONG_MAX = 9223372036854775807
 _COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
@@ -272,6 +272,26 @@ _TIME_ALIASES = {
     "log.retention.hours": ("log.retention.ms", 3600000),
     "log.retention.minutes": ("log.retention.ms", 60000),
 }
+
+
+_PASSWORD_KEYS = frozenset(k for k, t in KAFKA_BROKER_KEYS.items() if t == "password")
+
+
+def is_sensitive(key: str) -> bool:
+    """Whether `key` holds a secret Kafka types PASSWORD (``sasl.jaas.config``, ``ssl.*.password``,
+    ``ssl.keystore.key``, ...), also behind a ``listener.name.<l>.[<mechanism>.]`` prefix, or any
+    key ending in ``.password`` or ``.secret``: never logged or printed (Kafka shows
+    ``[hidden]``)."""
+    if key in _PASSWORD_KEYS or key.endswith((".password", ".secret")):
+        return True
+    if key.startswith("listener.name."):
+        return any(key.endswith("." + k) for k in _PASSWORD_KEYS)
+    return False
+
+
+def shown_value(key: str, value: Any) -> Any:
+    """`value` as it may be logged: ``[hidden]`` for a sensitive key (:func:`is_sensitive`)."""
+    return "[hidden]" if is_sensitive(key) else value
 
 
 def keys_without_effect() -> list[str]:

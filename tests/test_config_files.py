@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 
 from confluent_kafka import Producer
 
-from engine.config import EngineConfig, keys_without_effect, parse_properties
+from engine.config import EngineConfig, is_sensitive, keys_without_effect, parse_properties
 from tests.serving import ServeProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,3 +51,27 @@ def test_docs_list_the_keys_accepted_without_effect():
     listed = re.findall(r"`([a-z0-9.]+)`", block.group(1))
     assert listed == keys_without_effect()
     assert f"The {len(listed)} Kafka 4.0 broker keys accepted without effect" in text
+
+
+def test_secrets_are_never_logged_or_printed(tmp_path):
+    """Kafka's PASSWORD keys (a listener's JAAS line with its users' passwords, ssl.key.password)
+    show as [hidden] in the broker's startup log and (sensitive) in `configs --describe`."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_admin="jaas-s3cret";')
+    assert is_sensitive("sasl.jaas.config") and is_sensitive("listener.name.sasl_ssl.plain.sasl.jaas.config")
+    assert is_sensitive("listener.name.ssl.ssl.keystore.key") and is_sensitive("ssl.truststore.password")
+    assert not is_sensitive("ssl.keystore.location") and not is_sensitive("sasl.enabled.mechanisms")
+    srv = ServeProcess(tmp_path / "d", "--config", "sasl.enabled.mechanisms=PLAIN",
+                       "--config", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
+                       "--config", "ssl.key.password=key-s3cret")
+    srv.bootstrap = f"PLAINTEXT://{srv.bootstrap},SASL_PLAINTEXT://127.0.0.1:0"
+    srv.start()
+    code, log = srv.stop()
+    assert code == 0, log
+    assert "effective non-default configuration" in log and "jaas.config=[hidden]" in log, log
+    assert "s3cret" not in log, log
+    r = subprocess.run([sys.executable, "-m", "engine", "configs", "--data-dir", srv.data,
+                        "--entity-type", "brokers", "--entity-name", "1", "--config", "ssl.key.password=key-s3cret",
+                        "--config", f"sasl.jaas.config={jaas}"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "ssl.key.password=(sensitive) sensitive=true" in r.stdout and "s3cret" not in r.stdout, r.stdout
