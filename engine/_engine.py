@@ -250,7 +250,7 @@ class Engine:
         self._check_open()
         committed = is_read_committed(isolation_level)
         got = self.node.replicas.local.read_local_batches(topic, partition, start, end,
-                                                    isolation_level=1 if committed else 0)
+                                                          isolation_level=1 if committed else 0)
         return slices_to_table(got.slices, topic, partition, got.start, got.end,
                                aborted_transactions=got.aborted_transactions, max_rows=max_rows)
 

@@ -270,7 +270,7 @@ class Consumer:
         for item, ts in timestamps.items():
             tp = _tp(item)
             found = self._replicas.local.local_offset_for_timestamp(tp.topic, tp.partition, ts,
-                                                              isolation_level=self._isolation)
+                                                                    isolation_level=self._isolation)
             out[tp] = None if found is None else OffsetAndTimestamp(found[0], found[1])
         return out
 
@@ -290,7 +290,7 @@ class Consumer:
             pos = self._reset(tp)
         try:
             info = self._replicas.local.read_from_local_log(tp.topic, tp.partition, pos, max_bytes,
-                                                      isolation_level=self._isolation)
+                                                            isolation_level=self._isolation)
         except OffsetOutOfRangeError:
             o = self._offsets(tp)
             if o.log_start_offset <= pos <= o.log_end_offset:
