@@ -6,8 +6,8 @@ One broker process per test module (``serve``), on 127.0.0.1; tests make their o
 
 Each module runs twice (``security``): ``plaintext``, and ``sasl_ssl`` -- the clients on the
 broker's SASL_SSL listener (SCRAM-SHA-512, tests/secure_clients.py), every client given its
-security settings by the module's ``bootstrap`` (a ``Bootstrap``). CI runs the tests named in
-``SASL_SSL_CI`` over SASL_SSL; ``ENGINE_SASL_SSL_FULL=1`` runs them all. With
+security settings by the module's ``bootstrap`` (a ``Bootstrap``). Every test runs over SASL_SSL
+too (CI included); ``ENGINE_SASL_SSL_FULL=0`` keeps only those named in ``SASL_SSL_CI``. With
 ``CONFORMANCE_BOOTSTRAP`` (another broker) only the plaintext rows run.
 """
 

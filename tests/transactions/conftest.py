@@ -8,8 +8,9 @@ with ``-m "not kafka"``; they are skipped, saying why, where Kafka or java is ab
 
 A third row, ``sasl_ssl``, is ours again with the clients on a SASL_SSL listener (SCRAM-SHA-512,
 tests/secure_clients.py): ``broker.bootstrap`` is then a ``Bootstrap`` carrying the security
-settings that tests/transactions/clients.py gives every client. CI runs the tests in
-``SASL_SSL_CI`` over it; ``ENGINE_SASL_SSL_FULL=1`` runs them all (``TXN_BROKERS`` may leave it out).
+settings that tests/transactions/clients.py gives every client. Every test runs over it (CI
+included); ``ENGINE_SASL_SSL_FULL=0`` keeps only those in ``SASL_SSL_CI`` (``TXN_BROKERS`` may
+leave the row out).
 
 Both brokers get the same settings: a short
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (so a producer that dies inside
