@@ -39,7 +39,7 @@ from .. import _native
 from ..cluster.zkserver import ZooKeeperServer
 from ..errors import CorruptRecordError
 from .netproxy import LinkProxy
-from .procs import free_port, signal_and_wait, start_listening
+from .procs import free_port, reserve_ports, signal_and_wait, start_listening
 
 __all__ = ["PartitionCluster", "ProxiedBroker", "log_batches", "replicas_identical"]
 
@@ -61,13 +61,16 @@ def wait_until(cond, timeout: float, what: str, step: float = 0.05):
 class ProxiedBroker:
     """One broker process with its ZooKeeper proxy and its advertised inbound proxy."""
 
-    def __init__(self, base: str, n: int, zk_host: str, zk_port: int, extra: list[str]):
+    def __init__(self, base: str, n: int, zk_host: str, zk_port: int, extra: list[str],
+                 port: int | None = None):
+        """`port`: the broker's own listener (default: a free one now); a cluster reserves its
+        brokers' ports together (procs.reserve_ports) so no proxy's port 0 takes one of them."""
         self.n = n
         self.dir = os.path.join(base, f"broker-{n}")
         os.makedirs(self.dir, exist_ok=True)
         self.data = os.path.join(self.dir, "data")
         self.log_path = os.path.join(self.dir, "broker.log")
-        self.port = free_port()
+        self.port = free_port() if port is None else port
         self.zk_proxy = LinkProxy(zk_host, zk_port).start()
         self.proxy = LinkProxy("127.0.0.1", self.port, kafka=True).start()
         self.address = f"127.0.0.1:{self.proxy.port}"          # what clients and peers use
@@ -169,7 +172,16 @@ class PartitionCluster:
         from kazoo.client import KazooClient
         self.zk.start()
         host, port = self.zk.connect.rsplit(":", 1)
-        self.brokers = {i: ProxiedBroker(self.base, i, host, int(port), self.extra) for i in range(1, self.n + 1)}
+        # the brokers' ports stay bound while every proxy takes its port 0: a proxy once got a
+        # port just handed to a broker, which then could not listen (and the proxy answered the
+        # check that it did)
+        held = reserve_ports(self.n)
+        try:
+            self.brokers = {i: ProxiedBroker(self.base, i, host, int(port), self.extra, s.getsockname()[1])
+                            for i, s in zip(range(1, self.n + 1), held, strict=True)}
+        finally:
+            for s in held:
+                s.close()
         with ThreadPoolExecutor(self.n) as pool:
             for f in [pool.submit(b.start) for b in self.brokers.values()]:
                 f.result()

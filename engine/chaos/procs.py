@@ -10,13 +10,31 @@ import socket
 import subprocess
 import time
 
-__all__ = ["free_port", "signal_and_wait", "start_listening"]
+__all__ = ["free_port", "reserve_ports", "signal_and_wait", "start_listening"]
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def reserve_ports(n: int) -> list[socket.socket]:
+    """`n` loopback ports, each held by a bound socket until the caller closes it: ports the
+    kernel gives no other bind meanwhile (port 0 -- a proxy's, ZooKeeper's -- included), unlike
+    :func:`free_port`'s, free again as soon as it returns.  Close them just before the processes
+    that listen on them start."""
+    held: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", 0))
+    except OSError:
+        for s in held:
+            s.close()
+        raise
+    return held
 
 
 def start_listening(args: list[str], log_path: str, port: int, what: str, timeout: float = 60.0,
