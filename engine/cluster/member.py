@@ -149,9 +149,9 @@ class ClusterMember:
         self.store.client.add_listener(self._on_state)
         self._worker = threading.Thread(target=self._work_loop, name=f"cluster-{self.broker_id}", daemon=True)
         self._worker.start()
-        ChildrenWatch(self.store.client, BROKER_IDS, self._on_brokers)
-        DataWatch(self.store.client, CONTROLLER, self._on_controller)
-        ChildrenWatch(self.store.client, TOPICS, self._on_topics)
+        ChildrenWatch(self.store.watch_client, BROKER_IDS, self._on_brokers)
+        DataWatch(self.store.watch_client, CONTROLLER, self._on_controller)
+        ChildrenWatch(self.store.watch_client, TOPICS, self._on_topics)
         self.controller.start()
         self.liveness.start()           # a peer's process gone: its registration removed at once
         return self
@@ -276,7 +276,7 @@ class ClusterMember:
         for t in gone:
             self._work.put(("delete", t))
         for t in new:
-            DataWatch(self.store.client, f"{TOPICS}/{t}", lambda d, s, e=None, t=t: self._on_assignment(t, d, s))
+            DataWatch(self.store.watch_client, f"{TOPICS}/{t}", lambda d, s, e=None, t=t: self._on_assignment(t, d, s))
         return True
 
     def _on_assignment(self, topic, data, stat):
@@ -297,10 +297,10 @@ class ClusterMember:
         self._work.put(("topic", topic))
         if topic not in self._config_watched:
             self._config_watched.add(topic)
-            DataWatch(self.store.client, f"{CONFIG_TOPICS}/{topic}",
+            DataWatch(self.store.watch_client, f"{CONFIG_TOPICS}/{topic}",
                       lambda d, s, e=None, t=topic: self._on_config(t, d))
         for p in new:
-            DataWatch(self.store.client, state_path(topic, p),
+            DataWatch(self.store.watch_client, state_path(topic, p),
                       lambda d, s, e=None, t=topic, p=p: self._on_partition(t, p, d, s))
         return True
 

@@ -121,7 +121,7 @@ class ZkClientQuotas:
         for path in (USERS, CLIENTS, IPS, CHANGES_PARENT):
             zk.bounded("ensure_path", path)
         self.zk = zk
-        ChildrenWatch(zk.client, CHANGES_PARENT, self._changed)
+        ChildrenWatch(zk.watch_client, CHANGES_PARENT, self._changed)
 
     def _changed(self, _children) -> None:
         try:

@@ -107,7 +107,7 @@ class ZkScramCredentials:
         from kazoo.recipe.watchers import ChildrenWatch
         zk.bounded("ensure_path", USERS)
         self.zk = zk
-        ChildrenWatch(zk.client, USERS, self._users_changed)
+        ChildrenWatch(zk.watch_client, USERS, self._users_changed)
 
     def _users_changed(self, children: list[str]) -> None:
         names = {urllib.parse.unquote(c): c for c in children}
@@ -119,7 +119,7 @@ class ZkScramCredentials:
         for user, node in names.items():
             if node not in self._watched:
                 self._watched.add(node)
-                DataWatch(zk.client, f"{USERS}/{node}", functools.partial(self._user_changed, user))
+                DataWatch(zk.watch_client, f"{USERS}/{node}", functools.partial(self._user_changed, user))
 
     def _user_changed(self, user: str, data, _stat) -> bool | None:
         if data is None:

@@ -63,6 +63,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
 from ..errors import ClusterError, RequestTimedOutError, ZooKeeperAuthError
 from .registration import BrokerRegistration
@@ -168,6 +169,26 @@ def state_path(topic: str, partition: int) -> str:
     return f"{TOPICS}/{topic}/partitions/{partition}/state"
 
 
+class WatchClient:
+    """A session's kazoo client as kazoo's watch recipes (ChildrenWatch, DataWatch) get it: the
+    same client, but its ``retry`` never gives up.  With the session's ``command_retry`` (3 tries,
+    bounded for the request path) a recipe's thread raised RetryFailedError while ZooKeeper was
+    unreachable and printed its traceback (kazoo re-arms the watch at the next CONNECTED anyway);
+    a watch is on no request path, so it waits for ZooKeeper instead.  A closed client still
+    ends it (ConnectionClosedError, which the recipes ignore)."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self._forever = KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0,
+                                   sleep_func=client.handler.sleep_func)
+
+    def retry(self, func, *args, **kwargs):
+        return self._forever.copy()(func, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+
 class ZkStore:
     """Reads and conditional writes of the layout above over one kazoo session."""
 
@@ -179,6 +200,7 @@ class ZkStore:
         self.client = self._kazoo(connect, connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0},
                                   command_retry={"max_tries": 3, "delay": 0.1, "max_delay": 1.0})
         self._connection_timeout_s = connection_timeout_s
+        self.watch_client = WatchClient(self.client)     # for ChildrenWatch / DataWatch
 
     @classmethod
     def from_config(cls, connect: str, cfg) -> ZkStore:

@@ -101,7 +101,7 @@ class ChangeListener:
         self.last = max((self._seq(c) for c in self.zk.bounded("get_children", self.root)), default=-1)
         self._thread = threading.Thread(target=self._run, name=f"change-listener {self.root}", daemon=True)
         self._thread.start()
-        ChildrenWatch(self.zk.client, self.root, self._changed)
+        ChildrenWatch(self.zk.watch_client, self.root, self._changed)
         return self
 
     def close(self) -> None:
