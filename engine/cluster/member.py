@@ -72,6 +72,7 @@ __all__ = ["ClusterMember", "ZkClusterView"]      # (the view: engine/cluster/vi
 log = logging.getLogger("engine.cluster")
 
 _DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT}
+RESUME_RETRY_S = 0.5       # between tries to register again in a new session (ZooKeeper answering)
 
 
 class ClusterMember:
@@ -480,13 +481,23 @@ class ClusterMember:
         if self._stopping:
             return
         if self._session_lost:
-            self._session_lost = False
             try:
                 self.registration_zxid = self.store.register_broker(self.broker_id, self.registration())
-                log.info("broker %d registered again after its ZooKeeper session expired", self.broker_id)
             except ClusterError as e:
                 log.error("%s", e)
                 return
+            except KazooException as e:
+                # ZooKeeper lost again before the registration was written: still a session
+                # without it (the next CONNECTED queues a resume; while connected, so does this)
+                log.warning("broker %d: registering again after its ZooKeeper session expired failed "
+                            "(%s); trying again", self.broker_id, type(e).__name__)
+                if self.store.client.connected and not self._stopping:
+                    retry = threading.Timer(RESUME_RETRY_S, self._work.put, args=(("resume", None),))
+                    retry.daemon = True
+                    retry.start()
+                return
+            self._session_lost = False
+            log.info("broker %d registered again after its ZooKeeper session expired", self.broker_id)
             self.controller.session_renewed()
             self._refresh_all()
         self.fenced = False
