@@ -223,10 +223,44 @@ class PartitionCluster:
         except NoNodeError:
             return set()
 
+    def views(self) -> dict[int, set[int] | str]:
+        """Each broker's live brokers as its Metadata names them (a broker whose process is
+        stopped, or that does not answer: why, as a string)."""
+        from ..client.wire import WireClient
+        out: dict[int, set[int] | str] = {}
+        for i, b in self.brokers.items():
+            try:
+                with WireClient(b.address, request_timeout_ms=3000) as w:
+                    out[i] = w.alive_brokers()
+            except Exception as e:     # noqa: BLE001 - (stopped, cut, restarting: reported)
+                out[i] = f"{type(e).__name__}: {e}"
+        return out
+
+    def wait_whole(self, timeout: float = 30.0) -> None:
+        """Every broker registered in ZooKeeper and named alive by every broker's Metadata (the
+        controller's view among them: CreateTopics places replicas on the brokers it sees);
+        AssertionError naming the views otherwise."""
+        everyone = set(self.brokers)
+        seen: dict = {}
+
+        def whole() -> bool:
+            nonlocal seen
+            if self.registered() != everyone:
+                seen = {"registered in ZooKeeper": sorted(self.registered())}
+                return False
+            seen = self.views()
+            return all(v == everyone for v in seen.values())
+        try:
+            wait_until(whole, timeout, "the cluster whole")
+        except AssertionError:
+            raise AssertionError(f"the cluster not whole {timeout:.0f}s on: {seen}") from None
+
     def create_topic(self, name: str, partitions: int = 1, rf: int = 3, min_isr: int = 2,
                      config: dict[str, str] | None = None) -> None:
-        """`config`: more topic configs (they win over `min_isr`)."""
+        """`config`: more topic configs (they win over `min_isr`).  On a whole cluster (each
+        scenario begins as one)."""
         from confluent_kafka.admin import AdminClient, NewTopic
+        self.wait_whole()
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "broker.address.family": "v4"})
         conf = {"min.insync.replicas": str(min_isr), **(config or {})}
         admin.create_topics([NewTopic(name, partitions, rf, config=conf)], operation_timeout=20)[name].result(30)

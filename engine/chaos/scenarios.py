@@ -438,6 +438,10 @@ def run_scenario(c: PartitionCluster, name: str, seed: int = 1, hold_s: float = 
             c.heal()
         c.wait_full_isr(topic, partitions)
         r.heal_s = time.monotonic() - t_heal
+        try:                            # (each broker registered, every one named alive by all)
+            c.wait_whole(30)
+        except AssertionError as e:
+            r.problems.append(str(e))
         try:
             if not any(e.startswith("fatal") for e in w.errors):   # (a dead producer acks nothing)
                 w.wait_acked(300)

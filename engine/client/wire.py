@@ -253,6 +253,14 @@ class WireClient:
                     self._epochs.pop((t["name"], p.partition), None)
         return out
 
+    def alive_brokers(self) -> set[int]:
+        """The broker ids the bootstrap broker's Metadata names alive (its view of the cluster)."""
+        v = self._version(ApiKey.METADATA)
+        resp = self._call(None, ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False,
+                                                   "include_cluster_authorized_operations": False,
+                                                   "include_topic_authorized_operations": False}, v)
+        return {b["node_id"] for b in resp["brokers"]}
+
     def list_topics(self) -> dict[str, int]:
         """{topic: partition count} of every (non-internal) topic."""
         return {t: len(ps) for t, ps in self._retrying("metadata", lambda: self.metadata(None)).items()
