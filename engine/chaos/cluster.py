@@ -84,7 +84,7 @@ class ProxiedBroker:
         env = dict(os.environ)
         env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = start_listening(self.args, self.log_path, self.port, f"broker {self.n}", timeout,
-                                    cwd=_ROOT, env=env)
+                                    ready=rf"serving .* on 127\.0\.0\.1:{self.port}\b", cwd=_ROOT, env=env)
 
     def stop(self) -> str:
         signal_and_wait(self.proc, signal.SIGTERM, 30)

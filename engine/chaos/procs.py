@@ -5,6 +5,7 @@ its process group waited out (SIGKILL after a bound)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -38,23 +39,34 @@ def reserve_ports(n: int) -> list[socket.socket]:
 
 
 def start_listening(args: list[str], log_path: str, port: int, what: str, timeout: float = 60.0,
-                    **popen) -> subprocess.Popen:
+                    ready: str | None = None, **popen) -> subprocess.Popen:
     """`args` started in a new session, stdout and stderr appended to `log_path`; returns once
-    127.0.0.1:`port` accepts.  RuntimeError (naming `what`, with the log's tail) if it exits first
-    or does not listen within `timeout` seconds."""
+    127.0.0.1:`port` accepts and, with `ready` (a regular expression), once a line of this start's
+    log matches it too -- so another process that happens to listen on `port` is not taken for
+    this one.  RuntimeError (naming `what`, with the log's tail) if it exits first or is not
+    ready within `timeout` seconds."""
+    offset = os.path.getsize(log_path) if os.path.exists(log_path) else 0
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **popen)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{what} exited at start:\n{_tail(log_path)}") from None
-            time.sleep(0.1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited at start:\n{_tail(log_path)}")
+        if ready is None or re.search(ready, _since(log_path, offset)):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.5).close()
+                return proc
+            except OSError:
+                pass
+        time.sleep(0.1)
     signal_and_wait(proc, signal.SIGKILL, 10)
     raise RuntimeError(f"{what} did not listen within {timeout:.0f}s:\n{_tail(log_path)}")
+
+
+def _since(path: str, offset: int) -> str:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read().decode("utf-8", "replace")
 
 
 def signal_and_wait(proc: subprocess.Popen | None, sig: int, timeout: float) -> None:

@@ -113,7 +113,8 @@ class _Broker:
 
     def start(self):
         self.proc = start_listening(self.args, os.path.join(self.dir, "broker.log"), self.port,
-                                    f"broker {self.n} (log in {self.dir})")
+                                    f"broker {self.n} (log in {self.dir})",
+                                    ready=rf"serving .* on 127\.0\.0\.1:{self.port}\b")
 
     @property
     def running(self):
