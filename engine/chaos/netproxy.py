@@ -56,6 +56,7 @@ once the mode is in effect (a ``reset`` has closed what was open).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import socket
 import struct
@@ -65,6 +66,7 @@ import time
 __all__ = ["MODES", "LinkProxy"]
 
 MODES = ("pass", "blackhole", "reset", "delay", "drop-responses")
+MAX_AWAITED = 1024          # (kafka proxies) requests remembered per link awaiting a response
 
 
 def _rst(writer: asyncio.StreamWriter | None) -> None:
@@ -130,7 +132,9 @@ class _Link:
         self.dropped = 0                           # bytes of the target's it dropped (+1 for EOF)
         self.requests = _Frames(12)                # (size, api_key, api_version, correlation_id)
         self.responses = _Frames(8)                # (size, correlation_id)
-        self.api_of: dict[int, int] = {}           # correlation id -> api key, awaiting a response
+        # correlation id -> api key, awaiting a response, in request order (a Kafka connection
+        # answers in that order: requests before an answered one got none -- acks=0 Produce)
+        self.api_of: collections.OrderedDict[int, int] = collections.OrderedDict()
         self.apply()
 
     def apply(self) -> None:
@@ -215,9 +219,16 @@ class _Link:
             for h in self.requests.feed(data):
                 api_key, _, corr = struct.unpack_from(">hhi", h, 4)
                 self.api_of[corr] = api_key
+                if len(self.api_of) > MAX_AWAITED:          # (an acks=0 stream, never answered)
+                    self.api_of.popitem(last=False)
             return
         for h in self.responses.feed(data):
-            api_key = self.api_of.pop(struct.unpack_from(">i", h, 4)[0], -1)
+            corr, api_key = struct.unpack_from(">i", h, 4)[0], -1
+            while self.api_of:                  # (the unanswered before it will never be)
+                c, k = self.api_of.popitem(last=False)
+                if c == corr:
+                    api_key = k
+                    break
             if self.mode == "drop-responses":
                 self.proxy.dropped[api_key] = self.proxy.dropped.get(api_key, 0) + 1
 

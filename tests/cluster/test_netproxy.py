@@ -294,3 +294,52 @@ def test_drop_responses_counts_dropped_answers_by_api_key():
     finally:
         proxy.close()
         answer.close()
+
+
+class AnswerAcks0(Answer):
+    """As :class:`Answer`, but Produce requests (API key 0) get no answer: acks=0."""
+
+    def _echo(self, c):
+        import struct
+        with c:
+            buf = b""
+            try:
+                while data := c.recv(65536):
+                    buf += data
+                    while len(buf) >= 4 and len(buf) >= 4 + (n := struct.unpack_from(">i", buf)[0]):
+                        key, corr = struct.unpack_from(">h", buf, 4)[0], struct.unpack_from(">i", buf, 8)[0]
+                        buf = buf[4 + n:]
+                        self.received += 1
+                        if key != 0:
+                            c.sendall(struct.pack(">ii", 4, corr))
+            except OSError:
+                pass
+
+
+def test_unanswered_acks0_requests_are_not_remembered_for_ever():
+    """A long acks=0 Produce stream: the proxy's table of requests awaiting an answer stays
+    bounded, and a later answer is still counted under its own API key."""
+    import struct
+
+    from engine.chaos.netproxy import MAX_AWAITED
+    answer = AnswerAcks0()
+    proxy = LinkProxy("127.0.0.1", answer.port, kafka=True).start()
+
+    def req(api_key, corr):
+        head = struct.pack(">hhih", api_key, 9, corr, 7) + b"rdkafka" + b"x" * 20
+        return struct.pack(">i", len(head)) + head
+    n = 3 * MAX_AWAITED
+    try:
+        with _conn(proxy) as s:
+            s.sendall(b"".join(req(0, corr) for corr in range(1, n + 1)))
+            _wait(lambda: answer.received == n)
+            (link,) = proxy._links
+            assert len(link.api_of) <= MAX_AWAITED
+            proxy.set("drop-responses")
+            s.sendall(req(3, n + 1))
+            _wait(lambda: sum(proxy.dropped.values()) == 1)
+            assert proxy.dropped == {3: 1}
+            assert len(link.api_of) == 0      # (the acks=0 ones before the answered one: gone)
+    finally:
+        proxy.close()
+        answer.close()
