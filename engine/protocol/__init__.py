@@ -2,16 +2,18 @@
 
 Bytes in, objects or bytes out — fuzzable without sockets (house rule 12).
 See ``primitives`` for the encodings, ``frames`` for framing and headers,
-``messages`` for the APIs and versions served.
+``api_keys`` for the APIs and versions served, ``messages`` for their codecs
+(``hot_codecs`` and ``schema_codec``, re-exported), ``produce`` and ``fetch``
+for the clients' side of Produce and Fetch.
 """
 
+from .api_keys import FLEXIBLE_FROM, SUPPORTED, ApiKey, is_flexible
 from .frames import (
     DEFAULT_MAX_REQUEST_BYTES,
     RequestHeader,
     parse_request_header,
     response_header,
 )
-from .messages import FLEXIBLE_FROM, SUPPORTED, ApiKey, is_flexible
 from .primitives import Reader, Writer
 
 __all__ = [

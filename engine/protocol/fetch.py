@@ -1,12 +1,12 @@
 """The Fetch response as a client or a follower reads it (no I/O).
 
-:func:`parse_fetch_response` decodes FetchResponse v4-16 (layout in ``messages``'s docstring;
+:func:`parse_fetch_response` decodes FetchResponse v4-16 (layout in ``hot_codecs``'s docstring;
 v12 adds the DivergingEpoch tagged field of KIP-320, v13 names each topic by its 16-byte id
 instead of its name, v16's NodeEndpoints / CurrentLeader tagged fields are skipped) into one
 :class:`FetchResult` per topic-partition.  The records fields stay memoryviews of the frame: no record batch is copied
 or decoded here.  Used by the clients' :class:`~engine.client.wire.WireClient` and by the
 broker's follower (:class:`~engine.replica.fetcher.ReplicaFetcher`); the broker's side (writing
-the response) is ``messages.encode_fetch_response``.
+the response) is ``hot_codecs.encode_fetch_response``.
 
 Errors: bytes that are not such a response -- a length past the frame, an array count the
 remaining bytes cannot hold, bad UTF-8, an error code Kafka does not define -- raise

@@ -1,12 +1,12 @@
 """The Produce request body as a client writes it, and where a response's throttle time sits
 (no I/O).
 
-:func:`encode_produce` lays out ProduceRequest v3-9 (layout in ``messages``'s docstring) for
+:func:`encode_produce` lays out ProduceRequest v3-9 (layout in ``hot_codecs``'s docstring) for
 prebuilt record batches and returns it as a list of buffers -- the framing pieces with the
 batches themselves between them, never copied into the request -- so the caller can hand the
 list to ``sendmsg``.  Used by the clients' :class:`~engine.client.wire.WireClient` and
 :class:`~engine.client.produce_pipeline.ProducePipeline`; the broker's side (parsing the
-request, writing the response) is in ``messages``; :func:`produce_throttle_offset` finds
+request, writing the response) is in ``hot_codecs``; :func:`produce_throttle_offset` finds
 ``throttle_time_ms`` in an encoded response for the quota code, which patches it in (the field
 comes after every partition, and from v10 KIP-951's NodeEndpoints may follow it).  Stateless;
 safe from any thread.
