@@ -3,7 +3,7 @@
 One file per data directory, shared by its partitions: Kafka's text offset
 checkpoint format (``0`` / N / ``topic partition offset``, atomic write via
 checkpoint.py), mapping each compacted partition to its first dirty offset.
-Written by the cleaner (cleaner.py) after a cleaning, by the LogManager when a
+Written by the cleaner (cleaner_pass.py) after a cleaning, by the LogManager when a
 partition goes away, and lowered by a log truncation (``truncate_checkpoint``).
 Updates of one file are serialised by a per-path lock.  Re-exported from
 cleaner.py.

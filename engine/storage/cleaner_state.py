@@ -1,7 +1,7 @@
 """CleaningState: whether a partition is being cleaned, and the pause a truncation puts on it.
 
 Kafka's LogCleaningState (LogCleanerManager): a cleaning is *in progress*
-(``begin`` .. ``done``, cleaner.py's ``clean_log``); a truncation that
+(``begin`` .. ``done``, cleaner_pass.py's ``clean_log``); a truncation that
 reaches below the active segment (log_retention.py) and a partition's
 deletion (manager.py) call ``abort_and_pause``: a cleaning in progress is
 marked *aborted*, stops at its next ``check`` (between chunks of its reads,

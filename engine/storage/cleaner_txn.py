@@ -1,5 +1,5 @@
 """Transactions in log compaction (Kafka's CleanedTransactionMetadata and the cleaner's
-batch-retention rules for transactional data), used by cleaner.py.
+batch-retention rules for transactional data), used by cleaner_copy.py and cleaner_pass.py.
 
 One decision per batch (never per record); the records of kept batches are
 filtered natively (csrc/compact.pyx).  Rules, as Kafka's LogCleaner:
@@ -21,7 +21,7 @@ filtered natively (csrc/compact.pyx).  Rules, as Kafka's LogCleaner:
   unless it is its producer's last entry in the log (kept, empty once
   discardable, for the epoch fencing).
 * The cleanable range ends at the last stable offset (open transactions are
-  never cleaned; cleaner.py ``_plan``).
+  never cleaned; cleaner_plan.py).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import engine
 from engine import _native
 from engine.errors import InvalidRecordError, OutOfOrderSequenceError
 from engine.storage import cleaner as cl
+from engine.storage import cleaner_copy
 from engine.storage.log import PartitionLog
 from engine.storage.manager import LogManager
 
@@ -527,7 +528,7 @@ def test_engine_reopen_keeps_compaction_and_unclean_recovery_accepts_gaps(data_d
 
 
 def test_small_read_chunks_split_batches(tmp_path, monkeypatch):
-    monkeypatch.setattr(cl, "_READ_CHUNK", 300)  # batches straddle chunks, some are larger than one
+    monkeypatch.setattr(cleaner_copy, "_READ_CHUNK", 300)  # batches straddle chunks, some are larger than one
     log = open_log(str(tmp_path / "t-0"))
     latest = write_keyed(log, 50, per_batch=9, codec=0)
     log.roll()

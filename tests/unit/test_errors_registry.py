@@ -298,7 +298,7 @@ def test_errors_with_their_own_init_pickle_whole():
 _INTERNAL = {
     "storage/checkpoint.py": {"CheckpointError"},          # a garbled checkpoint: treated as missing
     "storage/producer_state.py": {"SnapshotError"},        # a bad snapshot: the loader rebuilds state
-    "storage/cleaner.py": {"SimulatedCrash"},              # a test hook of the cleaner
+    "storage/cleaner_types.py": {"SimulatedCrash"},        # a test hook of the cleaner
     "storage/cleaner_state.py": {"LogCleaningAbortedError"},   # caught by the cleaner (Kafka's too)
     "cluster/registration.py": {"RegistrationError"},      # a garbled /brokers/ids node: skipped
     "cluster/zk.py": {"ZooKeeperTimeoutError"},            # a kazoo exception; answered REQUEST_TIMED_OUT
