@@ -44,7 +44,7 @@ def test_commit_with_offsets_then_reopen(tmp_path):
         coord = eng.transaction_coordinator
         groups = eng.group_coordinator
         assert groups.call(groups.find_coordinator, "g", timeout=T)[0] in (0, 15)  # creates __consumer_offsets
-        groups.call(groups._ensure_topic, timeout=T)
+        groups.call(groups.runtime.ensure_topic, timeout=T)
         err, pid, epoch = _init(coord, "embedded")
         assert (err, epoch) == (0, 0) and pid >= 0
         assert coord.call(coord.add_partitions, "embedded", pid, epoch, [("t", 0)], timeout=T) == {("t", 0): 0}
@@ -93,7 +93,7 @@ def test_pending_offsets_replayed_until_their_marker(tmp_path):
     with engine.open(tmp_path) as eng:
         eng.create_topic("t", 1)
         groups = eng.group_coordinator
-        groups.call(groups._ensure_topic, timeout=T)
+        groups.call(groups.runtime.ensure_topic, timeout=T)
         coord = eng.transaction_coordinator
         err, pid, epoch = _init(coord, "pend")
         assert coord.call(coord.add_offsets, "pend", pid, epoch, "g2", timeout=T) == 0

@@ -10,7 +10,8 @@ module docstring), composed of its parts: ``group_membership.py``, ``group_offse
 ``node.group_coordinator``, each given the node; the broker and in-process consumers share it.
 ``transactions.py`` is the :class:`TransactionCoordinator` (``__transaction_state``,
 ``txn_records.py``; ``node.transaction_coordinator``), ``runtime.py`` the loop/log machinery
-both share (their base class).
+both share: each owns a :class:`CoordinatorRuntime` and starts it with its shard (``shard.py``,
+the state machine the runtime loads).
 """
 
 from .coordinator import (

@@ -4,10 +4,12 @@ One coordinator per writable node (engine/node.py; ``node.group_coordinator``, c
 first use, or hosted on a broker's loop), shared by the wire broker and in-process
 consumers.  It is constructed with the node, whose config, logs and metadata it uses.  It
 runs on its own event loop in a daemon thread (or the broker's loop); all group state lives
-on that loop.  The loop, the internal-topic appends and the replay are
-runtime.py's :class:`CoordinatorRuntime` (its base class), shared with the transaction
-coordinator.  The group work is done by parts this class owns and wires, each given only
-what it uses (group_context.py: the group table and a few of the runtime's services):
+on that loop.  The loop, the internal-topic appends and the replay are runtime.py's
+:class:`CoordinatorRuntime`, a part it owns (``runtime``) and starts with its shard
+(shard.py: the loader's replay hooks and the retention timer), as the transaction
+coordinator does; the lifecycle and the thread-safe facade below delegate to it.  The group
+work is done by parts this class owns and wires, each given only what it uses
+(group_context.py: the group table and a few of the runtime's services):
 group_membership.py (join, sync, heartbeats, leave), group_offsets.py (committed offsets),
 group_admin_ops.py (describe, list, delete groups), offset_retention.py (offsets retention),
 group_loader.py (the replay of a partition), group_txn.py (transactional offset commits).
@@ -76,10 +78,11 @@ is deleted (tombstone).
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..errors import ErrorCode
+from ..errors import CorruptRecordError, ErrorCode
 from . import records as rec
 from .group import GroupMetadata, OffsetAndMetadata
 from .group_admin_ops import GroupAdmin
@@ -99,6 +102,7 @@ from .group_txn import TxnOffsets
 from .host import CoordinatorHost
 from .offset_retention import OffsetRetention
 from .runtime import CoordinatorRuntime, wall_ms
+from .shard import ShardHooks, internal_topic_config
 
 __all__ = [
     "GroupCoordinator",
@@ -111,7 +115,7 @@ __all__ = [
 ]
 
 
-class GroupCoordinator(CoordinatorRuntime):
+class GroupCoordinator:
     """See the module docstring.  ``clock`` gives wall time in ms (commit and state
     timestamps, offset expiry); timers (session, rebalance, delay) use the loop clock."""
 
@@ -120,13 +124,15 @@ class GroupCoordinator(CoordinatorRuntime):
 
     def __init__(self, node: CoordinatorHost, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
                  cluster=None):
-        super().__init__(node, node_id=node_id, clock=clock, cluster=cluster)
         cfg = node.config
-        self.configured_partitions = cfg["offsets.topic.num.partitions"]
+        # the loop, __consumer_offsets and its loading (runtime.py), started with the shard below
+        rt = self.runtime = CoordinatorRuntime(
+            node, topic=self.TOPIC, name=self.NAME, partitions=cfg["offsets.topic.num.partitions"],
+            topic_config=internal_topic_config("producer"), node_id=node_id, clock=clock, cluster=cluster)
         self._groups: dict[str, GroupMetadata] = {}
         # the parts, each given what it uses (group_context.py), none the coordinator itself
-        ctx = self._ctx = GroupContext(self._groups, self.clock, self._route, self._append, self._spawn,
-                                       self._host_loop, self.is_loaded)
+        ctx = self._ctx = GroupContext(self._groups, rt.clock, rt.route, rt.append, rt.spawn,
+                                       rt.host_loop, rt.is_loaded)
         self._members = Membership(ctx, initial_rebalance_delay_ms=cfg["group.initial.rebalance.delay.ms"],
                                    min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
                                    max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
@@ -134,39 +140,81 @@ class GroupCoordinator(CoordinatorRuntime):
         self._offsets = OffsetStore(ctx, schedule_heartbeat=self._members.schedule_heartbeat,
                                     topic_metadata=node.topic_metadata,
                                     max_metadata_bytes=cfg["offset.metadata.max.bytes"])
-        self._txn = TxnOffsets(ctx, self._offsets.stage, self._append_marker)
-        self._loader = GroupLoader(ctx, schedule_heartbeat=self._members.schedule_heartbeat)
-        self._admin = GroupAdmin(ctx, loading=self.loading, delete_group=self._members.delete_group)
+        self._txn = TxnOffsets(ctx, self._offsets.stage, rt.append_marker)
+        loader = GroupLoader(ctx, schedule_heartbeat=self._members.schedule_heartbeat)
+        self._admin = GroupAdmin(ctx, loading=rt.loading, delete_group=self._members.delete_group)
         self._retention = OffsetRetention(ctx, delete_group=self._members.delete_group,
                                           retention_ms=cfg["offsets.retention.minutes"] * 60_000,
                                           check_interval_ms=cfg["offsets.retention.check.interval.ms"])
+        # what the runtime drives: the loader replays a partition and drops one that moved,
+        # retention runs every offsets.retention.check.interval.ms
+        self._shard = ShardHooks(new_load_state=loader.new_load_state, replay_batch=loader.replay_batch,
+                                 apply_loaded=loader.apply_loaded, forget_partition=loader.forget_partition,
+                                 start_timers=self._retention.start, cancel_timers=self._retention.stop)
 
-    # -- runtime hooks -------------------------------------------------------------------
-    async def _on_startup(self) -> None:
-        self._retention.start()
+    # -- the runtime (runtime.py): lifecycle, the thread-safe facade, routing, loading ------
+    def start(self) -> GroupCoordinator:
+        """Start on a loop thread of its own; loading of ``__consumer_offsets`` begins."""
+        self.runtime.start(self._shard)
+        return self
 
-    def _cancel_timers(self) -> None:
-        self._retention.stop()
+    async def start_on_running_loop(self) -> GroupCoordinator:
+        """Run on the calling loop (a broker's); ``await stop_on_loop()`` before it ends."""
+        await self.runtime.start_on_running_loop(self._shard)
+        return self
 
-    # the runtime's load hooks (group_loader.py): replaying a partition, dropping one that moved
-    def _new_load_state(self):
-        return self._loader.new_load_state()
+    async def stop_on_loop(self) -> None:
+        await self.runtime.stop_on_loop()
 
-    def _replay_batch(self, header, records, state) -> None:
-        self._loader.replay_batch(header, records, state)
+    def stop(self, timeout: float = 30.0) -> None:
+        """Answer waiters with NOT_COORDINATOR, finish in-flight writes, stop the loop."""
+        self.runtime.stop(timeout)
 
-    def _apply_loaded(self, partition: int, state) -> None:
-        self._loader.apply_loaded(partition, state)
+    @property
+    def running(self) -> bool:
+        return self.runtime.running
 
-    def _forget_partition(self, partition: int) -> None:
-        self._loader.forget_partition(partition)
+    @property
+    def on_current_loop(self) -> bool:
+        """True when the caller runs on the coordinator's loop (await its methods directly)."""
+        return self.runtime.on_current_loop
+
+    def submit(self, coro_fn, *args, **kwargs) -> concurrent.futures.Future:
+        """Run ``coro_fn(*args, **kwargs)`` on the coordinator's loop; a concurrent future."""
+        return self.runtime.submit(coro_fn, *args, **kwargs)
+
+    def call(self, coro_fn, *args, timeout: float | None = None, **kwargs) -> Any:
+        """Blocking :meth:`submit`, for threads other than the coordinator's."""
+        return self.runtime.call(coro_fn, *args, timeout=timeout, **kwargs)
+
+    def wait_loaded(self, timeout: float = 30.0, partitions: int = 0) -> None:
+        """Block until the partitions of ``__consumer_offsets`` taken up here are loaded."""
+        self.runtime.wait_loaded(timeout, partitions)
+
+    @property
+    def load_errors(self) -> list[CorruptRecordError]:
+        """The corrupt batches skipped while loading (file and byte position)."""
+        return self.runtime.load_errors
+
+    def partition_for(self, group_id: str) -> int:
+        return self.runtime.partition_for(group_id)
+
+    def coordinator_node(self, group_id: str) -> int:
+        """The broker leading the partition of `group_id` (-1: none, or no topic yet)."""
+        return self.runtime.coordinator_node(group_id)
+
+    async def load_partition(self, partition: int) -> None:
+        await self.runtime.load_partition(partition)
+
+    async def unload_partition(self, partition: int) -> None:
+        await self.runtime.unload_partition(partition)
 
     async def find_coordinator(self, key: str, key_type: int = 0) -> tuple[int, str | None]:
         """Whether this node coordinates group `key` (creates ``__consumer_offsets`` on first
         use).  Key type 1 (transactions) is the TransactionCoordinator's."""
         if key_type != 0:
             return ErrorCode.INVALID_REQUEST, f"key type {key_type} is not a group"
-        return await self._find(key)
+        return await self.runtime.find(key)
 
     # -- membership (group_membership.py) ------------------------------------------------
     async def join_group(self, group_id: str, member_id: str, *, protocol_type: str,

@@ -23,7 +23,7 @@ class GroupContext:
     groups: dict[str, GroupMetadata]    # group id -> its state (on the coordinator's loop)
     clock: Callable[[], int]            # wall time in ms (commit and state timestamps, expiry)
     route: Callable[[str], Awaitable[tuple[int, int]]]   # group id -> (error code, partition)
-    append: Callable[..., Awaitable[bool]]   # CoordinatorRuntime._append: one batch, in log order
+    append: Callable[..., Awaitable[bool]]   # CoordinatorRuntime.append: one batch, in log order
     spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task]   # a task the runtime awaits at stop
     loop: Callable[[], asyncio.AbstractEventLoop]       # the coordinator's loop (once started)
     is_loaded: Callable[[int], bool]    # whether a partition of __consumer_offsets is loaded here

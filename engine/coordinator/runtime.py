@@ -4,26 +4,27 @@ A coordinator keeps its state in memory and every change as a record of an
 internal compacted topic (``__consumer_offsets``, ``__transaction_state``):
 append first, apply to memory after the append returned, appends per partition
 serialised so memory follows log order; on load a partition is replayed.  This
-base class holds that machinery, so it exists once:
+class holds that machinery, so it exists once; each coordinator owns one (its
+``runtime``) and starts it with its shard (shard.py :class:`CoordinatorShard`:
+the state machine the partitions are replayed into), as Kafka 4.0's
+CoordinatorRuntime drives a CoordinatorShard.  The runtime has:
 
 * the host event loop: a daemon thread of its own (:meth:`start`) or the
   broker's running loop (:meth:`start_on_running_loop`); :meth:`submit` /
   :meth:`call` run coroutines there from other threads;
-* the internal topic: created on first use (:meth:`_ensure_topic`, with
-  ``cleanup.policy=compact``), routing of a key to its partition and the
-  partition's load state (:meth:`_route`: NOT_COORDINATOR,
-  COORDINATOR_LOAD_IN_PROGRESS);
-* :meth:`_append` (one batch per call, optionally transactional, with a
-  ``decide`` callback run under the partition's append lock);
+* the internal topic: created on first use (:meth:`ensure_topic`, with the
+  coordinator's ``topic_config``), routing of a key to its partition and the
+  partition's load state (:meth:`route`: NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS; :meth:`find` for FindCoordinator);
+* :meth:`append` (one batch per call, optionally transactional, with a
+  ``decide`` callback run under the partition's append lock) and
+  :meth:`append_marker`; :meth:`spawn` for background work awaited at stop;
 * :meth:`load_partition` / :meth:`unload_partition`, the seam for moving with
-  partition leadership: replay of the partition's batches (corrupt batches are
-  logged with file and byte position, kept in ``load_errors`` and skipped).
-
-A subclass sets ``TOPIC``, ``NAME`` and ``configured_partitions`` and
-implements the hooks: ``_new_load_state()``, ``_replay_batch(header, records,
-state)`` (executor thread, reads only), ``_apply_loaded(partition, state)``
-(loop), ``_forget_partition(partition)`` (loop: drop that partition's state),
-and optionally ``_on_startup()`` / ``_on_shutdown()`` / ``_cancel_timers()``.
+  partition leadership: replay of the partition's batches into the shard
+  (``new_load_state``, ``replay_batch`` on an executor thread, then
+  ``apply_loaded``; corrupt batches are logged with file and byte position,
+  kept in ``load_errors`` and skipped), and ``forget_partition`` when it moves
+  away; the shard's ``start_timers`` / ``cancel_timers`` at start and stop.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,8 @@ from ..errors import (
 from ..storage.replay import decoded_batches
 from .cluster_link import ClusterLink
 from .host import CoordinatorHost
+from .records import partition_for
+from .shard import CoordinatorShard
 
 __all__ = ["CoordinatorRuntime", "LOADED", "LOADING"]
 
@@ -69,19 +72,23 @@ def wall_ms() -> int:
 
 
 class CoordinatorRuntime:
-    """See the module docstring."""
+    """See the module docstring.  ``topic`` is the internal topic, made with
+    ``configured_partitions`` partitions and ``topic_config``; ``name`` names the loop thread
+    and the logs."""
 
-    TOPIC = ""
-    NAME = "coordinator"
-    configured_partitions = 50
-
-    def __init__(self, node: CoordinatorHost, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
+    def __init__(self, node: CoordinatorHost, *, topic: str, name: str, partitions: int,
+                 topic_config: Mapping[str, Any], node_id: int = 0, clock: Callable[[], int] = wall_ms,
                  cluster: ClusterLink | None = None):
         self.node = node
+        self.topic = topic
+        self.name = name
+        self.configured_partitions = partitions
+        self.topic_config = dict(topic_config)
         self.node_id = node_id
         self.clock = clock
         self.load_errors: list[CorruptRecordError] = []
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._shard: CoordinatorShard | None = None
         self._thread: threading.Thread | None = None
         self._partitions: dict[int, _Partition] = {}
         self._num_partitions: int | None = None
@@ -94,38 +101,20 @@ class CoordinatorRuntime:
         # partitions load on leadership only
         self.cluster: ClusterLink = cluster if cluster is not None else ClusterLink.alone(node)
 
-    # -- hooks ---------------------------------------------------------------------------
-    def _topic_config(self) -> dict:
-        return {"cleanup.policy": "compact", "segment.bytes": 104857600, "compression.type": "producer"}
-
-    def _new_load_state(self):
-        raise NotImplementedError
-
-    def _replay_batch(self, header, records, state) -> None:
-        """One batch of the partition being loaded (executor thread).  ``records`` is
-        ``decode_batch``'s list of (offset, timestamp, key, value, headers)."""
-        raise NotImplementedError
-
-    def _apply_loaded(self, partition: int, state) -> None:
-        raise NotImplementedError
-
-    def _forget_partition(self, partition: int) -> None:
-        """Drop the in-memory state of `partition` (answer waiters with NOT_COORDINATOR)."""
-
-    async def _on_startup(self) -> None:
-        pass
-
-    async def _on_shutdown(self) -> None:
-        pass
-
-    def _cancel_timers(self) -> None:
-        pass
+    @property
+    def shard(self) -> CoordinatorShard:
+        """The state machine this runtime drives (given to :meth:`start`)."""
+        if self._shard is None:
+            raise RuntimeError(f"the {self.name} is not started")
+        return self._shard
 
     # -- lifecycle and the thread-safe facade ---------------------------------------------
-    def start(self):
-        """Start the loop thread and begin loading the partitions of the internal topic."""
+    def start(self, shard: CoordinatorShard) -> CoordinatorRuntime:
+        """Start the loop thread and begin loading the partitions of the internal topic into
+        `shard` (nothing when started already)."""
         if self._thread is not None:
             return self
+        self._shard = shard
         ready = threading.Event()
 
         def run() -> None:
@@ -141,18 +130,19 @@ class CoordinatorRuntime:
                 finally:
                     loop.close()
 
-        self._thread = threading.Thread(target=run, name=self.NAME, daemon=True)
+        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
         self._thread.start()
         ready.wait()
         self.call(self._startup, timeout=60)
         return self
 
-    async def start_on_running_loop(self):
+    async def start_on_running_loop(self, shard: CoordinatorShard) -> CoordinatorRuntime:
         """Run on the calling (already running) loop instead of a thread of its own — the
         broker's, so its requests need no hop between threads.  Its owner must
         ``await stop_on_loop()`` before that loop ends."""
         if self._thread is not None:
             return self
+        self._shard = shard
         self.loop = asyncio.get_running_loop()
         self._thread = threading.current_thread()
         self._owns_thread = False
@@ -175,7 +165,7 @@ class CoordinatorRuntime:
                 # on the hosting loop itself (its owner did not await stop_on_loop): stop taking
                 # requests and answer waiters now; in-flight appends finish on their own
                 self._stopped = True
-                self._cancel_timers()
+                self.shard.cancel_timers()
                 for p in list(self._partitions):
                     self._drop_partition_state(p)
                 return
@@ -192,13 +182,23 @@ class CoordinatorRuntime:
             self._thread.join(timeout)
 
     @property
+    def stopped(self) -> bool:
+        """Stopped (or stopping): requests get NOT_COORDINATOR, background work ends."""
+        return self._stopped
+
+    @property
+    def num_partitions(self) -> int | None:
+        """The internal topic's partitions as this node knows them (None: no topic seen yet)."""
+        return self._num_partitions
+
+    @property
     def running(self) -> bool:
         return self._thread is not None and not self._stopped
 
-    def _host_loop(self) -> asyncio.AbstractEventLoop:
+    def host_loop(self) -> asyncio.AbstractEventLoop:
         """The loop the coordinator runs on (once started)."""
         if self.loop is None:
-            raise RuntimeError(f"the {self.NAME} is not started")
+            raise RuntimeError(f"the {self.name} is not started")
         return self.loop
 
     @property
@@ -212,13 +212,13 @@ class CoordinatorRuntime:
     def submit(self, coro_fn, *args, **kwargs) -> concurrent.futures.Future:
         """Run ``coro_fn(*args, **kwargs)`` on the coordinator loop; a concurrent future."""
         if not self.running:
-            raise ClosedError(f"the {self.NAME} is stopped")
+            raise ClosedError(f"the {self.name} is stopped")
         return asyncio.run_coroutine_threadsafe(coro_fn(*args, **kwargs), self.loop)
 
     def call(self, coro_fn, *args, timeout: float | None = None, **kwargs) -> Any:
         """Blocking form of :meth:`submit` for threads other than the coordinator's."""
         if threading.current_thread() is self._thread:
-            raise RuntimeError(f"{type(self).__name__}.call from the coordinator's own loop would deadlock")
+            raise RuntimeError(f"{self.name}.call from the coordinator's own loop would deadlock")
         return self.submit(coro_fn, *args, **kwargs).result(timeout)
 
     def wait_loaded(self, timeout: float = 30.0, partitions: int = 0) -> None:
@@ -231,7 +231,7 @@ class CoordinatorRuntime:
             if len(states) >= partitions and all(s == LOADED for s in states.values()):
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.TOPIC} is still loading")
+                raise TimeoutError(f"{self.topic} is still loading")
             time.sleep(0.01)
 
     async def _partition_states(self) -> dict[int, str]:
@@ -244,17 +244,16 @@ class CoordinatorRuntime:
         # it, so nothing is replayed or written from a local copy meanwhile (markers of a
         # PrepareCommit found there, say).  A node alone leads all of them at once.
         self._join_cluster()
-        await self._on_startup()
+        self.shard.start_timers()
 
     async def _shutdown(self) -> None:
-        self._cancel_timers()
-        await self._on_shutdown()
+        self.shard.cancel_timers()
         for p in list(self._partitions):
             self._drop_partition_state(p)
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=10)
 
-    def _spawn(self, coro) -> asyncio.Task:
+    def spawn(self, coro) -> asyncio.Task:
         task = self.loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
@@ -263,57 +262,56 @@ class CoordinatorRuntime:
     def _task_done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("%s task failed", self.NAME, exc_info=task.exception())
+            log.error("%s task failed", self.name, exc_info=task.exception())
 
     # -- routing ---------------------------------------------------------------------
     def partition_for(self, key: str) -> int:
-        from .records import partition_for
         return partition_for(key, self._num_partitions or self.configured_partitions)
 
-    async def _ensure_topic(self) -> None:
+    async def ensure_topic(self) -> None:
         if self._num_partitions is not None:
             return
         # the topic is created like any topic (the link's ``create_topic``: through ZooKeeper,
         # or in the data directory of a node alone); partitions are loaded only when this node
         # becomes their leader
         link = self.cluster
-        n = link.partition_count(self.TOPIC)
+        n = link.partition_count(self.topic)
         if n is None:
             async with self._topic_lock:
-                n = link.partition_count(self.TOPIC)
+                n = link.partition_count(self.topic)
                 if n is None:
                     try:
-                        await self.loop.run_in_executor(None, link.create_topic, self.TOPIC,
-                                                        self.configured_partitions, self._topic_config())
+                        await self.loop.run_in_executor(None, link.create_topic, self.topic,
+                                                        self.configured_partitions, self.topic_config)
                     except InvalidReplicationFactorError as e:
                         # too few brokers registered yet (a broker restarting, waiting out its old
                         # session, sees none): COORDINATOR_NOT_AVAILABLE, and the client asks again
-                        log.warning("%s not created yet: %s", self.TOPIC, e)
+                        log.warning("%s not created yet: %s", self.topic, e)
                         return
-                    n = link.partition_count(self.TOPIC)
-                    log.info("created %s", self.TOPIC)
+                    n = link.partition_count(self.topic)
+                    log.info("created %s", self.topic)
         self._num_partitions = n        # None: not in this broker's metadata cache yet
 
     def coordinator_node(self, key: str) -> int:
         """The broker leading the partition of `key` (-1: none, or no topic yet)."""
         if self._num_partitions is None:
             return -1
-        return self.cluster.leader(self.TOPIC, self.partition_for(key))
+        return self.cluster.leader(self.topic, self.partition_for(key))
 
     def _join_cluster(self) -> None:
         """At startup on the coordinator's loop: a partition is loaded when this node becomes
         its leader (``cluster.replicas`` role listener) -- or now, for those it leads already --
         and writes are replicated appends with acks=all."""
         link = self.cluster
-        self._num_partitions = link.partition_count(self.TOPIC)
+        self._num_partitions = link.partition_count(self.topic)
         loop = self.loop
 
         def on_role(topic: str, partition: int, leader: bool) -> None:
-            if topic != self.TOPIC or self._stopped:
+            if topic != self.topic or self._stopped:
                 return
             loop.call_soon_threadsafe(self._role_changed, partition, leader)
         link.replicas.add_role_listener(on_role)
-        for p in link.led_partitions(self.TOPIC):
+        for p in link.led_partitions(self.topic):
             self._role_changed(p, True)
 
     def _role_changed(self, partition: int, leader: bool) -> None:
@@ -322,27 +320,27 @@ class CoordinatorRuntime:
         if leader:
             if partition not in self._partitions:
                 if self._num_partitions is None:
-                    self._num_partitions = self.cluster.partition_count(self.TOPIC)
-                plog = self.cluster.replicas.local_log(self.TOPIC, partition)
+                    self._num_partitions = self.cluster.partition_count(self.topic)
+                plog = self.cluster.replicas.local_log(self.topic, partition)
                 if plog.log_end_offset == plog.log_start_offset:     # nothing to replay (just made)
                     self._partitions[partition] = _Partition(LOADED)
-                    self._apply_loaded(partition, self._new_load_state())
+                    self.shard.apply_loaded(partition, self.shard.new_load_state())
                     return
                 self._partitions[partition] = _Partition(LOADING)
-                log.info("%s-%d: this broker leads it now, loading", self.TOPIC, partition)
-                self._spawn(self.load_partition(partition))
+                log.info("%s-%d: this broker leads it now, loading", self.topic, partition)
+                self.spawn(self.load_partition(partition))
         elif partition in self._partitions:
-            log.info("%s-%d: no longer led here, unloading", self.TOPIC, partition)
-            self._spawn(self.unload_partition(partition))
+            log.info("%s-%d: no longer led here, unloading", self.topic, partition)
+            self.spawn(self.unload_partition(partition))
 
-    async def _route(self, key: str) -> tuple[int, int]:
+    async def route(self, key: str) -> tuple[int, int]:
         """(error code, partition) for a request about `key`."""
         if self._stopped:
             return ErrorCode.NOT_COORDINATOR, -1
         try:
-            await self._ensure_topic()
+            await self.ensure_topic()
         except Exception:
-            log.exception("could not create %s", self.TOPIC)
+            log.exception("could not create %s", self.topic)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
         if self._num_partitions is None:            # not in the metadata cache yet
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
@@ -354,21 +352,21 @@ class CoordinatorRuntime:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p
         return ErrorCode.NONE, p
 
-    async def _find(self, key: str) -> tuple[int, str | None]:
+    async def find(self, key: str) -> tuple[int, str | None]:
         """FindCoordinator for `key`: Kafka's first lookup starts creating the topic and
         answers COORDINATOR_NOT_AVAILABLE (the client retries; its connection is not held up
         behind the creation); loading partitions are still this node's."""
         if self._num_partitions is None and not self._stopped:
-            self._num_partitions = self.cluster.partition_count(self.TOPIC)
+            self._num_partitions = self.cluster.partition_count(self.topic)
         if self._num_partitions is None and not self._stopped:
             if self._creating is None or self._creating.done():
-                self._creating = self._spawn(self._ensure_topic())
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} is being created"
+                self._creating = self.spawn(self.ensure_topic())
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic} is being created"
         if self._stopped:
             return ErrorCode.NOT_COORDINATOR, None
         leader = self.coordinator_node(key)
         if leader < 0:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.TOPIC} has no leader for this key"
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic} has no leader for this key"
         return ErrorCode.NONE, None
 
     def loading(self) -> bool:
@@ -380,9 +378,9 @@ class CoordinatorRuntime:
         return st is not None and st.state == LOADED
 
     # -- the log -------------------------------------------------------------------------
-    async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]] | None,
-                      decide: Callable[[], list] | None = None, *, producer_id: int = -1,
-                      producer_epoch: int = -1, transactional: bool = False) -> bool:
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]] | None,
+                     decide: Callable[[], list] | None = None, *, producer_id: int = -1,
+                     producer_epoch: int = -1, transactional: bool = False) -> bool:
         """Append one batch to our partition of the internal topic; raises what the append raised.
 
         With ``decide``, the records are computed by ``decide()`` under the partition's
@@ -392,10 +390,10 @@ class CoordinatorRuntime:
         it (and ``transactional``: a transactional offset commit), with the next sequence."""
         st = self._partitions.get(partition)
         if st is None or st.state != LOADED:
-            raise NotCoordinatorError(f"partition {partition} of {self.TOPIC} is not loaded here")
+            raise NotCoordinatorError(f"partition {partition} of {self.topic} is not loaded here")
         async with st.lock:
             if self._partitions.get(partition) is not st:
-                raise NotCoordinatorError(f"partition {partition} of {self.TOPIC} moved away")
+                raise NotCoordinatorError(f"partition {partition} of {self.topic} moved away")
             if decide is not None:
                 records = decide()
                 if not records:
@@ -413,16 +411,16 @@ class CoordinatorRuntime:
         seq = -1
         if producer_id >= 0:
             seq = 0
-            for e in self.cluster.replicas.active_producers(self.TOPIC, partition):
+            for e in self.cluster.replicas.active_producers(self.topic, partition):
                 if e.producer_id == producer_id and e.epoch == producer_epoch and e.last_sequence >= 0:
                     seq = (e.last_sequence + 1) % (1 << 31)
         buf = b.build(0, 0, producer_id, producer_epoch, seq, transactional)
         # through the replica layer with acks=all (an I/O error there is KAFKA_STORAGE_ERROR,
         # and takes a serving broker offline)
-        await self.cluster.append(self.TOPIC, partition, buf)
+        await self.cluster.append(self.topic, partition, buf)
 
-    async def _append_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                             coordinator_epoch: int, apply: Callable[[], None]) -> bool:
+    async def append_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                            coordinator_epoch: int, apply: Callable[[], None]) -> bool:
         """Write the COMMIT/ABORT marker of the producer's transaction to our `partition` and
         run ``apply()`` (memory follows the marker) under the partition's append lock.  True
         when written; False when the internal topic does not exist (nothing to end)."""
@@ -432,9 +430,9 @@ class CoordinatorRuntime:
                 return False
         st = self._partitions.get(partition)
         if st is None or st.state != LOADED:
-            raise NotCoordinatorError(f"partition {partition} of {self.TOPIC} is not loaded here")
+            raise NotCoordinatorError(f"partition {partition} of {self.topic} is not loaded here")
         async with st.lock:
-            await self.cluster.append_control(self.TOPIC, partition, producer_id, producer_epoch,
+            await self.cluster.append_control(self.topic, partition, producer_id, producer_epoch,
                                               commit, coordinator_epoch)
             apply()
         self.node.notify_appended()
@@ -444,10 +442,10 @@ class CoordinatorRuntime:
         """The internal topic made by someone else since we started: take it up (loaded empty
         partitions), without creating it."""
         try:
-            self.node.topic_metadata(self.TOPIC)
+            self.node.topic_metadata(self.topic)
         except UnknownTopicOrPartitionError:
             return
-        await self._ensure_topic()
+        await self.ensure_topic()
 
     def partition_lock(self, partition: int) -> asyncio.Lock | None:
         st = self._partitions.get(partition)
@@ -463,16 +461,16 @@ class CoordinatorRuntime:
             try:
                 state, errors = await self.loop.run_in_executor(None, self._read_partition, partition)
             except Exception:
-                log.exception("loading partition %d of %s failed", partition, self.TOPIC)
+                log.exception("loading partition %d of %s failed", partition, self.topic)
                 del self._partitions[partition]
                 raise
         for e in errors:
             log.error("%s-%d: %s (skipped; the other records of the partition are loaded)",
-                      self.TOPIC, partition, e)
+                      self.topic, partition, e)
         self.load_errors.extend(errors)
         if self._partitions.get(partition) is not st:
             return              # unloaded meanwhile (leadership moved away)
-        self._apply_loaded(partition, state)
+        self.shard.apply_loaded(partition, state)
         if self._partitions.get(partition) is st:
             st.state = LOADED
 
@@ -486,12 +484,12 @@ class CoordinatorRuntime:
 
     def _drop_partition_state(self, partition: int) -> None:
         self._partitions.pop(partition, None)
-        self._forget_partition(partition)
+        self.shard.forget_partition(partition)
 
     def _read_partition(self, partition: int):
         """Replay one partition (executor thread; only reads): (state, [CorruptRecordError])."""
-        plog = self.cluster.replicas.local_log(self.TOPIC, partition)
-        state = self._new_load_state()
+        plog = self.cluster.replicas.local_log(self.topic, partition)
+        state = self.shard.new_load_state()
         errors: list[CorruptRecordError] = []
         # a new leader's high watermark may lag what the ISR had committed: read to the log end
         # offset, as Kafka's coordinators load
@@ -501,7 +499,7 @@ class CoordinatorRuntime:
                 errors.append(b.error)
                 continue
             try:
-                self._replay_batch(b.header, b.records, state)
+                self.shard.replay_batch(b.header, b.records, state)
             except CorruptRecordError as e:
                 errors.append(CorruptRecordError(e.reason, b.path, b.position))
         return state, errors

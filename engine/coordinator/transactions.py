@@ -4,7 +4,8 @@ State per transactional id lives in ``__transaction_state`` (compacted,
 ``transaction.state.log.num.partitions`` = 50 partitions, the id's partition is
 ``abs(String.hashCode(id)) % n``), in Kafka's TransactionLogKey/Value format
 (txn_records.py), replayed on start.  It runs on the same kind of host loop as
-the group coordinator (runtime.py :class:`CoordinatorRuntime`).
+the group coordinator: runtime.py's :class:`CoordinatorRuntime`, a part it owns
+(``runtime``) and starts with its shard (shard.py).
 
 Python API (in-process producers use it as the wire handlers do; every method is
 a coroutine on the coordinator's loop — from another thread use
@@ -43,6 +44,7 @@ PrepareCommit / PrepareAbort get their markers and complete; Ongoing ones time o
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +55,7 @@ from . import records as group_records
 from . import txn_records as tr
 from .host import CoordinatorHost
 from .runtime import CoordinatorRuntime, storage_code, wall_ms
+from .shard import ShardHooks, internal_topic_config
 from .txn_records import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
@@ -119,7 +122,7 @@ class TxnMetadata:
         self.persisted = True
 
 
-class TransactionCoordinator(CoordinatorRuntime):
+class TransactionCoordinator:
     """See the module docstring.  ``group_coordinator`` is a callable returning the node's
     GroupCoordinator (transactional offset commits and their markers go through it)."""
 
@@ -128,9 +131,14 @@ class TransactionCoordinator(CoordinatorRuntime):
 
     def __init__(self, node: CoordinatorHost, *, node_id: int = 0, clock: Callable[[], int] = wall_ms,
                  group_coordinator: Callable[[], Any] | None = None, cluster=None):
-        super().__init__(node, node_id=node_id, clock=clock, cluster=cluster)
         cfg = node.config
-        self.configured_partitions = cfg["transaction.state.log.num.partitions"]
+        self.node = node
+        # the loop, __transaction_state and its loading (runtime.py), started with the shard below
+        rt = self.runtime = CoordinatorRuntime(
+            node, topic=self.TOPIC, name=self.NAME, partitions=cfg["transaction.state.log.num.partitions"],
+            topic_config=internal_topic_config("uncompressed"), node_id=node_id, clock=clock, cluster=cluster)
+        self.clock = rt.clock
+        self.cluster = rt.cluster
         self.max_timeout_ms = cfg["transaction.max.timeout.ms"]
         self.id_expiration_ms = cfg["transactional.id.expiration.ms"]
         self.abort_interval_ms = cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
@@ -138,27 +146,73 @@ class TransactionCoordinator(CoordinatorRuntime):
         self._group_coordinator = group_coordinator or (lambda: node.group_coordinator)
         self._txns: dict[str, TxnMetadata] = {}
         self._timers: list = []
+        self._shard = ShardHooks(new_load_state=self._new_load_state, replay_batch=self._replay_batch,
+                                 apply_loaded=self._apply_loaded, forget_partition=self._forget_partition,
+                                 start_timers=self._start_timers, cancel_timers=self._cancel_timers)
 
-    # -- runtime hooks -------------------------------------------------------------------
-    async def _on_startup(self) -> None:
+    # -- the runtime (runtime.py): lifecycle, the thread-safe facade, routing ---------------
+    def start(self) -> TransactionCoordinator:
+        """Start on a loop thread of its own; loading of ``__transaction_state`` begins."""
+        self.runtime.start(self._shard)
+        return self
+
+    async def start_on_running_loop(self) -> TransactionCoordinator:
+        """Run on the calling loop (a broker's); ``await stop_on_loop()`` before it ends."""
+        await self.runtime.start_on_running_loop(self._shard)
+        return self
+
+    async def stop_on_loop(self) -> None:
+        await self.runtime.stop_on_loop()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Answer waiters with NOT_COORDINATOR, finish in-flight writes, stop the loop."""
+        self.runtime.stop(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self.runtime.running
+
+    @property
+    def on_current_loop(self) -> bool:
+        """True when the caller runs on the coordinator's loop (await its methods directly)."""
+        return self.runtime.on_current_loop
+
+    def submit(self, coro_fn, *args, **kwargs) -> concurrent.futures.Future:
+        """Run ``coro_fn(*args, **kwargs)`` on the coordinator's loop; a concurrent future."""
+        return self.runtime.submit(coro_fn, *args, **kwargs)
+
+    def call(self, coro_fn, *args, timeout: float | None = None, **kwargs) -> Any:
+        """Blocking :meth:`submit`, for threads other than the coordinator's."""
+        return self.runtime.call(coro_fn, *args, timeout=timeout, **kwargs)
+
+    def wait_loaded(self, timeout: float = 30.0, partitions: int = 0) -> None:
+        """Block until the partitions of ``__transaction_state`` taken up here are loaded."""
+        self.runtime.wait_loaded(timeout, partitions)
+
+    def partition_for(self, transactional_id: str) -> int:
+        return self.runtime.partition_for(transactional_id)
+
+    def coordinator_node(self, transactional_id: str) -> int:
+        """The broker leading the partition of `transactional_id` (-1: none, or no topic yet)."""
+        return self.runtime.coordinator_node(transactional_id)
+
+    # -- the shard: timers, and the replay of a partition ---------------------------------
+    def _start_timers(self) -> None:
         self._timers = [None, None]
         self._schedule(0, self.abort_interval_ms, self.abort_timed_out)
         self._schedule(1, self.expire_interval_ms, self.expire_transactional_ids)
 
     def _schedule(self, slot: int, interval_ms: int, fn) -> None:
         def tick():
-            if not self._stopped:
-                self._spawn(fn())
+            if not self.runtime.stopped:
+                self.runtime.spawn(fn())
                 self._schedule(slot, interval_ms, fn)
-        self._timers[slot] = self.loop.call_later(interval_ms / 1000, tick)
+        self._timers[slot] = self.runtime.host_loop().call_later(interval_ms / 1000, tick)
 
     def _cancel_timers(self) -> None:
         for t in self._timers:
             if t is not None:
                 t.cancel()
-
-    def _topic_config(self) -> dict:
-        return {"cleanup.policy": "compact", "segment.bytes": 104857600, "compression.type": "uncompressed"}
 
     def _new_load_state(self):
         return {}
@@ -186,7 +240,7 @@ class TransactionCoordinator(CoordinatorRuntime):
                 resume.append(meta)
         for meta in resume:
             log.info("transaction %s was %s at load: writing its markers", meta.transactional_id, meta.state)
-            self._spawn(self._complete(meta, meta.state == PREPARE_COMMIT))
+            self.runtime.spawn(self._complete(meta, meta.state == PREPARE_COMMIT))
         if state:
             log.info("loaded %d transactional ids from %s-%d", len(self._txns), self.TOPIC, partition)
 
@@ -199,7 +253,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         """Write `target` for `meta`; apply it to memory once written.  Returns an error code."""
         meta.pending = target.state
         try:
-            await self._append(meta.partition, [(tr.encode_txn_key(meta.transactional_id),
+            await self.runtime.append(meta.partition, [(tr.encode_txn_key(meta.transactional_id),
                                                   tr.encode_txn_value(target))])
         except Exception as e:  # noqa: BLE001 - becomes the request's error code
             return storage_code(e, self.TOPIC)
@@ -222,12 +276,12 @@ class TransactionCoordinator(CoordinatorRuntime):
         on first use, answering COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, "empty transactional id"
-        return await self._find(transactional_id)
+        return await self.runtime.find(transactional_id)
 
     async def _lookup(self, tid: str, producer_id: int, producer_epoch: int) -> tuple[int, TxnMetadata | None]:
         if not tid:
             return ErrorCode.INVALID_REQUEST, None
-        err, _ = await self._route(tid)
+        err, _ = await self.runtime.route(tid)
         if err:
             return err, None
         meta = self._txns.get(tid)
@@ -247,7 +301,7 @@ class TransactionCoordinator(CoordinatorRuntime):
             return ErrorCode.INVALID_REQUEST, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
-        err, p = await self._route(tid)
+        err, p = await self.runtime.route(tid)
         if err:
             return err, -1, -1
         meta = self._txns.get(tid)
@@ -298,7 +352,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         one that does not come in time is COORDINATOR_LOAD_IN_PROGRESS, as Kafka's producer id
         manager answers while it has no block (the client retries)."""
         try:
-            return await self.loop.run_in_executor(None, self.node.allocate_producer_id)
+            return await self.runtime.host_loop().run_in_executor(None, self.node.allocate_producer_id)
         except KafkaApiError as e:
             if not e.retriable:
                 raise
@@ -311,7 +365,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         code = await self._transition(meta, target)
         if code:
             return code
-        self._spawn(self._complete(meta, False))
+        self.runtime.spawn(self._complete(meta, False))
         return ErrorCode.NONE
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------
@@ -385,7 +439,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         if node == link.view.node_id:           # it is moving here: not loaded yet
             return {tp: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for tp in tps}
         try:
-            return await self.loop.run_in_executor(
+            return await self.runtime.host_loop().run_in_executor(
                 None, link.verify_remote, node, transactional_id, producer_id, producer_epoch, tps)
         except Exception as e:                  # noqa: BLE001 - unreachable, timed out, garbled
             log.info("KIP-890 verification of %s with broker %d failed: %s", transactional_id, node, e)
@@ -444,7 +498,7 @@ class TransactionCoordinator(CoordinatorRuntime):
             code = await self._transition(meta, target)
             if code:
                 return code
-            self._spawn(self._complete(meta, commit))
+            self.runtime.spawn(self._complete(meta, commit))
             return ErrorCode.NONE
         if state == PREPARE_COMMIT:
             return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
@@ -463,7 +517,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         coordinator_epoch = self._coordinator_epoch(meta.partition)
         delay = 0.05
         for tp in sorted(meta.partitions):
-            while not self._stopped and self._txns.get(meta.transactional_id) is meta:
+            while not self.runtime.stopped and self._txns.get(meta.transactional_id) is meta:
                 try:
                     await self._write_marker(tp, pid, epoch, commit, coordinator_epoch)
                     break
@@ -475,7 +529,7 @@ class TransactionCoordinator(CoordinatorRuntime):
                                 meta.transactional_id, tp[0], tp[1], e)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 1.0)
-        while not self._stopped and self._txns.get(meta.transactional_id) is meta:
+        while not self.runtime.stopped and self._txns.get(meta.transactional_id) is meta:
             target = meta.record(state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=frozenset(),
                                  last_update_ms=self.clock())
             code = await self._transition(meta, target)
@@ -504,7 +558,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         n = 0
         for meta in list(self._txns.values()):
             if meta.state == ONGOING and meta.pending is None and meta.start_ms >= 0 \
-                    and meta.start_ms + meta.timeout_ms <= now and self.is_loaded(meta.partition):
+                    and meta.start_ms + meta.timeout_ms <= now and self.runtime.is_loaded(meta.partition):
                 log.info("transaction %s (producer %d) timed out after %d ms: aborting",
                          meta.transactional_id, meta.producer_id, meta.timeout_ms)
                 if await self._fence_and_abort(meta) == ErrorCode.NONE:
@@ -517,10 +571,10 @@ class TransactionCoordinator(CoordinatorRuntime):
         n = 0
         for meta in list(self._txns.values()):
             if meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and meta.pending is None and meta.persisted \
-                    and meta.last_update_ms + self.id_expiration_ms <= now and self.is_loaded(meta.partition):
+                    and meta.last_update_ms + self.id_expiration_ms <= now and self.runtime.is_loaded(meta.partition):
                 meta.pending = DEAD
                 try:
-                    await self._append(meta.partition, [(tr.encode_txn_key(meta.transactional_id), None)])
+                    await self.runtime.append(meta.partition, [(tr.encode_txn_key(meta.transactional_id), None)])
                 except Exception:  # noqa: BLE001 - tried again at the next pass
                     log.exception("expiring transactional id %s failed", meta.transactional_id)
                     continue
@@ -539,7 +593,7 @@ class TransactionCoordinator(CoordinatorRuntime):
         pids = set(producer_ids or ())
         now = self.clock()
         code = ErrorCode.NONE
-        if any(st.state != "loaded" for st in self._partitions.values()):
+        if self.runtime.loading():
             code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         out = []
         for tid, meta in sorted(self._txns.items()):
@@ -560,7 +614,7 @@ class TransactionCoordinator(CoordinatorRuntime):
             if not tid:
                 out.append(TxnDescription(tid, ErrorCode.INVALID_REQUEST))
                 continue
-            err, _ = await self._route(tid) if self._num_partitions is not None else (ErrorCode.NONE, -1)
+            err, _ = await self.runtime.route(tid) if self.runtime.num_partitions is not None else (ErrorCode.NONE, -1)
             meta = self._txns.get(tid)
             if err:
                 out.append(TxnDescription(tid, err))
