@@ -220,7 +220,7 @@ _NO_EFFECT_KEYS = frozenset({
 # (engine/server/listener.py), SASL (engine/server/sasl_handlers.py) and TLS; for SASL and TLS a
 # ``listener.name.<listener>.`` prefixed form has effect too, and so does PLAIN's
 # ``listener.name.<listener>.plain.sasl.jaas.config``.
-# TLS listeners' keys (engine/security/tls.py server_context, SslPrincipalMapper)
+# TLS listeners' keys (engine/security/tls.py server_context, ssl_principal.py SslPrincipalMapper)
 _SERVER_TLS_KEYS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
     "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",

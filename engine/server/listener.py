@@ -18,7 +18,8 @@ this module makes the broker's :class:`Listener` objects from them:
   SaslServerFactory; SCRAM checks against the broker's credential store;
 - SSL and SASL_SSL listeners take their TLS context from the ``ssl.*`` keys (and
   ``listener.name.<name>.ssl.*`` overrides) through engine/security/tls.py; an SSL listener's
-  clients are named by their certificate (``ssl.client.auth``, ``ssl.principal.mapping.rules``),
+  clients are named by their certificate (``ssl.client.auth``, ``ssl.principal.mapping.rules``:
+  engine/security/ssl_principal.py),
   a SASL_SSL listener's by SASL.
 """
 
@@ -33,7 +34,8 @@ from typing import Any
 from ..errors import InvalidConfigError
 from ..security.listeners import ListenerSettings, listener_config
 from ..security.sasl import SaslServerFactory
-from ..security.tls import SslPrincipalMapper, server_context
+from ..security.ssl_principal import SslPrincipalMapper
+from ..security.tls import server_context
 
 __all__ = ["SERVED_PROTOCOLS", "Listener", "listeners_from_configs"]
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 from engine.errors import InvalidConfigError, SslConfigError
-from engine.security.tls import SslPrincipalMapper, client_context, server_context
+from engine.security.ssl_principal import SslPrincipalMapper
+from engine.security.tls import client_context, server_context
 from tests.security.certs import KEY_PASSWORD, STORE_PASSWORD, Pki, make_pki
 
 ALICE_DN = "CN=alice,OU=eng,O=acme,C=US"

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
 
 from engine.errors import InvalidConfigError, SslPrincipalMappingError
-from engine.security.tls import ANONYMOUS, SslPrincipalMapper, dn_rfc2253
+from engine.security.ssl_principal import ANONYMOUS, SslPrincipalMapper, dn_rfc2253
 from tests.security.certs import make_pki
 
 
