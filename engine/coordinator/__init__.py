@@ -9,7 +9,8 @@ module docstring), composed of its parts: ``group_membership.py``, ``group_offse
 :class:`GroupContext`.  A node (engine/node.py) creates one on first use of
 ``node.group_coordinator``, each given the node; the broker and in-process consumers share it.
 ``transactions.py`` is the :class:`TransactionCoordinator` (``__transaction_state``,
-``txn_records.py``; ``node.transaction_coordinator``), ``runtime.py`` the loop/log machinery
+``txn_records.py``; ``node.transaction_coordinator``), composed of ``txn_state.py``,
+``txn_markers.py``, ``txn_expiry.py`` and ``txn_loader.py``, ``runtime.py`` the loop/log machinery
 both share: each owns a :class:`CoordinatorRuntime` and starts it with its shard (``shard.py``,
 the state machine the runtime loads).
 """

@@ -5,7 +5,10 @@ State per transactional id lives in ``__transaction_state`` (compacted,
 ``abs(String.hashCode(id)) % n``), in Kafka's TransactionLogKey/Value format
 (txn_records.py), replayed on start.  It runs on the same kind of host loop as
 the group coordinator: runtime.py's :class:`CoordinatorRuntime`, a part it owns
-(``runtime``) and starts with its shard (shard.py).
+(``runtime``) and starts with its shard (shard.py).  This class keeps the API and the
+requests' state transitions; its parts: txn_state.py (the id table, its writes),
+txn_markers.py (ending a transaction: markers, then Complete), txn_expiry.py (timeouts and
+id expiry, periodic) and txn_loader.py (the replay of a partition).
 
 Python API (in-process producers use it as the wire handlers do; every method is
 a coroutine on the coordinator's loop — from another thread use
@@ -43,36 +46,34 @@ PrepareCommit / PrepareAbort get their markers and complete; Ongoing ones time o
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..errors import ErrorCode, KafkaApiError, UnknownTopicOrPartitionError
+from ..errors import ErrorCode, KafkaApiError
 from . import records as group_records
 from . import txn_records as tr
 from .host import CoordinatorHost
-from .runtime import CoordinatorRuntime, storage_code, wall_ms
+from .runtime import CoordinatorRuntime, wall_ms
 from .shard import ShardHooks, internal_topic_config
+from .txn_expiry import TxnExpiry
+from .txn_loader import TxnLoader
+from .txn_markers import TxnMarkers, on_group_loop
 from .txn_records import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
-    DEAD,
     EMPTY,
     ONGOING,
     PREPARE_ABORT,
     PREPARE_COMMIT,
     STATE_NAMES,
-    TxnRecord,
 )
+from .txn_state import MAX_EPOCH, TxnMetadata, TxnTable
 
 __all__ = ["TransactionCoordinator", "TxnDescription", "TxnListing"]
 
 log = logging.getLogger("engine.coordinator.transactions")
-
-_MAX_EPOCH = 32767 - 1          # Short.MaxValue - 1: an epoch this high is exhausted
 
 
 class TxnListing(NamedTuple):
@@ -92,36 +93,6 @@ class TxnDescription(NamedTuple):
     partitions: tuple = ()
 
 
-@dataclass(eq=False)
-class TxnMetadata:
-    transactional_id: str
-    partition: int                      # of __transaction_state
-    producer_id: int
-    producer_epoch: int = -1
-    last_producer_id: int = -1
-    last_producer_epoch: int = -1
-    timeout_ms: int = 60000
-    state: str = EMPTY
-    partitions: set = field(default_factory=set)
-    start_ms: int = -1
-    last_update_ms: int = -1
-    pending: str | None = None          # a transition whose record is being written
-    persisted: bool = False
-
-    def record(self, **changes) -> TxnRecord:
-        base = TxnRecord(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
-                         frozenset(self.partitions), self.last_update_ms, self.start_ms, self.last_producer_id)
-        return base._replace(**changes)
-
-    def apply(self, r: TxnRecord) -> None:
-        if r.producer_id != self.producer_id or r.producer_epoch != self.producer_epoch:
-            self.last_producer_id, self.last_producer_epoch = self.producer_id, self.producer_epoch
-        self.producer_id, self.producer_epoch, self.timeout_ms = r.producer_id, r.producer_epoch, r.timeout_ms
-        self.state, self.partitions = r.state, set(r.partitions)
-        self.last_update_ms, self.start_ms = r.last_update_ms, r.start_ms
-        self.persisted = True
-
-
 class TransactionCoordinator:
     """See the module docstring.  ``group_coordinator`` is a callable returning the node's
     GroupCoordinator (transactional offset commits and their markers go through it)."""
@@ -138,17 +109,24 @@ class TransactionCoordinator:
             node, topic=self.TOPIC, name=self.NAME, partitions=cfg["transaction.state.log.num.partitions"],
             topic_config=internal_topic_config("uncompressed"), node_id=node_id, clock=clock, cluster=cluster)
         self.clock = rt.clock
-        self.cluster = rt.cluster
         self.max_timeout_ms = cfg["transaction.max.timeout.ms"]
-        self.id_expiration_ms = cfg["transactional.id.expiration.ms"]
-        self.abort_interval_ms = cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
-        self.expire_interval_ms = cfg["transaction.remove.expired.transaction.cleanup.interval.ms"]
         self._group_coordinator = group_coordinator or (lambda: node.group_coordinator)
-        self._txns: dict[str, TxnMetadata] = {}
-        self._timers: list = []
-        self._shard = ShardHooks(new_load_state=self._new_load_state, replay_batch=self._replay_batch,
-                                 apply_loaded=self._apply_loaded, forget_partition=self._forget_partition,
-                                 start_timers=self._start_timers, cancel_timers=self._cancel_timers)
+        # the parts: the id table and its writes (txn_state.py), ending transactions
+        # (txn_markers.py), timeouts and expiry (txn_expiry.py), loading (txn_loader.py)
+        table = TxnTable(rt)
+        self._txns = table.txns
+        self._transition = table.transition
+        self._markers = TxnMarkers(rt, self._txns, transition=table.transition,
+                                   group_coordinator=self._group_coordinator)
+        self._expiry = TxnExpiry(
+            rt, self._txns, abort=self._markers.fence_and_abort,
+            abort_interval_ms=cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            expire_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"],
+            id_expiration_ms=cfg["transactional.id.expiration.ms"])
+        loader = TxnLoader(self._txns, resume=self._markers.complete_later)
+        self._shard = ShardHooks(new_load_state=loader.new_load_state, replay_batch=loader.replay_batch,
+                                 apply_loaded=loader.apply_loaded, forget_partition=loader.forget_partition,
+                                 start_timers=self._expiry.start, cancel_timers=self._expiry.stop)
 
     # -- the runtime (runtime.py): lifecycle, the thread-safe facade, routing ---------------
     def start(self) -> TransactionCoordinator:
@@ -195,80 +173,6 @@ class TransactionCoordinator:
     def coordinator_node(self, transactional_id: str) -> int:
         """The broker leading the partition of `transactional_id` (-1: none, or no topic yet)."""
         return self.runtime.coordinator_node(transactional_id)
-
-    # -- the shard: timers, and the replay of a partition ---------------------------------
-    def _start_timers(self) -> None:
-        self._timers = [None, None]
-        self._schedule(0, self.abort_interval_ms, self.abort_timed_out)
-        self._schedule(1, self.expire_interval_ms, self.expire_transactional_ids)
-
-    def _schedule(self, slot: int, interval_ms: int, fn) -> None:
-        def tick():
-            if not self.runtime.stopped:
-                self.runtime.spawn(fn())
-                self._schedule(slot, interval_ms, fn)
-        self._timers[slot] = self.runtime.host_loop().call_later(interval_ms / 1000, tick)
-
-    def _cancel_timers(self) -> None:
-        for t in self._timers:
-            if t is not None:
-                t.cancel()
-
-    def _new_load_state(self):
-        return {}
-
-    def _replay_batch(self, header, records, state) -> None:
-        if header.is_control:
-            return
-        for _off, _ts, key, value, _headers in records:
-            if key is None:
-                continue
-            tid = tr.decode_txn_key(key)
-            state[tid] = None if value is None else tr.decode_txn_value(value)
-
-    def _apply_loaded(self, partition: int, state) -> None:
-        resume = []
-        for tid, r in state.items():
-            if r is None or r.state == DEAD:
-                self._txns.pop(tid, None)
-                continue
-            meta = TxnMetadata(tid, partition, r.producer_id)
-            meta.apply(r)
-            meta.last_producer_id, meta.last_producer_epoch = r.previous_producer_id, -1
-            self._txns[tid] = meta
-            if r.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                resume.append(meta)
-        for meta in resume:
-            log.info("transaction %s was %s at load: writing its markers", meta.transactional_id, meta.state)
-            self.runtime.spawn(self._complete(meta, meta.state == PREPARE_COMMIT))
-        if state:
-            log.info("loaded %d transactional ids from %s-%d", len(self._txns), self.TOPIC, partition)
-
-    def _forget_partition(self, partition: int) -> None:
-        for tid in [t for t, m in self._txns.items() if m.partition == partition]:
-            del self._txns[tid]
-
-    # -- writes --------------------------------------------------------------------------
-    async def _transition(self, meta: TxnMetadata, target: TxnRecord) -> int:
-        """Write `target` for `meta`; apply it to memory once written.  Returns an error code."""
-        meta.pending = target.state
-        try:
-            await self.runtime.append(meta.partition, [(tr.encode_txn_key(meta.transactional_id),
-                                                  tr.encode_txn_value(target))])
-        except Exception as e:  # noqa: BLE001 - becomes the request's error code
-            return storage_code(e, self.TOPIC)
-        finally:
-            meta.pending = None
-        if self._txns.get(meta.transactional_id) is meta:
-            meta.apply(target)
-        return ErrorCode.NONE
-
-    def _coordinator_epoch(self, partition: int) -> int:
-        try:
-            # Kafka's coordinatorEpoch: the leader epoch of our partition of __transaction_state
-            return max(self.cluster.replicas.partition(self.TOPIC, partition).leader_epoch, 0)
-        except KafkaApiError:
-            return 0
 
     # -- routing -------------------------------------------------------------------------
     async def find_coordinator(self, transactional_id: str, key_type: int = 1) -> tuple[int, str | None]:
@@ -327,12 +231,12 @@ class TransactionCoordinator:
         now = self.clock()
         if meta.state == ONGOING:
             # fence the running instance: bump the epoch and abort its transaction with it
-            code = await self._fence_and_abort(meta)
+            code = await self._markers.fence_and_abort(meta)
             return (code or ErrorCode.CONCURRENT_TRANSACTIONS), -1, -1
         if meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
             return ErrorCode.INVALID_TXN_STATE, -1, -1
         pid, epoch = meta.producer_id, meta.producer_epoch + 1
-        if epoch > _MAX_EPOCH - 1:
+        if epoch > MAX_EPOCH - 1:
             new_pid = await self._new_producer_id()
             if new_pid is None:
                 return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, -1
@@ -358,15 +262,6 @@ class TransactionCoordinator:
                 raise
             log.warning("no producer id for now: %s", e)
             return None
-
-    async def _fence_and_abort(self, meta: TxnMetadata) -> int:
-        epoch = meta.producer_epoch + 1 if meta.producer_epoch < _MAX_EPOCH else meta.producer_epoch
-        target = meta.record(producer_epoch=epoch, state=PREPARE_ABORT, last_update_ms=self.clock())
-        code = await self._transition(meta, target)
-        if code:
-            return code
-        self.runtime.spawn(self._complete(meta, False))
-        return ErrorCode.NONE
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -430,7 +325,7 @@ class TransactionCoordinator:
         this: neither may assume that the transaction coordinator is the broker they run on."""
         tps = list(partitions)
         res = await self.verify_partitions(transactional_id, producer_id, producer_epoch, tps)
-        link = self.cluster
+        link = self.runtime.cluster
         if not any(code == ErrorCode.NOT_COORDINATOR for code in res.values()):
             return res
         node = self.coordinator_node(transactional_id)
@@ -474,14 +369,9 @@ class TransactionCoordinator:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         if code:
             return {tp: code for tp in tps}
-        return await self._on_group_loop(gc, gc.txn_commit_offsets, group_id, producer_id, producer_epoch,
+        return await on_group_loop(gc, gc.txn_commit_offsets, group_id, producer_id, producer_epoch,
                                          offsets, generation_id=generation_id, member_id=member_id,
                                          group_instance_id=group_instance_id)
-
-    async def _on_group_loop(self, gc, fn, *args, **kwargs):
-        if gc.on_current_loop:
-            return await fn(*args, **kwargs)
-        return await asyncio.wrap_future(gc.submit(fn, *args, **kwargs))
 
     # -- EndTxn -------------------------------------------------------------------------------
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
@@ -498,7 +388,7 @@ class TransactionCoordinator:
             code = await self._transition(meta, target)
             if code:
                 return code
-            self.runtime.spawn(self._complete(meta, commit))
+            self._markers.complete_later(meta, commit)
             return ErrorCode.NONE
         if state == PREPARE_COMMIT:
             return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
@@ -510,80 +400,16 @@ class TransactionCoordinator:
             return ErrorCode.NONE if not commit else ErrorCode.INVALID_TXN_STATE
         return ErrorCode.INVALID_TXN_STATE                      # Empty: no transaction
 
-    async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
-        """Write the markers of meta's transaction, then its Complete state (retried until done
-        or the partition moved away)."""
-        pid, epoch = meta.producer_id, meta.producer_epoch
-        coordinator_epoch = self._coordinator_epoch(meta.partition)
-        delay = 0.05
-        for tp in sorted(meta.partitions):
-            while not self.runtime.stopped and self._txns.get(meta.transactional_id) is meta:
-                try:
-                    await self._write_marker(tp, pid, epoch, commit, coordinator_epoch)
-                    break
-                except UnknownTopicOrPartitionError:
-                    log.info("transaction %s: %s-%d is gone; no marker", meta.transactional_id, *tp)
-                    break
-                except Exception as e:  # noqa: BLE001 - retried, as Kafka's marker channel does
-                    log.warning("transaction %s: marker for %s-%d failed (%s); retrying",
-                                meta.transactional_id, tp[0], tp[1], e)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 1.0)
-        while not self.runtime.stopped and self._txns.get(meta.transactional_id) is meta:
-            target = meta.record(state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=frozenset(),
-                                 last_update_ms=self.clock())
-            code = await self._transition(meta, target)
-            if code == ErrorCode.NONE or code == ErrorCode.NOT_COORDINATOR:
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-
-    async def _write_marker(self, tp: tuple[str, int], pid: int, epoch: int, commit: bool,
-                            coordinator_epoch: int) -> None:
-        topic, partition = tp
-        link = self.cluster
-        if topic == group_records.OFFSETS_TOPIC and link.leader(topic, partition) == link.view.node_id:
-            gc = self._group_coordinator()          # it writes the marker and applies it
-            await self._on_group_loop(gc, gc.complete_txn, pid, epoch, partition, commit, coordinator_epoch)
-            return
-        # the partition's leader writes it (here, or WriteTxnMarkers to it)
-        await link.write_marker(topic, partition, pid, epoch, commit, coordinator_epoch)
-        self.node.notify_appended()           # read_committed readers here may move on
-
-    # -- timeouts and expiry ----------------------------------------------------------------
+    # -- timeouts and expiry (txn_expiry.py) ------------------------------------------------
     async def abort_timed_out(self) -> int:
-        """Abort (with a bumped epoch, fencing the producer) every Ongoing transaction older
-        than its timeout; returns how many."""
-        now = self.clock()
-        n = 0
-        for meta in list(self._txns.values()):
-            if meta.state == ONGOING and meta.pending is None and meta.start_ms >= 0 \
-                    and meta.start_ms + meta.timeout_ms <= now and self.runtime.is_loaded(meta.partition):
-                log.info("transaction %s (producer %d) timed out after %d ms: aborting",
-                         meta.transactional_id, meta.producer_id, meta.timeout_ms)
-                if await self._fence_and_abort(meta) == ErrorCode.NONE:
-                    n += 1
-        return n
+        """One pass now (also periodic): abort every Ongoing transaction older than its
+        timeout, fencing its producer; returns how many."""
+        return await self._expiry.abort_timed_out()
 
     async def expire_transactional_ids(self) -> int:
-        """Remove ids idle longer than ``transactional.id.expiration.ms`` (tombstones)."""
-        now = self.clock()
-        n = 0
-        for meta in list(self._txns.values()):
-            if meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and meta.pending is None and meta.persisted \
-                    and meta.last_update_ms + self.id_expiration_ms <= now and self.runtime.is_loaded(meta.partition):
-                meta.pending = DEAD
-                try:
-                    await self.runtime.append(meta.partition, [(tr.encode_txn_key(meta.transactional_id), None)])
-                except Exception:  # noqa: BLE001 - tried again at the next pass
-                    log.exception("expiring transactional id %s failed", meta.transactional_id)
-                    continue
-                finally:
-                    meta.pending = None
-                if self._txns.get(meta.transactional_id) is meta:
-                    del self._txns[meta.transactional_id]
-                    n += 1
-        return n
+        """One pass now (also periodic): remove the ids idle longer than
+        ``transactional.id.expiration.ms`` (tombstones); returns how many."""
+        return await self._expiry.expire_transactional_ids()
 
     # -- admin ---------------------------------------------------------------------------------
     async def list_transactions(self, states: Iterable[str] | None = None,
