@@ -18,6 +18,11 @@ Invariants: ``base_offset <= every offset in the segment < next_offset``;
 relative offsets fit int32; ``size`` is the byte length of complete batches
 (the writer never leaves a partial batch: a failed write is cut back).
 
+Parts, each a module of functions LogSegment calls: segment_read.py (lookups
+and the tail scan over the mapped `.log`), segment_index.py (opening,
+sealing, re-growing and checking the two indexes), segment_files.py (paths,
+preallocation, cuts, unlinks); SegmentFile and FileSlice: fileslice.py.
+
 Concurrency: a LogSegment is not thread-safe.  PartitionLog serialises every
 call under its lock.  A :class:`FileSlice` is immutable and may be read from
 any thread after the lock is released: it keeps the file descriptor alive by
@@ -27,15 +32,16 @@ a slice of a segment deleted by retention still reads its bytes.
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import time
 
 from .. import _native
-from ..errors import CorruptRecordError
-from . import files
-from .fileslice import FileSlice, SegmentFile, cut_to_new_file
+from ..errors import CorruptIndexError, CorruptRecordError
+from . import segment_read
+from .fileslice import FileSlice, SegmentFile
+from .segment_files import ClosedFile, cut, preallocate, segment_paths, unlink_all
+from .segment_index import bytes_since_last_entry, check_entries, open_indexes, reactivate, read_only_copy, seal
 from .txnindex import TransactionIndex
 
 __all__ = ["FileSlice", "LogSegment", "SegmentFile"]
@@ -61,12 +67,8 @@ class LogSegment:
         self.config = config
         self.writable = writable
         self.suffix = suffix
-        self.log_path = os.path.join(directory, files.segment_file(base_offset, files.LOG_SUFFIX) + suffix)
-        self.index_path = os.path.join(directory, files.segment_file(base_offset, files.INDEX_SUFFIX) + suffix)
-        self.time_index_path = os.path.join(
-            directory, files.segment_file(base_offset, files.TIME_INDEX_SUFFIX) + suffix)
-        self.txn_index = TransactionIndex(os.path.join(
-            directory, files.segment_file(base_offset, files.TXN_INDEX_SUFFIX) + suffix))
+        self.log_path, self.index_path, self.time_index_path, txn_path = segment_paths(directory, base_offset, suffix)
+        self.txn_index = TransactionIndex(txn_path)
         self.txn_rebuild = False  # recovered: the loader rebuilds the txnindex while replaying
         if create and os.path.exists(self.log_path) and os.path.getsize(self.log_path) > 0:
             raise FileExistsError(self.log_path)
@@ -75,27 +77,15 @@ class LogSegment:
         self._file = SegmentFile(self.log_path, writable)
         self.size = os.fstat(self._file.fd).st_size
         if create and writable and config["preallocate"]:
-            # Reserve segment.bytes without changing the file size (FALLOC_FL_KEEP_SIZE), so a
-            # power loss never leaves a zero-filled tail that looks like data; freed on roll/close.
-            try:
-                _native.fallocate(self._file.fd, 0, config["segment.bytes"], _native.FALLOC_FL_KEEP_SIZE)
-            except OSError as e:
-                if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):
-                    self._file.close()
-                    raise
+            preallocate(self._file, config["segment.bytes"])     # freed on roll/close (segment_files.py)
         max_index = config["segment.index.bytes"] if (writable and (create if preallocate_index is None
                                                                     else preallocate_index)) else -1
         if create and writable:
             for p in (self.index_path, self.time_index_path, self.txn_index.path):
                 if os.path.exists(p):
                     os.unlink(p)
-        if not writable and self.index_missing:
-            # Read-only and no index (a crashed writer's leftovers): an empty index scans from 0.
-            self.index = _native.OffsetIndex(os.devnull, base_offset, -1, False)
-            self.time_index = _native.TimeIndex(os.devnull, base_offset, -1, False)
-        else:
-            self.index = _native.OffsetIndex(self.index_path, base_offset, max_index, writable)
-            self.time_index = _native.TimeIndex(self.time_index_path, base_offset, max_index, writable)
+        self.index, self.time_index = open_indexes(self.index_path, self.time_index_path, base_offset, max_index,
+                                                   writable, self.index_missing)
         self.bytes_since_last_index_entry = 0
         self._next_offset: int | None = base_offset if self.size == 0 else None
         ts, off = self.time_index.last_entry
@@ -136,20 +126,7 @@ class LogSegment:
         Never raises: a torn or corrupt tail ends the walk (``tail_valid_end``
         < ``size`` tells the loader to recover the segment).
         """
-        _off, pos = self._index_lookup(2**62)
-        if pos >= self.size:
-            pos = 0
-        if self.writable:
-            data, shift = self._data(), 0
-        else:
-            # A reader beside a writer copies the tail (pread): the writer may cut bytes past
-            # its high watermark at any time, and a mapped page past EOF would be SIGBUS.
-            data, shift = os.pread(self._file.fd, self.size - pos, pos), pos
-        r = _native.scan_segment(data, self.base_offset, pos - shift, self.size - shift, 1 << 62, -1, False)
-        if r.batches == 0 and pos > 0:
-            if not self.writable:
-                data, shift = os.pread(self._file.fd, self.size, 0), 0
-            r = _native.scan_segment(data, self.base_offset, 0, self.size, 1 << 62, -1, False)
+        r, shift = segment_read.scan_tail(self)
         self._next_offset = r.next_offset if r.batches else self.base_offset
         self.tail_valid_end = r.valid_end + shift
         if not self._tail_scanned:
@@ -194,21 +171,12 @@ class LogSegment:
 
     def _reload_read_only_indexes(self, high_watermark: int) -> None:
         """Readers hold a private copy of the indexes; take a fresh one as the segment grows."""
-        from ..errors import CorruptIndexError
-        if not (os.path.exists(self.index_path) and os.path.exists(self.time_index_path)):
-            return
-        index = _native.OffsetIndex(self.index_path, self.base_offset, -1, False)
-        time_index = _native.TimeIndex(self.time_index_path, self.base_offset, -1, False)
-        try:
-            index.sanity_check()
-            time_index.sanity_check()
-        except CorruptIndexError:
-            index.close()
-            time_index.close()
+        fresh = read_only_copy(self.index_path, self.time_index_path, self.base_offset)
+        if fresh is None:
             return
         self.index.close()
         self.time_index.close()
-        self.index, self.time_index = index, time_index
+        self.index, self.time_index = fresh
         self.index_ok = True
         self.index_trusted_below = high_watermark
         self._index_loaded_at = self.size
@@ -258,88 +226,25 @@ class LogSegment:
         self._next_offset = largest_offset + 1
         return position
 
-    # -- lookups ----------------------------------------------------------
+    # -- lookups (segment_read.py) ------------------------------------------
     def translate_offset(self, offset: int, starting_position: int = 0):
         """(position, base_offset, last_offset) of the first batch with last offset >= offset, or None."""
-        if self.size == 0:
-            return None
-        _o, pos = self._index_lookup(offset)
-        pos = max(pos, starting_position)
-        if pos >= self.size:
-            pos = starting_position
-        position, base, last = _native.seek_offset(self._data(), offset, pos, self.size)
-        if base < 0:
-            return None
-        return position, base, last
+        return segment_read.translate_offset(self, offset, starting_position)
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one_batch: bool = False) -> FileSlice | None:
-        """Slice of the `.log` from the batch holding `start_offset`, at most `max_size` bytes.
-
-        Ends at ``max_position`` (default: the segment size).  ``min_one_batch``
-        widens the slice to the whole first batch (Kafka's minOneMessage).
-        None when no batch at or above start_offset is in the segment.
-        """
-        if max_size < 0:
-            raise ValueError(f"invalid max_size {max_size}")
-        if max_position is None:
-            max_position = self.size
-        found = self.translate_offset(start_offset)
-        if found is None:
-            return None
-        position, base, _last = found
-        if position >= max_position:
-            return None
-        data = self._data()
-        first_size = _native.batch_size(data, position)
-        limit = max(max_size, first_size) if min_one_batch else max_size
-        size = min(max_position - position, limit)
-        return FileSlice(self._file, position, size, base, -1)
+        """Slice of the `.log` from the batch holding `start_offset`, at most `max_size` bytes
+        (below ``max_position``; ``min_one_batch``: Kafka's minOneMessage), or None."""
+        return segment_read.read(self, start_offset, max_size, max_position, min_one_batch)
 
     def complete_slice(self, start_offset: int, end_offset: int, max_position: int | None = None):
         """FileSlice of the complete batches holding offsets [start_offset, end_offset), below max_position."""
-        if max_position is None:
-            max_position = self.size
-        found = self.translate_offset(start_offset)
-        if found is None or found[0] >= max_position:
-            return None
-        position, base, _ = found
-        data = self._data()
-        p, b, last = _native.seek_offset(data, end_offset, position, max_position)
-        end_off = -1
-        if b < 0:
-            stop = p
-        elif b >= end_offset:
-            stop, end_off = p, b
-        else:
-            stop = p + _native.batch_size(data, p)
-            end_off = last + 1
-        if stop <= position:
-            return None
-        return FileSlice(self._file, position, stop - position, base, end_off)
+        return segment_read.complete_slice(self, start_offset, end_offset, max_position)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0,
                                  max_position: int | None = None):
         """(offset, timestamp) of the first record with timestamp >= `timestamp` below max_position, or None."""
-        end = self.size if max_position is None else min(max_position, self.size)
-        _ts, off = self.time_index.lookup(timestamp) if self.index_ok else (-1, self.base_offset)
-        if off >= self.index_trusted_below:
-            off = self.base_offset
-        _o, pos = self._index_lookup(max(off, starting_offset))
-        data = self._data()
-        while True:
-            if pos >= end:
-                return None
-            position, base, last = _native.seek_timestamp(data, timestamp, pos, end)
-            if base < 0:
-                return None
-            # record-level like Kafka: the first record at or after both bounds (after
-            # DeleteRecords the log may start inside a batch)
-            hit = _native.first_record_at_or_after(data, position, timestamp, starting_offset,
-                                                   self.log_path)
-            if hit is not None:
-                return hit
-            pos = position + _native.batch_size(data, position)
+        return segment_read.find_offset_by_timestamp(self, timestamp, starting_offset, max_position)
 
     # -- roll / recovery / truncation ----------------------------------------
     def should_roll(self, messages_size: int, max_timestamp_in_messages: int,
@@ -377,28 +282,16 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """On roll: final time index entry, indexes trimmed to their used size (Kafka)."""
         self._release_preallocation()
-        self._append_final_time_entry()
-        self.index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        self._seal_indexes()
 
-    def _append_final_time_entry(self) -> None:
-        if self.max_timestamp >= 0 and self.writable:
-            last_ts, _ = self.time_index.last_entry
-            if self.max_timestamp > last_ts:
-                if self.time_index.is_full:
-                    self.time_index.resize(self.time_index.file_size + 12)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, True)
+    def _seal_indexes(self) -> None:
+        seal(self.index, self.time_index, self.max_timestamp, self.offset_of_max_timestamp, self.writable)
 
     def make_active(self) -> None:
         """Preallocate the indexes of the segment that takes appends again."""
-        max_index = self.config["segment.index.bytes"]
-        if self.index.file_size < max_index:
-            self.index.resize(max_index)
-        if self.time_index.file_size < max_index:
-            self.time_index.resize(max_index)
         # Continue the sparse-index counter from the last entry.
-        _o, pos = self.index.lookup(2**62)
-        self.bytes_since_last_index_entry = self.size - pos if self.index.entries else self.size
+        self.bytes_since_last_index_entry = reactivate(self.index, self.time_index,
+                                                       self.config["segment.index.bytes"], self.size)
 
     def sanity_check(self, deep: bool = False) -> None:
         """Kafka's index sanity check; raises CorruptIndexError (a missing index counts as corrupt).
@@ -408,7 +301,6 @@ class LogSegment:
         time entry (T, O) the batch holding O has maxTimestamp == T.  Used for
         segments below the recovery point after an unclean shutdown.
         """
-        from ..errors import CorruptIndexError
         if self.index_missing:
             raise CorruptIndexError("index file is missing", self.index_path, None)
         self.index.sanity_check(self.size)
@@ -416,27 +308,8 @@ class LogSegment:
         self.txn_index.sanity_check(self.base_offset)
         if not deep or self.size == 0:
             return
-        data = self._data()
-        prev = self.base_offset - 1
-        for i in range(self.index.entries):
-            off, pos = self.index.entry(i)
-            try:
-                h = _native.read_header(data, pos)
-            except CorruptRecordError:
-                raise CorruptIndexError(f"entry {i} does not point at a batch", self.index_path, i * 8) from None
-            if not (prev < h.base_offset <= off) or pos + h.size > self.size:
-                raise CorruptIndexError(f"entry {i} ({off}, {pos}) does not match the batch there",
-                                        self.index_path, i * 8)
-            prev = off
-        for i in range(self.time_index.entries):
-            ts, off = self.time_index.entry(i)
-            found = self.translate_offset(off)
-            if found is None:
-                raise CorruptIndexError(f"time entry {i} points past the log", self.time_index_path, i * 12)
-            h = _native.read_header(data, found[0])
-            if h.max_timestamp != ts or h.last_offset != off:
-                raise CorruptIndexError(f"time entry {i} ({ts}, {off}) does not match the batch there",
-                                        self.time_index_path, i * 12)
+        check_entries(self._data(), self.size, self.base_offset, self.index, self.index_path,
+                      self.time_index, self.time_index_path, self.translate_offset)
 
     def recover(self, leader_epoch_cache=None, check_crc: bool = True, last_epoch: int = -1,
                 gaps_allowed: bool | None = None, mapped_below: int = 0):
@@ -468,10 +341,7 @@ class LogSegment:
         self.txn_rebuild = True
         truncated = size - r.valid_end
         if truncated > 0:
-            if (r.next_offset if r.batches else self.base_offset) < mapped_below:
-                self._file = cut_to_new_file(self._file, r.valid_end)
-            else:
-                os.ftruncate(self._file.fd, r.valid_end)
+            self._file = cut(self._file, r.valid_end, (r.next_offset if r.batches else self.base_offset) < mapped_below)
             self.size = r.valid_end
         self._next_offset = r.next_offset if r.batches else self.base_offset
         self.max_timestamp = r.max_timestamp
@@ -482,9 +352,7 @@ class LogSegment:
         if leader_epoch_cache is not None:
             for epoch, start in r.epochs:
                 leader_epoch_cache.assign(epoch, start)
-        self._append_final_time_entry()
-        self.index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        self._seal_indexes()
         self.flushed_size = min(self.flushed_size, self.size)
         return r, truncated
 
@@ -513,10 +381,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         self._drop_map()
-        if first_cut < mapped_below:
-            self._file = cut_to_new_file(self._file, position)
-        else:
-            os.ftruncate(self._file.fd, position)
+        self._file = cut(self._file, position, first_cut < mapped_below)
         self.size = position
         self.flushed_size = min(self.flushed_size, position)
         # Recompute next offset / max timestamp from what remains.
@@ -527,8 +392,7 @@ class LogSegment:
         if position == 0:
             self._next_offset = self.base_offset
             self.rolling_based_timestamp = None
-        _o, ipos = self.index.lookup(2**62)
-        self.bytes_since_last_index_entry = position - ipos if self.index.entries else position
+        self.bytes_since_last_index_entry = bytes_since_last_entry(self.index, position)
         return removed
 
     # -- durability / lifecycle ---------------------------------------------
@@ -548,15 +412,13 @@ class LogSegment:
         if self.writable and not self.index.closed:
             try:
                 self._release_preallocation()
-                self._append_final_time_entry()
-                self.index.trim_to_valid_size()
-                self.time_index.trim_to_valid_size()
+                self._seal_indexes()
             except OSError as e:
                 failed = e
         self.index.close()
         self.time_index.close()
         self._drop_map()
-        self._file = _ClosedFile(self.log_path)  # type: ignore[assignment]
+        self._file = ClosedFile(self.log_path)  # type: ignore[assignment]
         if failed is not None:
             raise failed
 
@@ -579,18 +441,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and unlink the files (open FileSlices keep reading the unlinked inode)."""
         self.close()
-        for p in (self.log_path, self.index_path, self.time_index_path, self.txn_index.path):
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+        unlink_all((self.log_path, self.index_path, self.time_index_path, self.txn_index.path))
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, path={self.log_path!r})"
-
-
-class _ClosedFile:
-    fd = -1
-
-    def __init__(self, path: str):
-        self.path = path
