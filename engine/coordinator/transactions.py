@@ -51,7 +51,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from ..errors import ErrorCode, KafkaApiError
+from ..errors import CorruptRecordError, ErrorCode, KafkaApiError
 from . import records as group_records
 from . import txn_records as tr
 from .host import CoordinatorHost
@@ -128,7 +128,7 @@ class TransactionCoordinator:
                                  apply_loaded=loader.apply_loaded, forget_partition=loader.forget_partition,
                                  start_timers=self._expiry.start, cancel_timers=self._expiry.stop)
 
-    # -- the runtime (runtime.py): lifecycle, the thread-safe facade, routing ---------------
+    # -- the runtime (runtime.py): lifecycle, the thread-safe facade, routing, loading ------
     def start(self) -> TransactionCoordinator:
         """Start on a loop thread of its own; loading of ``__transaction_state`` begins."""
         self.runtime.start(self._shard)
@@ -173,6 +173,17 @@ class TransactionCoordinator:
     def coordinator_node(self, transactional_id: str) -> int:
         """The broker leading the partition of `transactional_id` (-1: none, or no topic yet)."""
         return self.runtime.coordinator_node(transactional_id)
+
+    @property
+    def load_errors(self) -> list[CorruptRecordError]:
+        """The corrupt batches skipped while loading (file and byte position)."""
+        return self.runtime.load_errors
+
+    async def load_partition(self, partition: int) -> None:
+        await self.runtime.load_partition(partition)
+
+    async def unload_partition(self, partition: int) -> None:
+        await self.runtime.unload_partition(partition)
 
     # -- routing -------------------------------------------------------------------------
     async def find_coordinator(self, transactional_id: str, key_type: int = 1) -> tuple[int, str | None]:
