@@ -25,8 +25,10 @@ truncation of segments, the recovery point), ``_flusher`` (LogFlusher,
 log_flush.py: group commit and the flush.messages / flush.ms policy),
 ``_retention`` (LogRetention, log_retention.py: truncation, DeleteRecords,
 retention) and ``_txn`` (LogTransactions, log_txn.py: idempotence checks,
-``.txnindex`` entries, producer snapshots).  The append and read paths are
-here and call the parts directly.
+``.txnindex`` entries, producer snapshots).  The append path (log_append.py:
+validate, stamp, write, roll) and the read path (log_read.py: fetch bounds
+and slices, ListOffsets, a read-only open's refresh) are module functions
+given the log; they call the parts directly.
 
 Lock rule: ``self._lock`` (an RLock) guards the segment list (LocalLog has no
 lock of its own), every segment and index call, and every offset field.  It
@@ -48,15 +50,12 @@ import threading
 import time
 
 from .. import _native
-from ..errors import (
-    ClosedError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    ReadOnlyError,
-)
-from . import files
+from ..errors import ClosedError, KafkaStorageError, ReadOnlyError
+from . import files, log_append, log_read
+from .cleaner_pass import clean_log
 from .cleaner_state import CleaningState
 from .epochs import HighWatermarkFile, LeaderEpochCache
+from .loader import load_partition, load_producer_state
 from .local_log import LocalLog
 from .log_flush import LogFlusher
 from .log_retention import LogRetention
@@ -64,7 +63,6 @@ from .log_txn import LogTransactions
 from .logtypes import AppendInfo, FetchInfo, RecoveryEvent, RecoveryStats
 from .producer_state import ProducerStateManager
 from .segment import FileSlice, LogSegment
-from .verify import verified_slice as _verified
 
 __all__ = ["AppendInfo", "FetchInfo", "LeaderEpochCache", "PartitionLog", "HighWatermarkFile",
            "RecoveryEvent"]
@@ -89,8 +87,6 @@ class PartitionLog:
                  had_clean_shutdown: bool = True, recovery_point: int = 0,
                  log_start_offset: int = 0, high_watermark: int | None = None,
                  ever_cleaned: bool = False, clock=_now_ms):
-        from .loader import load_partition  # local import: loader uses this module's types
-
         if topic is None or partition is None:
             topic, partition = files.parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         self.dir = directory
@@ -101,7 +97,7 @@ class PartitionLog:
         self.auto_high_watermark = auto_high_watermark
         self.clock = clock
         self._lock = threading.RLock()
-        self._clean_lock = threading.Lock()  # one cleaning at a time (cleaner.py)
+        self._clean_lock = threading.Lock()  # one cleaning at a time (cleaner_pass.py)
         self._cleaning = CleaningState()     # its abort and pause around a truncation (cleaner_state.py)
         self._cleaner_horizon_due: int | None = None  # earliest delete horizon of a kept tombstone
         self._compacted = "compact" in config["cleanup.policy"]
@@ -131,7 +127,6 @@ class PartitionLog:
         self._txn = LogTransactions(directory, self.producer_state, self._local)
         self._retention = LogRetention(self)
         if not read_only:
-            from .loader import load_producer_state
             load_producer_state(self, self.log_end_offset if had_clean_shutdown else self.recovery_point,
                                 self.recovery_stats)
         self._hw_file = HighWatermarkFile(os.path.join(directory, files.HIGH_WATERMARK_FILE), not read_only)
@@ -238,7 +233,7 @@ class PartitionLog:
                 return self.high_watermark
             return max(min(fu, self.high_watermark), self.log_start_offset)
 
-    # -- append ----------------------------------------------------------
+    # -- append (log_append.py) ------------------------------------------
     def append(self, buf, leader_epoch: int | None = None, *, assign_offsets: bool = True,
                log_append_time: int | None = None) -> AppendInfo:
         """Validate, stamp offsets (and epoch), write, index, roll; durable mode waits for fdatasync.
@@ -253,7 +248,7 @@ class PartitionLog:
         InvalidRecordError (INVALID_RECORD, Kafka's LogValidator); a follower's
         append (``assign_offsets=False``) may carry them.
         """
-        return self._append(buf, leader_epoch, assign_offsets, log_append_time, None)
+        return log_append.append(self, buf, leader_epoch, assign_offsets, log_append_time, None)
 
     def append_control(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                        leader_epoch: int | None = None) -> int:
@@ -273,113 +268,20 @@ class PartitionLog:
         """
         buf = _native.build_control_batch(producer_id, producer_epoch, bool(commit), coordinator_epoch,
                                           self.clock())
-        info = self._append(buf, leader_epoch, True, None,
-                            (producer_id, producer_epoch, bool(commit), coordinator_epoch))
+        info = log_append.append(self, buf, leader_epoch, True, None,
+                                 (producer_id, producer_epoch, bool(commit), coordinator_epoch))
         return info.first_offset
-
-    def _append(self, buf, leader_epoch, assign_offsets: bool, log_append_time, marker) -> AppendInfo:
-        self._check_writable()
-        if not isinstance(buf, bytearray):
-            mv = memoryview(buf)
-            if mv.readonly or not mv.c_contiguous:
-                buf = bytearray(mv)
-        cfg = self.config
-        if log_append_time is None and cfg["message.timestamp.type"] == "LogAppendTime":
-            log_append_time = self.clock()
-        lat = -1 if log_append_time is None else log_append_time
-        with self._lock:
-            self._check_writable()
-            epoch = leader_epoch if leader_epoch is not None else max(self.leader_epoch_cache.latest_epoch, 0)
-            idempotent = None
-            if marker is not None:
-                self.producer_state.check_marker(marker[0], marker[1], marker[3])
-            elif self._compacted and assign_offsets:
-                _native.check_keys(buf, f"{self.topic}-{self.partition}")
-            # the first batch has a producerId >= 0: an idempotent producer
-            if assign_offsets and marker is None and _native.batch_producer_id(buf) >= 0:
-                idempotent = self._txn.check_idempotent(buf)
-                if isinstance(idempotent, AppendInfo):
-                    return idempotent  # a retried batch: its original offsets, nothing written
-            elif not assign_offsets and len(buf) >= _native.BATCH_HEADER_SIZE:
-                # a follower's batches: replay them into the producer state after the write
-                idempotent = _native.list_batches(buf, 0, -1, False)[0]
-            first, last, maxts, off_maxts, nb, nrec = _native.assign_offsets(
-                buf, self.log_end_offset, epoch, lat, marker is not None or not assign_offsets,
-                cfg["max.message.bytes"], not assign_offsets)
-            size = len(buf)
-            local = self._local
-            seg = local.segments[-1]
-            try:
-                # the epoch's start offset is checkpointed before the batch is written (Kafka
-                # assigns it before the segment append too): a failed checkpoint writes nothing,
-                # and an entry at the log end offset is what become-leader leaves anyway
-                if self.leader_epoch_cache.assign(epoch, first):
-                    self.leader_epoch_cache.flush()
-                if seg.size > 0 and seg.should_roll(size, maxts, last, self.clock()):
-                    seg = self._roll_locked()
-                seg.append(last, maxts, off_maxts, buf)
-            except OSError as e:
-                try:
-                    if os.fstat(seg.fd).st_size != seg.size:
-                        self._failed = e  # could not cut the partial batch back: go offline
-                except OSError:
-                    self._failed = e
-                raise KafkaStorageError(e.errno, f"append to {seg.log_path} failed: {e.strerror}") from e
-            if marker is not None:
-                done = self.producer_state.complete_txn(marker[0], marker[1], marker[3], first,
-                                                        maxts, marker[2])
-                if done is not None and done.aborted:
-                    self._txn.index_aborted(seg, [done])
-            elif not assign_offsets:
-                if idempotent:
-                    self._txn.index_aborted(seg, self.producer_state.replay(idempotent, 0, buf))
-            elif idempotent:
-                off = first
-                for h in idempotent:
-                    if h.producer_id >= 0:
-                        self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                                   h.last_offset_delta, off, off + h.last_offset_delta,
-                                                   h.max_timestamp if lat < 0 else lat,
-                                                   h.is_transactional)
-                    off += h.last_offset_delta + 1
-            self.log_end_offset = last + 1
-            durable = cfg["flush.messages"] <= self.log_end_offset - local.recovery_point
-            if not (durable or cfg.durable):
-                self._maybe_advance_hw(self.log_end_offset)
-            self._check_offsets()
-            end = self.log_end_offset
-        if durable or cfg.durable:
-            self._flusher.await_sync(end)
-        return AppendInfo(first, last, maxts, off_maxts, lat, nb, nrec, size)
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
         self._check_writable()
         with self._lock:
-            return self._roll_locked()
+            return log_append.roll_locked(self)
 
-    def _roll_locked(self) -> LogSegment:
-        old = self._local.segments[-1]
-        new_base = self.log_end_offset
-        seg = self._local.roll(new_base)
-        if seg is not old:
-            self._flusher.rolled(new_base)
-            self._txn.snapshot(new_base)
-        return seg
-
-    # -- read ------------------------------------------------------------
+    # -- read (log_read.py) ----------------------------------------------
     def refresh(self) -> None:
         """Read-only opens: pick up the writer's new HW, bytes and segments."""
-        if not self.read_only:
-            return
-        with self._lock:
-            pub = self._hw_file.read()
-            if pub is not None:
-                self.high_watermark = pub[0]
-                self.log_start_offset = max(self.log_start_offset, pub[1])
-            if self.high_watermark > self.log_end_offset or self._hw_file.cuts() != self._cuts_seen:
-                from .loader import refresh_read_only
-                refresh_read_only(self)     # segments the writer added, or replaced by a cut below the HW
+        log_read.refresh(self)
 
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True, verify: bool = False, isolation_level: int = 0) -> FetchInfo:
@@ -396,59 +298,7 @@ class PartitionLog:
         ``aborted_transactions`` for the range read; the answer always carries
         ``last_stable_offset``.
         """
-        if self._closed:
-            raise ClosedError(f"log {self.dir} is closed")
-        if self.read_only:
-            self.refresh()
-        stable = self.last_stable_offset
-        with self._lock:
-            hw, lso, leo = self.high_watermark, self.log_start_offset, self.log_end_offset
-            stable = min(stable, hw)
-            visible_end = min(hw, leo) if self.read_only else leo
-            if start_offset < lso or start_offset > visible_end:
-                raise OffsetOutOfRangeError(
-                    f"offset {start_offset} is outside [{lso}, {visible_end}] of {self.topic}-{self.partition}")
-            limit = hw if max_offset is None else min(max_offset, leo)
-            if self.read_only:
-                limit = min(limit, hw)
-            if isolation_level == 1:
-                limit = min(limit, stable)
-            slices: list[FileSlice] = []
-            bounds: list[tuple[int, int, int, int]] = []  # (index position, expected first base, max position, offset)
-            if start_offset < limit:
-                remaining = max_bytes
-                local = self._local
-                segs = local.segments
-                i = local.floor_index(start_offset)
-                offset = start_offset
-                first = True
-                while i < len(segs) and (remaining > 0 or (first and min_one_batch)):
-                    seg = segs[i]
-                    if seg.base_offset >= limit:
-                        break
-                    max_pos = local.max_position(seg, limit)
-                    fs = seg.read(offset, remaining, max_pos, min_one_batch and first)
-                    if fs is not None and fs.size > 0:
-                        slices.append(fs)
-                        if verify:
-                            ioff, ipos = seg.index.lookup(offset) if seg.index_ok else (seg.base_offset, 0)
-                            bounds.append((min(ipos, fs.position), seg.base_offset if ipos == 0 else -1,
-                                           max_pos, offset))
-                        remaining -= fs.size
-                        first = False
-                        if fs.position + fs.size < max_pos:
-                            break
-                    i += 1
-                    if i < len(segs):
-                        offset = segs[i].base_offset
-        if verify:
-            slices = [_verified(s, b, self.gaps_allowed) for s, b in zip(slices, bounds, strict=True)]
-            slices = [s for s in slices if s.size > 0]
-        aborted: list[tuple[int, int]] | None = None
-        if isolation_level == 1:
-            with self._lock:
-                aborted = self._txn.collect_aborted(start_offset, limit) if slices else []
-        return FetchInfo(slices, start_offset, hw, lso, leo, stable, aborted)
+        return log_read.read(self, start_offset, max_bytes, max_offset, min_one_batch, verify, isolation_level)
 
     def segments_for_range(self, start_offset: int, end_offset: int | None = None) -> list[FileSlice]:
         """FileSlices of the complete batches holding [start_offset, end_offset), capped at the HW.
@@ -456,15 +306,7 @@ class PartitionLog:
         For the Arrow scanner: one slice per segment, batch-aligned; the first
         batch may start below start_offset (batches are not split).
         """
-        if self.read_only:
-            self.refresh()
-        with self._lock:
-            hw = self.high_watermark
-            end = hw if end_offset is None else min(end_offset, hw)
-            if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
-                raise OffsetOutOfRangeError(f"offset {start_offset} is outside [{self.log_start_offset}, "
-                                            f"{self.log_end_offset}]")
-            return self._local.complete_slices(start_offset, end, hw) if start_offset < end else []
+        return log_read.segments_for_range(self, start_offset, end_offset)
 
     def scrub(self) -> list:
         """Re-validate every batch below the high watermark (structure, CRC, contiguous offsets).
@@ -534,15 +376,7 @@ class PartitionLog:
 
         ``timestamp`` -2 = earliest (log start offset, -1), -1 = latest (HW, -1), as ListOffsets.
         """
-        if self.read_only:
-            self.refresh()
-        with self._lock:
-            if timestamp == -2:
-                return self.log_start_offset, -1
-            if timestamp == -1:
-                return self.high_watermark, -1
-            hit = self._local.find_offset_by_timestamp(timestamp, self.log_start_offset, self.high_watermark)
-            return hit if hit is not None and hit[0] < self.high_watermark else None
+        return log_read.offset_for_timestamp(self, timestamp)
 
     def assign_leader_epoch(self, epoch: int) -> None:
         """A new leader: record that `epoch` starts at the log end offset (Kafka's makeLeader),
@@ -564,7 +398,6 @@ class PartitionLog:
         segment, segments at or above the high watermark and those younger
         than min.compaction.lag.ms are never cleaned.  See cleaner.py.
         """
-        from .cleaner import clean_log
         return clean_log(self, now_ms, force=force, **kw)
 
     # -- lifecycle -------------------------------------------------------
