@@ -256,7 +256,12 @@ def test_drop_responses_requests_arrive_answers_do_not(link):
 
 class Answer(Echo):
     """A server answering each Kafka request frame with an empty response frame of its
-    correlation id (size 4, correlation id)."""
+    correlation id (size 4, correlation id); requests of an API key in `silent` get no answer
+    (Produce with acks=0)."""
+
+    def __init__(self, silent: frozenset[int] = frozenset()):
+        self.silent = silent
+        super().__init__()
 
     def _echo(self, c):
         import struct
@@ -266,10 +271,11 @@ class Answer(Echo):
                 while data := c.recv(65536):
                     buf += data
                     while len(buf) >= 4 and len(buf) >= 4 + (n := struct.unpack_from(">i", buf)[0]):
-                        corr = struct.unpack_from(">i", buf, 8)[0]
+                        key, corr = struct.unpack_from(">h", buf, 4)[0], struct.unpack_from(">i", buf, 8)[0]
                         buf = buf[4 + n:]
                         self.received += 1
-                        c.sendall(struct.pack(">ii", 4, corr))
+                        if key not in self.silent:
+                            c.sendall(struct.pack(">ii", 4, corr))
             except OSError:
                 pass
 
@@ -296,33 +302,13 @@ def test_drop_responses_counts_dropped_answers_by_api_key():
         answer.close()
 
 
-class AnswerAcks0(Answer):
-    """As :class:`Answer`, but Produce requests (API key 0) get no answer: acks=0."""
-
-    def _echo(self, c):
-        import struct
-        with c:
-            buf = b""
-            try:
-                while data := c.recv(65536):
-                    buf += data
-                    while len(buf) >= 4 and len(buf) >= 4 + (n := struct.unpack_from(">i", buf)[0]):
-                        key, corr = struct.unpack_from(">h", buf, 4)[0], struct.unpack_from(">i", buf, 8)[0]
-                        buf = buf[4 + n:]
-                        self.received += 1
-                        if key != 0:
-                            c.sendall(struct.pack(">ii", 4, corr))
-            except OSError:
-                pass
-
-
 def test_unanswered_acks0_requests_are_not_remembered_for_ever():
     """A long acks=0 Produce stream: the proxy's table of requests awaiting an answer stays
     bounded, and a later answer is still counted under its own API key."""
     import struct
 
     from engine.chaos.netproxy import MAX_AWAITED
-    answer = AnswerAcks0()
+    answer = Answer(silent=frozenset({0}))
     proxy = LinkProxy("127.0.0.1", answer.port, kafka=True).start()
 
     def req(api_key, corr):
