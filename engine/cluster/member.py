@@ -100,6 +100,8 @@ class ClusterMember:
         self.registration_zxid = 0     # our registration's creation zxid (Kafka's broker epoch)
         self._lock = threading.RLock()
         self._brokers: dict[int, BrokerRegistration] = {}
+        self._children: list = []                     # /brokers/ids as the watch last gave it
+        self._brokers_lock = threading.Lock()
         self._controller_id = -1
         self._assignments: dict[str, TopicAssignment] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
@@ -241,12 +243,25 @@ class ClusterMember:
     def _on_brokers(self, children):
         if self._stopping:
             return False
+        with self._brokers_lock:        # (the watch's thread and the worker's retry, in turn)
+            self._children = list(children)
+            return self._read_brokers(children)
+
+    def _reread_brokers(self) -> None:
+        """The registrations of the brokers the watch last named, read again (worker)."""
+        if not self._stopping:
+            with self._brokers_lock:
+                self._read_brokers(self._children)
+
+    def _read_brokers(self, children) -> bool:
         brokers = {}
+        unread = False
         for b in children:
             try:
                 info = self.store.broker(int(b))
             except KazooException:
-                info = self._brokers.get(int(b))      # keep what we knew; the watch re-fires
+                info = self._brokers.get(int(b))      # keep what we knew, read again below
+                unread = True
             except ValueError as e:                  # not Kafka's layout: not a broker we can use
                 log.error("broker %d: registration of broker %s unreadable: %s", self.broker_id, b, e)
                 info = None
@@ -254,6 +269,12 @@ class ClusterMember:
                 brokers[int(b)] = info
         with self._lock:
             self._brokers = brokers
+        if unread and not self._stopping:
+            # (a registration that could not be read -- a new broker's above all -- would
+            # otherwise wait for the next change of /brokers/ids, which may never come)
+            retry = threading.Timer(RESUME_RETRY_S, self._work.put, args=(("brokers", None),))
+            retry.daemon = True
+            retry.start()
         return True
 
     def _on_controller(self, data, stat, event=None):
@@ -377,6 +398,8 @@ class ClusterMember:
                     self._fence()
                 elif kind == "resume":
                     self._resume()
+                elif kind == "brokers":
+                    self._reread_brokers()
             except KazooException as e:      # ZooKeeper unreachable: the watches re-fire later
                 if not self._stopping:
                     log.warning("broker %d: applying %s %s deferred (ZooKeeper: %s)", self.broker_id,
