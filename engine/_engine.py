@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import LogConfig
-from .errors import InvalidConfigError
+from .errors import InvalidConfigError, UnknownTopicOrPartitionError
 from .metadata import TopicMetadata
 from .node import Node
 
@@ -208,14 +208,14 @@ class Engine:
         meta = self.node.topic_metadata(name)
         cfg = self.config.log_config(meta.config)
         parts = []
-        held = self.logs.logs()
         for p in range(meta.partitions):
-            log = held.get((name, p))
-            if log is None:         # cluster mode: a partition this broker does not replicate
+            try:
+                info = self.node.replicas.local.describe_local_log(name, p)
+            except UnknownTopicOrPartitionError:   # cluster mode: a partition not replicated here
                 continue
-            parts.append(PartitionDescription(
-                p, log.log_start_offset, log.high_watermark, log.log_end_offset,
-                log.size, len(log.segments)))
+            o = info.offsets
+            parts.append(PartitionDescription(p, o.log_start_offset, o.high_watermark, o.log_end_offset,
+                                              info.size, info.segments))
         return TopicDescription(name, meta.topic_id, parts, dict(cfg), dict(meta.config))
 
     def log(self, topic: str, partition: int):

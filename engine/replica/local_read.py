@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 from ..errors import OffsetOutOfRangeError
 from .partition import offset_for_timestamp
 
-__all__ = ["LocalBatches", "LocalOffsets", "LocalReads"]
+__all__ = ["LocalBatches", "LocalLogInfo", "LocalOffsets", "LocalReads"]
 
 
 class LocalOffsets(NamedTuple):
@@ -59,6 +59,14 @@ class LocalBatches(NamedTuple):
     end: int
     slices: list                        # FileSlice per segment, batch-aligned
     aborted_transactions: list | None   # read_committed: [(producer_id, first_offset)] of [start, end)
+
+
+class LocalLogInfo(NamedTuple):
+    """A local replica's log as a directory holds it (Kafka's DescribeLogDirs per partition)."""
+
+    offsets: LocalOffsets
+    size: int                           # bytes of its segments
+    segments: int
 
 
 class LocalReads:
@@ -106,6 +114,12 @@ class LocalReads:
         plog = self._local_copy(topic, partition)
         lso = plog.last_stable_offset   # first: a read-only open refreshes what its writer published
         return LocalOffsets(plog.log_start_offset, plog.high_watermark, lso, plog.log_end_offset)
+
+    def describe_local_log(self, topic: str, partition: int) -> LocalLogInfo:
+        """The local replica's offsets, size in bytes and segment count (describing a data
+        directory: Kafka's ReplicaManager.describeLogDirs)."""
+        plog = self._local_copy(topic, partition)
+        return LocalLogInfo(self.local_offsets(topic, partition), plog.size, len(plog.segments))
 
     def local_offset_for_timestamp(self, topic: str, partition: int, timestamp: int, *,
                                    isolation_level: int = 0) -> tuple[int, int] | None:

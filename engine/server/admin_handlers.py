@@ -78,6 +78,7 @@ class AdminHandlers:
     def __init__(self, handlers):
         self.handlers = handlers
         self.node = handlers.node
+        self.replicas = handlers.replicas     # engine/replica: the local replicas' logs
 
     @property
     def access(self):
@@ -123,7 +124,7 @@ class AdminHandlers:
                 if not 0 <= p < count:
                     continue
                 try:
-                    size = node.log(name, p).size
+                    size = self.replicas.local.describe_local_log(name, p).size
                 except KafkaApiError:
                     continue
                 parts.append({"partition_index": p, "partition_size": size, "offset_lag": 0,

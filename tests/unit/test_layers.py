@@ -251,9 +251,9 @@ _LOG_READS = {"read", "segments_for_range", "aborted_transactions", "offset_for_
 def test_in_process_readers_go_through_the_replica_layer():
     """The embedded clients (engine/client), the Engine facade, the group tools and the web
     console read partitions through the replica layer (``engine.replicas.local.read_from_local_log``,
-    ``read_local_batches``, ``local_offsets``, ``local_offset_for_timestamp``:
-    engine/replica/local_read.py), never a PartitionLog: no ``.log(...)`` / ``._log(...)`` /
-    ``.get_log(...)`` call and no read method (``read``, ``segments_for_range``, ...) on a
+    ``read_local_batches``, ``local_offsets``, ``local_offset_for_timestamp``,
+    ``describe_local_log``: engine/replica/local_read.py), never a PartitionLog: no ``.log(...)``
+    / ``._log(...)`` / ``.get_log(...)`` / ``.logs()`` call and no read method (``read``, ``segments_for_range``, ...) on a
     log.  Only ``Engine.log`` itself, the public handle on the storage layer, calls
     ``node.log``; ``spark_udfs`` reads segment files in other processes by design."""
     offenders = []
@@ -273,7 +273,7 @@ def test_in_process_readers_go_through_the_replica_layer():
             if id(n) in accessor:
                 continue
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                    and n.func.attr in ("log", "_log", "get_log"):
+                    and n.func.attr in ("log", "_log", "get_log", "logs"):   # (logs(): LogManager's)
                 offenders.append(f"{path}:{n.lineno} {ast.unparse(n.func)}(...)")
             elif isinstance(n, ast.Attribute) and n.attr in _LOG_READS:
                 recv = _receiver(n)
