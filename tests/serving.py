@@ -196,12 +196,14 @@ def find_zookeeper() -> tuple[str | None, str]:
 class ZooKeeperProcess:
     """A standalone ZooKeeper on a free 127.0.0.1 port with its own data dir (Debian's package,
     engine/cluster/zkserver.py); ``start()`` returns once it answers ``ruok``.  ``settings`` (zoo.cfg
-    lines) and ``jvm_args`` go to ZooKeeperServer (e.g. SASL required: tests/cluster/test_zk_sasl.py)."""
+    lines) and ``jvm_args`` go to ZooKeeperServer (e.g. SASL required: tests/cluster/test_zk_sasl.py);
+    ``secure_port`` (0: a free one) adds a TLS port at ``secure_connect`` (tests/cluster/test_zk_tls.py)."""
 
-    def __init__(self, directory, *, settings=None, jvm_args=()):
+    def __init__(self, directory, *, settings=None, jvm_args=(), secure_port=None):
         from engine.cluster.zkserver import ZooKeeperServer
-        self.server = ZooKeeperServer(str(directory), settings=settings, jvm_args=jvm_args)
+        self.server = ZooKeeperServer(str(directory), settings=settings, jvm_args=jvm_args, secure_port=secure_port)
         self.connect = self.server.connect
+        self.secure_connect = self.server.secure_connect
 
     def start(self) -> ZooKeeperProcess:
         self.server.start()

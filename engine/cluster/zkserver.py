@@ -18,6 +18,12 @@ SASL (its JAAS file's ``Server`` section lists the users)::
     ZooKeeperServer(d, settings={"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
                                  "enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"},
                     jvm_args=["-Djava.security.auth.login.config=/path/zk_jaas.conf"])
+
+``secure_port`` (0: a free one) adds a TLS port (``secureClientPort`` on 127.0.0.1, at
+``secure_connect``) served by ZooKeeper's ``NettyServerCnxnFactory``, with Debian's netty jars
+(``libnetty-java``) on the classpath; its key and trust stores come in ``settings``
+(``ssl.keyStore.location``, ``ssl.trustStore.location``, ``ssl.clientAuth``, ...).  The plaintext
+port stays (``ruok`` is asked there).
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ __all__ = ["ZooKeeperServer", "find_zookeeper"]
 
 _JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-simple.jar")
 _JAVA_DIRS = ("/usr/share/java", "/usr/share/zookeeper/lib")
+# what NettyServerCnxnFactory loads (Debian's libnetty-java, a dependency of the zookeeper package)
+_NETTY_JARS = ("netty-buffer.jar", "netty-codec.jar", "netty-common.jar", "netty-handler.jar", "netty-resolver.jar",
+               "netty-transport.jar", "netty-transport-native-epoll.jar", "netty-transport-native-unix-common.jar")
 
 
 def find_zookeeper() -> tuple[str | None, str]:
@@ -65,13 +74,16 @@ def _ruok(port: int) -> bool:
 
 class ZooKeeperServer:
     def __init__(self, directory: str, port: int = 0, tick_ms: int = 500, *,
-                 settings: Mapping[str, str] | None = None, jvm_args: Sequence[str] = ()):
+                 settings: Mapping[str, str] | None = None, jvm_args: Sequence[str] = (),
+                 secure_port: int | None = None):
         self.dir = os.path.abspath(directory)
         self.settings = dict(settings or {})
         self.jvm_args = list(jvm_args)
         self.port = port or _free_port()
         self.tick_ms = tick_ms
         self.connect = f"127.0.0.1:{self.port}"
+        self.secure_port = None if secure_port is None else (secure_port or _free_port())
+        self.secure_connect = None if self.secure_port is None else f"127.0.0.1:{self.secure_port}"
         self.log_path = os.path.join(self.dir, "zookeeper.log")
         self.proc: subprocess.Popen | None = None
 
@@ -79,6 +91,16 @@ class ZooKeeperServer:
         classpath, why = find_zookeeper()
         if classpath is None:
             raise RuntimeError(why)
+        settings = dict(self.settings)
+        if self.secure_port is not None:
+            netty = [os.path.join(d, j) for d in _JAVA_DIRS for j in _NETTY_JARS
+                     if os.path.exists(os.path.join(d, j))]
+            if len(netty) < len(_NETTY_JARS):
+                raise RuntimeError("ZooKeeper over TLS needs Netty's jars in /usr/share/java "
+                                   "(apt-get install libnetty-java)")
+            classpath = os.pathsep.join([classpath, *netty])
+            settings = {"secureClientPort": str(self.secure_port), "secureClientPortAddress": "127.0.0.1",
+                        "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory", **settings}
         data = os.path.join(self.dir, "zk-data")
         os.makedirs(data, exist_ok=True)
         cfg = os.path.join(self.dir, "zoo.cfg")
@@ -87,7 +109,7 @@ class ZooKeeperServer:
                     "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
                     f"minSessionTimeout={2 * self.tick_ms}\nmaxSessionTimeout=60000\n"
                     "4lw.commands.whitelist=ruok,srvr,stat\nmaxClientCnxns=0\n")
-            f.writelines(f"{k}={v}\n" for k, v in self.settings.items())
+            f.writelines(f"{k}={v}\n" for k, v in settings.items())
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *self.jvm_args, "-cp", classpath,
