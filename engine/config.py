@@ -219,7 +219,8 @@ _NO_EFFECT_KEYS = frozenset({
 # Kafka's keys (not in the table above) that engine.server gives effect: the listeners' protocols
 # (engine/server/listener.py), SASL (engine/server/sasl_handlers.py) and TLS; for SASL and TLS a
 # ``listener.name.<listener>.`` prefixed form has effect too, and so does PLAIN's
-# ``listener.name.<listener>.plain.sasl.jaas.config``.
+# ``listener.name.<listener>.plain.sasl.jaas.config`` and OAUTHBEARER's
+# ``listener.name.<listener>.oauthbearer.sasl.jaas.config`` / ``...sasl.server.callback.handler.class``.
 # TLS listeners' keys (engine/security/tls.py server_context, ssl_principal.py SslPrincipalMapper)
 _SERVER_TLS_KEYS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
@@ -255,7 +256,9 @@ def _server_applied(key: str) -> bool:
         rest = key[len("listener.name."):].partition(".")[2]
         return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config", "connections.max.reauth.ms",
                         "max.connections", "max.connection.creation.rate", "scram-sha-256.sasl.jaas.config",
-                        "scram-sha-512.sasl.jaas.config", "ssl.endpoint.identification.algorithm") \
+                        "scram-sha-512.sasl.jaas.config", "ssl.endpoint.identification.algorithm",
+                        # OAUTHBEARER's validator options and handler (engine/security/sasl.py)
+                        "oauthbearer.sasl.jaas.config", "oauthbearer.sasl.server.callback.handler.class") \
             or rest in _SERVER_TLS_KEYS or rest.endswith(".connections.max.reauth.ms")
     return False
 

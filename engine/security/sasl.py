@@ -13,13 +13,18 @@ Kafka's keys) and, per connection:
   why, for the broker's log only.
 
 Kafka's keys: ``sasl.enabled.mechanisms`` (default ``GSSAPI``, which is not served: a listener
-must name PLAIN and/or SCRAM-SHA-256/512) with the per-listener override
+must name PLAIN, SCRAM-SHA-256/512 and/or OAUTHBEARER) with the per-listener override
 ``listener.name.<listener>.sasl.enabled.mechanisms``; PLAIN's users come from
 ``listener.name.<listener>.plain.sasl.jaas.config`` (a PlainLoginModule line with
 ``user_<name>="<password>"``) -- as in Kafka, a broker does not take its server-side JAAS from
 the unprefixed ``sasl.jaas.config``; SCRAM's credentials come from a credential store
 (:class:`engine.security.credentials.ScramCredentialStore` or any ``(user, mechanism) ->
-ScramCredential | None``).
+ScramCredential | None``); OAUTHBEARER's validator options come from
+``listener.name.<listener>.oauthbearer.sasl.jaas.config`` (an OAuthBearerLoginModule line):
+Kafka's default validator, the unsecured one (engine/security/oauthbearer_unsecured.py), is the
+one served -- ``listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class`` may
+name it and nothing else, and a ``sasl.oauthbearer.jwks.endpoint.url`` (which asks for Kafka's
+secured validator, not served) is refused rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -30,17 +35,22 @@ from typing import Protocol
 
 from engine.errors import InvalidConfigError, UnsupportedSaslMechanismError
 from engine.security.jaas import PLAIN_LOGIN_MODULE, listener_jaas_key, plain_users, single_entry
+from engine.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, OAuthBearerServer, TokenValidator
+from engine.security.oauthbearer_unsecured import UnsecuredValidator
 from engine.security.plain import PLAIN, PlainServer
 from engine.security.scram import DEFAULT_ITERATIONS, HASHES, ScramCredential, ScramServer
 
-SERVED_MECHANISMS = (PLAIN, *HASHES)
+SERVED_MECHANISMS = (PLAIN, *HASHES, OAUTHBEARER)
 DEFAULT_ENABLED_MECHANISMS = "GSSAPI"       # Kafka's default for sasl.enabled.mechanisms
+UNSECURED_VALIDATOR_CLASS = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+                             "OAuthBearerUnsecuredValidatorCallbackHandler")
 
 ScramLookup = Callable[[str, str], "ScramCredential | None"]   # (user, mechanism)
 
 
 class SaslAuthenticator(Protocol):
-    """The server side of one SASL exchange (PlainServer, ScramServer)."""
+    """The server side of one SASL exchange (PlainServer, ScramServer, OAuthBearerServer; the
+    last also has ``credential_expiry_ms``, which bounds the session)."""
 
     mechanism: str
     failure: str | None
@@ -71,12 +81,14 @@ class SaslServerFactory:
     """The mechanisms one listener serves and what each checks against.
 
     ``plain_users`` (name -> password) is needed when PLAIN is enabled, ``scram_credentials``
-    when a SCRAM mechanism is.  ``fake_secret`` keys the fake SCRAM answer for unknown users
+    when a SCRAM mechanism is, ``oauthbearer`` (the token validator) when OAUTHBEARER is.
+    ``fake_secret`` keys the fake SCRAM answer for unknown users
     (random per factory unless given); ``fake_iterations`` should be what real users have."""
 
     def __init__(self, enabled_mechanisms: str | Iterable[str], *,
                  plain_users: Mapping[str, str] | None = None,
                  scram_credentials: ScramLookup | None = None,
+                 oauthbearer: TokenValidator | None = None,
                  fake_secret: bytes | None = None,
                  fake_iterations: int = DEFAULT_ITERATIONS) -> None:
         self.enabled_mechanisms = _names(enabled_mechanisms)
@@ -92,6 +104,9 @@ class SaslServerFactory:
                                      "PlainLoginModule JAAS line with user_<name>=\"<password>\")")
         if any(m in HASHES for m in self.enabled_mechanisms) and scram_credentials is None:
             raise InvalidConfigError("SCRAM is enabled but no SCRAM credential store is given")
+        if OAUTHBEARER in self.enabled_mechanisms and oauthbearer is None:
+            raise InvalidConfigError("OAUTHBEARER is enabled but no token validator is given")
+        self._oauthbearer = oauthbearer
         self._plain_users = plain_users
         self._scram = scram_credentials
         self._fake_secret = fake_secret if fake_secret is not None else secrets.token_bytes(32)
@@ -104,6 +119,9 @@ class SaslServerFactory:
         if mechanism == PLAIN:
             assert self._plain_users is not None
             return PlainServer(self._plain_users)
+        if mechanism == OAUTHBEARER:
+            assert self._oauthbearer is not None
+            return OAuthBearerServer(self._oauthbearer)
         scram = self._scram
         assert scram is not None
         return ScramServer(mechanism, lambda user: scram(user, mechanism),
@@ -131,5 +149,27 @@ class SaslServerFactory:
                 raise InvalidConfigError(f"PLAIN is enabled on listener {listener} but {key} is "
                                          "not set (a PlainLoginModule line with the users)")
             users = plain_users(single_entry(jaas, PLAIN_LOGIN_MODULE))
+        validator = _oauthbearer_validator(configs, listener) if OAUTHBEARER in enabled else None
         return cls(enabled, plain_users=users, scram_credentials=scram_credentials,
-                   fake_secret=fake_secret)
+                   oauthbearer=validator, fake_secret=fake_secret)
+
+
+def _oauthbearer_validator(configs: Mapping[str, object], listener: str) -> TokenValidator:
+    """OAUTHBEARER's validator on ``listener`` (see the module doc)."""
+    prefix = f"listener.name.{listener.lower()}."
+    handler_key = prefix + "oauthbearer.sasl.server.callback.handler.class"
+    handler = str(configs.get(handler_key) or "").strip()
+    if handler and handler != UNSECURED_VALIDATOR_CLASS:
+        raise InvalidConfigError(f"{handler_key}={handler} is not served: OAUTHBEARER tokens are "
+                                 f"validated by Kafka's default, {UNSECURED_VALIDATOR_CLASS}")
+    jwks = configs.get(prefix + "sasl.oauthbearer.jwks.endpoint.url", configs.get("sasl.oauthbearer.jwks.endpoint.url"))
+    if jwks:
+        raise InvalidConfigError("sasl.oauthbearer.jwks.endpoint.url is set but Kafka's secured "
+                                 "OAUTHBEARER validator (OAuthBearerValidatorCallbackHandler) is not "
+                                 "served: only unsecured (alg none) tokens would be checked")
+    key = listener_jaas_key(listener, OAUTHBEARER)
+    jaas = configs.get(key)
+    if not isinstance(jaas, str):
+        raise InvalidConfigError(f"OAUTHBEARER is enabled on listener {listener} but {key} is not "
+                                 "set (an OAuthBearerLoginModule line)")
+    return UnsecuredValidator.from_options(single_entry(jaas, OAUTHBEARER_LOGIN_MODULE).options)

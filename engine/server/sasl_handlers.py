@@ -30,11 +30,13 @@ answered ILLEGAL_SASL_STATE, as Kafka's KafkaApis does -- except for re-authenti
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 (or its
 ``listener.name.<l>.`` and ``listener.name.<l>.<mechanism>.`` forms) a completed
 SaslAuthenticate answers that session lifetime; a request other than SaslHandshake after it has
-passed closes the connection.  A SaslHandshake v1 on an authenticated connection whose session
-has a lifetime (at most one a second, as in Kafka) starts a new exchange: the same mechanism
-(another is answered NONE, then fails at its SaslAuthenticate with Kafka's message), and it
-must end with the same principal ("Cannot change principals during re-authentication");
-meanwhile only SaslAuthenticate is taken.
+passed closes the connection.  A mechanism whose credential expires (OAUTHBEARER: the token's
+``exp``) bounds the session by it whatever that key says, as Kafka does: the lifetime is the
+time left on the credential, or the smaller of the two where both are set.  A SaslHandshake v1
+on an authenticated connection whose session has a lifetime (at most one a second, as in Kafka)
+starts a new exchange: the same mechanism (another is answered NONE, then fails at its
+SaslAuthenticate with Kafka's message), and it must end with the same principal ("Cannot change
+principals during re-authentication"); meanwhile only SaslAuthenticate is taken.
 
 Concurrency: runs on the broker's event loop; a session belongs to one connection.
 """
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from ..errors import (
     ErrorCode,
@@ -69,7 +72,7 @@ class SaslSession:
 
     __slots__ = ("factory", "max_receive_size", "failed_delay", "state", "authenticator",
                  "raw_tokens", "reauth", "expires_at", "mechanism", "reauth_started",
-                 "reauth_error")
+                 "reauth_error", "lifetime_ms")
 
     def __init__(self, factory, *, max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE,
                  failed_delay_ms: int = DEFAULT_FAILED_AUTH_DELAY_MS,
@@ -82,6 +85,7 @@ class SaslSession:
         self.raw_tokens = False                   # after a v0 handshake: tokens without header
         self.reauth = reauth_ms_by_mechanism or {}   # connections.max.reauth.ms; 0: never
         self.expires_at: float | None = None      # loop time the session ends (KIP-368)
+        self.lifetime_ms = 0                      # the session lifetime last answered
         self.mechanism: str | None = None         # of the completed authentication
         self.reauth_started = 0.0                 # loop time of the last re-authentication
         self.reauth_error: str | None = None      # a re-authentication with another mechanism
@@ -146,8 +150,13 @@ class SaslSession:
             self.authenticator = None
             self.mechanism = auth.mechanism
             lifetime_ms = self.reauth.get(auth.mechanism, 0)
-            if lifetime_ms:
+            expiry_ms = getattr(auth, "credential_expiry_ms", None)   # OAUTHBEARER's token exp
+            if expiry_ms is not None:       # Kafka: the credential bounds the session
+                left = max(0, expiry_ms - int(time.time() * 1000))
+                lifetime_ms = min(left, lifetime_ms) if lifetime_ms else left
+            if lifetime_ms or expiry_ms is not None:
                 self.expires_at = asyncio.get_running_loop().time() + lifetime_ms / 1000.0
+            self.lifetime_ms = lifetime_ms
             conn.principal = auth.principal
             log.debug("connection %s: authenticated as %s (%s)", conn.peer, auth.principal,
                       auth.mechanism)
@@ -217,7 +226,7 @@ class SaslHandlers:
             return _authenticate_response(v, e.code, str(e))
         lifetime = 0
         if session.complete and session.expires_at is not None:
-            lifetime = session.reauth.get(session.mechanism or "", 0)
+            lifetime = session.lifetime_ms
         return _authenticate_response(v, ErrorCode.NONE, None, reply, lifetime)
 
 
