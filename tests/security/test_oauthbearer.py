@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import ssl
+import subprocess
 import time
 import uuid
 
@@ -19,6 +21,7 @@ from engine.errors import ErrorCode, InvalidConfigError
 from engine.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from engine.server.listener import listeners_from_configs
 from tests.security.certs import make_pki
+from tests.serving import find_kafka
 
 from .test_broker_sasl import _authenticate, _closed, _handshake, _metadata, _read_frame
 
@@ -291,3 +294,35 @@ def test_ssl_listener_is_real_tls(ob):
     with socket.create_connection((host, int(port)), timeout=5) as raw, \
             ctx.wrap_socket(raw, server_hostname="localhost") as s:
         assert _handshake(s, "OAUTHBEARER").error_code == 0
+
+
+def test_kafka_console_producer_with_the_unsecured_login_module(ob, tmp_path):
+    """Kafka 4.0's own console producer, its OAuthBearerLoginModule making the unsecured token."""
+    home, why = find_kafka()
+    if home is None:
+        pytest.skip(f"Kafka's Java tools are needed: {why}")
+    topic = "ob-java-" + uuid.uuid4().hex[:8]
+    admin = ck_admin.AdminClient(ob.conf("SASL_PLAINTEXT", "admin"))
+    admin.create_topics([ck_admin.NewTopic(topic, 1, 1)])[topic].result(30)
+    props = tmp_path / "producer.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                     'required unsecuredLoginStringClaim_sub="admin" unsecuredLoginListClaim_scope=",kafka";\n')
+    r = subprocess.run([f"{home}/bin/kafka-console-producer.sh", "--bootstrap-server", ob.sasl_plaintext,
+                        "--topic", topic, "--producer.config", str(props),
+                        "--producer-property", "max.block.ms=20000"],
+                       input="one\ntwo\n", capture_output=True, text=True, timeout=90,
+                       env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    c = ck.Consumer(ob.conf("SASL_PLAINTEXT", "admin", **{"group.id": topic, "enable.auto.commit": False}))
+    try:
+        c.assign([ck.TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 2 and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert got == [b"one", b"two"]
+    finally:
+        c.close()
