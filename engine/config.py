@@ -150,6 +150,22 @@ _ENGINE_KEYS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     # -Djava.security.auth.login.config in KAFKA_OPTS, which is read too when this is "")
     "zookeeper.set.acl": (False, _bool),
     "java.security.auth.login.config": ("", lambda k, v: str(v).strip()),
+    # ZooKeeper over TLS (engine/cluster/zk_tls.py): Kafka 3.x's keys and defaults (KIP-515); ""
+    # is Kafka's null (a store type unset: told from the file name, as ZooKeeper does)
+    "zookeeper.ssl.client.enable": (False, _bool),
+    "zookeeper.clientCnxnSocket": ("", lambda k, v: str(v).strip()),
+    "zookeeper.ssl.keystore.location": ("", lambda k, v: str(v).strip()),
+    "zookeeper.ssl.keystore.password": ("", lambda k, v: str(v)),       # a password (is_sensitive)
+    "zookeeper.ssl.keystore.type": ("", lambda k, v: str(v).strip()),
+    "zookeeper.ssl.truststore.location": ("", lambda k, v: str(v).strip()),
+    "zookeeper.ssl.truststore.password": ("", lambda k, v: str(v)),     # a password
+    "zookeeper.ssl.truststore.type": ("", lambda k, v: str(v).strip()),
+    "zookeeper.ssl.protocol": ("TLSv1.2", lambda k, v: str(v).strip()),
+    "zookeeper.ssl.enabled.protocols": ("", lambda k, v: str(v).strip()),
+    "zookeeper.ssl.cipher.suites": ("", lambda k, v: str(v).strip()),
+    "zookeeper.ssl.endpoint.identification.algorithm": ("HTTPS", lambda k, v: str(v).strip()),
+    "zookeeper.ssl.crl.enable": (False, _bool),
+    "zookeeper.ssl.ocsp.enable": (False, _bool),
     "broker.rack": ("", lambda k, v: str(v).strip()),        # "" = none (Kafka: null)
     "replica.lag.time.max.ms": (30000, _int(1)),
     # the replica fetcher (engine/replica/manager.py passes what the configuration set)

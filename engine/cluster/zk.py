@@ -40,7 +40,9 @@ listeners) is kazoo's, unbounded.
 Security (engine/cluster/zk_auth.py): the client logs in with SASL DIGEST-MD5 when the broker's
 JAAS file has a ``Client`` section, proving the login at :meth:`ZkStore.start` (a refused one is
 :class:`~engine.errors.ZooKeeperAuthError` at once); with ``zookeeper.set.acl=true``
-every znode created without an explicit ACL gets Kafka's ACL for its path.
+every znode created without an explicit ACL gets Kafka's ACL for its path; with
+``zookeeper.ssl.client.enable=true`` every session is TLS (engine/cluster/zk_tls.py; a failed
+handshake is :class:`~engine.errors.SslAuthenticationError` at :meth:`ZkStore.start`).
 
 Thread-safety: kazoo's client is thread-safe; this module keeps no state besides the client.
 """
@@ -65,7 +67,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
-from ..errors import ClusterError, RequestTimedOutError, ZooKeeperAuthError
+from ..errors import ClusterError, RequestTimedOutError, SslAuthenticationError, ZooKeeperAuthError
 from .registration import BrokerRegistration
 from .zk_auth import SecuredKazooClient, ZkClientSecurity, start_client
 
@@ -213,10 +215,11 @@ class ZkStore:
                                   **self.security.kazoo_kwargs(), **kw)
 
     def _start_client(self, client: SecuredKazooClient, where: str) -> None:
-        """Connected and logged in, or ZooKeeperAuthError (the login refused) / ClusterError."""
+        """Connected and logged in, or ZooKeeperAuthError (the login refused) /
+        SslAuthenticationError (the TLS handshake failed) / ClusterError."""
         try:
             start_client(client, self.security, where, self._connection_timeout_s)
-        except ZooKeeperAuthError:
+        except (ZooKeeperAuthError, SslAuthenticationError):
             raise
         except Exception as e:
             raise ClusterError(f"cannot connect to ZooKeeper at {where}: {e}") from None

@@ -15,8 +15,12 @@ creates is ``CREATOR_ALL`` (all rights to the broker's SASL principal, ``sasl:<u
 which all brokers of a cluster therefore share) plus world READ -- except the credentials and
 dynamic broker configs under :data:`SENSITIVE_ROOTS`, which only the principal can read, and
 the old consumers' ``/consumers``, which stays open.  Without it (the default) znodes are open
-(``world:anyone`` ALL).  ``zookeeper.set.acl=true`` without SASL credentials is refused at start:
-ZooKeeper would have no principal to give the rights to.
+(``world:anyone`` ALL).  ``zookeeper.set.acl=true`` without SASL credentials or a TLS client
+certificate is refused at start, as Kafka (``KafkaZkClient.createZkClient``): ZooKeeper would have
+no principal to give the rights to.
+
+TLS (``zookeeper.ssl.client.enable``, engine/cluster/zk_tls.py): every session is TLS; with a
+key store the broker's certificate is its ``x509:<DN>`` principal too.  SASL works over TLS.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import AuthFailedError, NoAuthError, ZookeeperError
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
-from ..errors import InvalidConfigError, JaasConfigError, ZooKeeperAuthError
+from ..errors import InvalidConfigError, JaasConfigError, SslAuthenticationError, ZooKeeperAuthError
 from ..security.jaas_file import read_jaas_section
+from .zk_tls import ZkTls
 
 __all__ = ["DIGEST_LOGIN_MODULE", "SENSITIVE_ROOTS", "ZkClientSecurity", "SecuredKazooClient",
            "java_system_properties", "start_client", "znode_acl"]
@@ -86,15 +91,20 @@ class ZkClientSecurity:
     jaas_file: str | None = None          # where the credentials came from (for messages)
     section: str = "Client"               # -Dzookeeper.sasl.clientconfig
     service: str = "zookeeper"            # -Dzookeeper.sasl.client.username
+    tls: ZkTls | None = None              # zookeeper.ssl.client.enable (engine/cluster/zk_tls.py)
 
     @property
     def principal(self) -> str:
-        return f"sasl:{self.username}" if self.username else "(none: no SASL)"
+        if self.username:
+            return f"sasl:{self.username}"
+        if self.tls is not None and self.tls.client_certificate:
+            return f"x509 (the certificate of {self.tls.client_certificate})"
+        return "(none: no SASL)"
 
     @classmethod
     def from_config(cls, cfg: Any, environ: Mapping[str, str] | None = None) -> ZkClientSecurity:
         """From the broker's configuration (``java.security.auth.login.config``,
-        ``zookeeper.set.acl``) and ``KAFKA_OPTS``' ``-D`` system properties."""
+        ``zookeeper.set.acl``, ``zookeeper.ssl.*``) and ``KAFKA_OPTS``' ``-D`` system properties."""
         env = os.environ if environ is None else environ
         props = java_system_properties(env.get("KAFKA_OPTS"))
         where = "broker key " + LOGIN_CONFIG
@@ -120,19 +130,23 @@ class ZkClientSecurity:
                 if not username or password is None:
                     raise JaasConfigError(f"JAAS file {path}, section {section!r}: {DIGEST_LOGIN_MODULE} "
                                           "needs username and password")
-        if set_acl and username is None:
+        tls = ZkTls.from_config(cfg)
+        if set_acl and username is None and (tls is None or tls.client_certificate is None):
             raise InvalidConfigError(
-                "zookeeper.set.acl is true, but no SASL credentials for ZooKeeper were found: set "
+                "zookeeper.set.acl is true, but no SASL credentials for ZooKeeper were found and no TLS "
+                "client certificate is configured: set "
                 f"{LOGIN_CONFIG} (broker key, or -D{LOGIN_CONFIG}=<path> in KAFKA_OPTS) to a JAAS "
                 f"file with a {section!r} section ({DIGEST_LOGIN_MODULE} username=... password=...)"
-                + (f"; {path} has none" if path else ""))
+                + (f" ({path} has none)" if path else "")
+                + ", or zookeeper.ssl.client.enable, zookeeper.clientCnxnSocket and zookeeper.ssl.keystore.location")
         return cls(username, password, set_acl, path or None, section,
-                   props.get("zookeeper.sasl.client.username") or "zookeeper")
+                   props.get("zookeeper.sasl.client.username") or "zookeeper", tls)
 
     def describe(self) -> str:
         """For the log: how the broker logs in and what its znodes get (never the password)."""
         login = f"SASL DIGEST-MD5 as {self.principal}" if self.username else "no SASL login"
-        return f"{login}, {'Kafka ACLs on its znodes' if self.set_acl else 'open znodes'}"
+        wire = self.tls.describe() if self.tls is not None else "plaintext"
+        return f"{login}, {wire}, {'Kafka ACLs on its znodes' if self.set_acl else 'open znodes'}"
 
     def login_failed(self, connect: str, failure: str) -> str:
         """The message of a start refused by ZooKeeper: `failure` is kazoo's error."""
@@ -146,11 +160,24 @@ class ZkClientSecurity:
                 f"{self.section!r} of the JAAS file {self.jaas_file} against the user_{self.username} "
                 "of ZooKeeper's Server section")
 
+    def tls_failed(self, connect: str, failure: str) -> str:
+        """The message of a start whose TLS handshake with ZooKeeper failed."""
+        return (f"ZooKeeper TLS handshake with {connect} failed ({failure}): check "
+                "zookeeper.ssl.truststore.location (the CA of ZooKeeper's certificate), "
+                "zookeeper.ssl.endpoint.identification.algorithm (the certificate must name the host of "
+                "zookeeper.connect), zookeeper.ssl.keystore.location (ZooKeeper may require a client "
+                "certificate, ssl.clientAuth) and that the port is ZooKeeper's secureClientPort")
+
     def kazoo_kwargs(self) -> dict[str, Any]:
-        if self.username is None:
-            return {}
-        return {"sasl_options": {"mechanism": "DIGEST-MD5", "username": self.username,
-                                 "password": self.password, "service": self.service}}
+        """KazooClient's arguments: SASL options, and for TLS a handler of its own per client."""
+        kw: dict[str, Any] = {}
+        if self.username is not None:
+            kw["sasl_options"] = {"mechanism": "DIGEST-MD5", "username": self.username,
+                                  "password": self.password, "service": self.service}
+        if self.tls is not None:
+            kw.update(use_ssl=True, verify_certs=True, check_hostname=self.tls.check_hostname,
+                      handler=self.tls.handler())
+        return kw
 
 
 class _SecureTransaction(TransactionRequest):
@@ -189,6 +216,11 @@ class SecuredKazooClient(KazooClient):
                     raise AuthFailedError(self.sasl_failure) from e
             conn._authenticate_with_sasl = authenticate
 
+    @property
+    def tls_failure(self) -> str | None:
+        """The last failed TLS handshake with ZooKeeper (engine/cluster/zk_tls.py), None: none."""
+        return getattr(self.handler, "tls_failure", None)
+
     def _create_async_inner(self, path, value, acl, flags, trailing=False, include_data=False):
         if acl is OPEN_ACL_UNSAFE:
             acl = znode_acl(path, self.secure)
@@ -204,12 +236,16 @@ def start_client(client: SecuredKazooClient, security: ZkClientSecurity, where: 
     once (:class:`ZooKeeperAuthError`) instead of leaving kazoo to retry for ever.  kazoo reports
     a session as connected before its SASL exchange; a failed exchange ends it (AUTH_FAILED) and
     calls then fail at once, and a ZooKeeper requiring SASL refuses the first call of a session
-    without it (SESSIONCLOSEDREQUIRESASLAUTH).  Not connected within `timeout_s`: kazoo's timeout
-    error (the client stopped and closed)."""
+    without it (SESSIONCLOSEDREQUIRESASLAUTH).  A failed TLS handshake (a certificate not trusted,
+    not naming the host) fails the start at once too (:class:`SslAuthenticationError`): kazoo
+    would only retry it.  Not connected within `timeout_s`: kazoo's timeout error (the client
+    stopped and closed)."""
     client.start_async()
     deadline = time.monotonic() + timeout_s
     try:
         while not client.connected and client.sasl_failure is None:
+            if client.tls_failure is not None:
+                raise SslAuthenticationError(security.tls_failed(where, client.tls_failure))
             if time.monotonic() >= deadline:
                 raise client.handler.timeout_exception(f"Connection time-out ({timeout_s:.0f} s)")
             time.sleep(0.01)

@@ -86,9 +86,11 @@ class _Conf:
     """The ``ssl.*`` values one context sees: ``listener.name.<l>.<key>`` over ``<key>`` over
     Kafka's default; :meth:`name` is the key a value came from (for error messages)."""
 
-    def __init__(self, configs: Mapping[str, Any], listener: str | None):
+    def __init__(self, configs: Mapping[str, Any], listener: str | None,
+                 names: Mapping[str, str] | None = None):
         self._configs = configs
         self._prefix = listener_prefix(listener) if listener else None
+        self._names = names or {}
 
     def name(self, key: str) -> str:
         if self._prefix and self._prefix + key in self._configs:
@@ -116,7 +118,7 @@ class _Conf:
         return [p.strip() for p in parts if p.strip()]
 
     def error(self, key: str, message: str) -> SslConfigError:
-        return SslConfigError(self.name(key), message)
+        return SslConfigError(self._names.get(key) or self.name(key), message)
 
 
 def _read(conf: _Conf, key: str, path: str) -> bytes:
@@ -393,11 +395,14 @@ def server_context(configs: Mapping[str, Any], listener: str | None = None) -> s
     return ctx
 
 
-def client_context(configs: Mapping[str, Any], listener: str | None = None) -> ssl.SSLContext:
+def client_context(configs: Mapping[str, Any], listener: str | None = None, *,
+                   names: Mapping[str, str] | None = None) -> ssl.SSLContext:
     """The TLS client context from Kafka's keys (module doc): the server's certificate must chain
     to the trust store and, with ``ssl.endpoint.identification.algorithm=https``, name the host;
-    a key store, where configured, is the client's certificate (mutual TLS)."""
-    conf = _Conf(configs, listener)
+    a key store, where configured, is the client's certificate (mutual TLS).  ``names``: the key
+    an error names instead of an ``ssl.*`` key, for settings that came under other names (the
+    ZooKeeper client's ``zookeeper.ssl.*``: engine/cluster/zk_tls.py)."""
+    conf = _Conf(configs, listener, names)
     algorithm = conf.get("ssl.endpoint.identification.algorithm")
     algorithm = "" if algorithm is None else str(algorithm).strip().lower()
     if algorithm not in ("https", ""):

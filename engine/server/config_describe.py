@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from ..config import TOPIC_CONFIG_DEFAULTS, EngineConfig
+from ..config import TOPIC_CONFIG_DEFAULTS, EngineConfig, is_sensitive
 
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
@@ -103,9 +103,14 @@ def broker_entry(name: str, broker: EngineConfig, synonyms: bool) -> dict:
         else:
             syn.append({"name": name, "value": value, "source": SOURCE_DEFAULT})
     kafka_type = KAFKA_BROKER_KEYS.get(name)
+    sensitive = is_sensitive(name)      # a password (zookeeper.ssl.keystore.password): null, as Kafka
+    if sensitive:
+        value = None
+        syn = [dict(s, value=None) for s in syn]
     return {"name": name, "value": value, "read_only": True, "config_source": source,
-            "is_sensitive": False, "synonyms": syn if synonyms else [],
-            "config_type": _KAFKA_TYPE_CODES.get(kafka_type, value_type(broker[name])),
+            "is_sensitive": sensitive, "synonyms": syn if synonyms else [],
+            "config_type": _KAFKA_TYPE_CODES.get(kafka_type or ("password" if sensitive else ""),
+                                                 value_type(broker[name])),
             "documentation": None}
 
 
