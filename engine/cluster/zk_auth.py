@@ -145,8 +145,8 @@ class ZkClientSecurity:
     def describe(self) -> str:
         """For the log: how the broker logs in and what its znodes get (never the password)."""
         login = f"SASL DIGEST-MD5 as {self.principal}" if self.username else "no SASL login"
-        wire = self.tls.describe() if self.tls is not None else "plaintext"
-        return f"{login}, {wire}, {'Kafka ACLs on its znodes' if self.set_acl else 'open znodes'}"
+        wire = f"{self.tls.describe()}, " if self.tls is not None else ""       # none: plaintext
+        return f"{login}, {wire}{'Kafka ACLs on its znodes' if self.set_acl else 'open znodes'}"
 
     def login_failed(self, connect: str, failure: str) -> str:
         """The message of a start refused by ZooKeeper: `failure` is kazoo's error."""
