@@ -247,3 +247,25 @@ def test_a_certificate_not_naming_the_host_is_refused_unless_the_check_is_off(tl
         assert "brokers" in store.client.get_children("/")
     finally:
         store.close()
+
+
+def test_an_encrypted_pem_key_and_a_plaintext_port(tls_zk):
+    """A PEM key store whose key is encrypted: zookeeper.ssl.keystore.password decrypts it (one
+    password for both, as ZooKeeper).  TLS against ZooKeeper's plaintext port fails at once."""
+    pki = tls_zk.pki
+    with open(pki.path("client-encrypted.pem"), "wb") as f:
+        f.write(pki.client.key_pem(KEYSTORE_SECRET) + pki.client.chain_pem())
+    keys = {"zookeeper.ssl.keystore.location": pki.path("client-encrypted.pem"),
+            "zookeeper.ssl.keystore.type": "", "zookeeper.ssl.keystore.password": KEYSTORE_SECRET}
+    store = _store(tls_zk, **keys).start()
+    try:
+        assert "brokers" in store.client.get_children("/")
+    finally:
+        store.close()
+    with pytest.raises(SslConfigError, match="zookeeper.ssl.keystore.password: does not decrypt"):
+        _store(tls_zk, **(keys | {"zookeeper.ssl.keystore.password": "wrong"}))
+    plaintext = ZkStore(tls_zk.connect, 6000, 5.0, _store(tls_zk).security)
+    t0 = time.monotonic()
+    with pytest.raises(SslAuthenticationError, match="secureClientPort"):
+        plaintext.start()
+    assert time.monotonic() - t0 < 3.0
