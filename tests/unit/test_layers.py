@@ -253,8 +253,8 @@ def test_in_process_readers_go_through_the_replica_layer():
     console read partitions through the replica layer (``engine.replicas.local.read_from_local_log``,
     ``read_local_batches``, ``local_offsets``, ``local_offset_for_timestamp``,
     ``describe_local_log``: engine/replica/local_read.py), never a PartitionLog: no ``.log(...)``
-    / ``._log(...)`` / ``.get_log(...)`` / ``.logs()`` call and no read method (``read``, ``segments_for_range``, ...) on a
-    log.  Only ``Engine.log`` itself, the public handle on the storage layer, calls
+    / ``._log(...)`` / ``.get_log(...)`` / ``.logs()`` call and no read method (``read``,
+    ``segments_for_range``, ...) on a log.  Only ``Engine.log`` itself, the public handle on the storage layer, calls
     ``node.log``; ``spark_udfs`` reads segment files in other processes by design."""
     offenders = []
     for mod, path in _modules().items():
