@@ -244,6 +244,12 @@ _SERVER_TLS_KEYS = frozenset({
     "ssl.truststore.certificates", "ssl.truststore.password", "ssl.enabled.protocols", "ssl.protocol",
     "ssl.cipher.suites", "ssl.client.auth", "ssl.principal.mapping.rules",
 })
+# OAUTHBEARER's secured validator (engine/security/oauthbearer_jwt.py), listener-prefixed too
+_OAUTHBEARER_KEYS = frozenset({
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
+})
 # The ACL authorizer's keys (Kafka passes every broker key to its authorizer; these two are not in
 # its broker key list): engine/server/access.py reads them when authorizer.class.name names it.
 AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
@@ -259,6 +265,7 @@ SERVER_APPLIED_KEYS = frozenset({
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
     "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", *_SERVER_TLS_KEYS,
+    *_OAUTHBEARER_KEYS,
     *_CONNECTION_QUOTA_KEYS,
     # how this broker connects to the others (engine/client/security.py ClientSecurity.inter_broker)
     "sasl.mechanism.inter.broker.protocol", "ssl.endpoint.identification.algorithm",
@@ -275,7 +282,7 @@ def _server_applied(key: str) -> bool:
                         "scram-sha-512.sasl.jaas.config", "ssl.endpoint.identification.algorithm",
                         # OAUTHBEARER's validator options and handler (engine/security/sasl.py)
                         "oauthbearer.sasl.jaas.config", "oauthbearer.sasl.server.callback.handler.class") \
-            or rest in _SERVER_TLS_KEYS or rest.endswith(".connections.max.reauth.ms")
+            or rest in _SERVER_TLS_KEYS or rest in _OAUTHBEARER_KEYS or rest.endswith(".connections.max.reauth.ms")
     return False
 
 

@@ -20,11 +20,13 @@ must name PLAIN, SCRAM-SHA-256/512 and/or OAUTHBEARER) with the per-listener ove
 the unprefixed ``sasl.jaas.config``; SCRAM's credentials come from a credential store
 (:class:`engine.security.credentials.ScramCredentialStore` or any ``(user, mechanism) ->
 ScramCredential | None``); OAUTHBEARER's validator options come from
-``listener.name.<listener>.oauthbearer.sasl.jaas.config`` (an OAuthBearerLoginModule line):
-Kafka's default validator, the unsecured one (engine/security/oauthbearer_unsecured.py), is the
-one served -- ``listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class`` may
-name it and nothing else, and a ``sasl.oauthbearer.jwks.endpoint.url`` (which asks for Kafka's
-secured validator, not served) is refused rather than silently ignored.
+``listener.name.<listener>.oauthbearer.sasl.jaas.config`` (an OAuthBearerLoginModule line,
+required): without ``listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class``
+tokens are checked by Kafka's default, the unsecured validator
+(engine/security/oauthbearer_unsecured.py); naming Kafka's ``OAuthBearerValidatorCallbackHandler``
+checks signed tokens against ``sasl.oauthbearer.jwks.endpoint.url``
+(engine/security/oauthbearer_jwt.py).  Any other class is refused, and so is a JWKS URL without
+that class (Kafka would then silently keep the unsecured validator).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Protocol
 from engine.errors import InvalidConfigError, UnsupportedSaslMechanismError
 from engine.security.jaas import PLAIN_LOGIN_MODULE, listener_jaas_key, plain_users, single_entry
 from engine.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, OAuthBearerServer, TokenValidator
+from engine.security.oauthbearer_jwt import JwksValidator
 from engine.security.oauthbearer_unsecured import UnsecuredValidator
 from engine.security.plain import PLAIN, PlainServer
 from engine.security.scram import DEFAULT_ITERATIONS, HASHES, ScramCredential, ScramServer
@@ -44,6 +47,9 @@ SERVED_MECHANISMS = (PLAIN, *HASHES, OAUTHBEARER)
 DEFAULT_ENABLED_MECHANISMS = "GSSAPI"       # Kafka's default for sasl.enabled.mechanisms
 UNSECURED_VALIDATOR_CLASS = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
                              "OAuthBearerUnsecuredValidatorCallbackHandler")
+SECURED_VALIDATOR_CLASSES = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                             # its deprecated name (KIP-768's first package)
+                             "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
 
 ScramLookup = Callable[[str, str], "ScramCredential | None"]   # (user, mechanism)
 
@@ -159,17 +165,21 @@ def _oauthbearer_validator(configs: Mapping[str, object], listener: str) -> Toke
     prefix = f"listener.name.{listener.lower()}."
     handler_key = prefix + "oauthbearer.sasl.server.callback.handler.class"
     handler = str(configs.get(handler_key) or "").strip()
-    if handler and handler != UNSECURED_VALIDATOR_CLASS:
+    if handler and handler != UNSECURED_VALIDATOR_CLASS and handler not in SECURED_VALIDATOR_CLASSES:
         raise InvalidConfigError(f"{handler_key}={handler} is not served: OAUTHBEARER tokens are "
-                                 f"validated by Kafka's default, {UNSECURED_VALIDATOR_CLASS}")
+                                 f"validated by {UNSECURED_VALIDATOR_CLASS} (Kafka's default) or "
+                                 f"{SECURED_VALIDATOR_CLASSES[0]}")
     jwks = configs.get(prefix + "sasl.oauthbearer.jwks.endpoint.url", configs.get("sasl.oauthbearer.jwks.endpoint.url"))
-    if jwks:
-        raise InvalidConfigError("sasl.oauthbearer.jwks.endpoint.url is set but Kafka's secured "
-                                 "OAUTHBEARER validator (OAuthBearerValidatorCallbackHandler) is not "
-                                 "served: only unsecured (alg none) tokens would be checked")
+    if jwks and handler not in SECURED_VALIDATOR_CLASSES:
+        raise InvalidConfigError(f"sasl.oauthbearer.jwks.endpoint.url is set but {handler_key} is not "
+                                 f"{SECURED_VALIDATOR_CLASSES[0]}: Kafka would check only unsecured "
+                                 "(alg none) tokens; set the handler class")
     key = listener_jaas_key(listener, OAUTHBEARER)
     jaas = configs.get(key)
     if not isinstance(jaas, str):
         raise InvalidConfigError(f"OAUTHBEARER is enabled on listener {listener} but {key} is not "
                                  "set (an OAuthBearerLoginModule line)")
-    return UnsecuredValidator.from_options(single_entry(jaas, OAUTHBEARER_LOGIN_MODULE).options)
+    options = single_entry(jaas, OAUTHBEARER_LOGIN_MODULE).options
+    if handler in SECURED_VALIDATOR_CLASSES:
+        return JwksValidator.from_configs(configs, listener)
+    return UnsecuredValidator.from_options(options)

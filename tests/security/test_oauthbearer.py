@@ -1,8 +1,10 @@
-"""SASL OAUTHBEARER on the broker (engine/security/oauthbearer.py, its unsecured validator and the
-session lifetime in engine/server/sasl_handlers.py): one broker for the module with PLAINTEXT,
+"""SASL OAUTHBEARER on the broker (engine/security/oauthbearer.py, its validators and the session
+lifetime in engine/server/sasl_handlers.py): one broker for the module with PLAINTEXT,
 SASL_PLAINTEXT and SASL_SSL listeners, Kafka's ACL authorizer (super user admin) and the
-unsecured validator requiring scope ``kafka``; confluent-kafka logs in with librdkafka's
-unsecured JWT, bad tokens are built by hand and sent on the wire."""
+unsecured validator requiring scope ``kafka``, plus a SECURED listener (SASL_PLAINTEXT) whose
+tokens must be signed by a key of a JWKS file (Kafka's OAuthBearerValidatorCallbackHandler);
+confluent-kafka logs in with librdkafka's unsecured JWT or with signed tokens from its
+``oauth_cb``, bad tokens are built by hand and sent on the wire."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ import time
 import uuid
 
 import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from engine.errors import ErrorCode, InvalidConfigError
 from engine.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
@@ -31,13 +36,57 @@ from confluent_kafka import admin as ck_admin  # noqa: E402
 JAAS = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
         'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="kafka";')
 REAUTH_MS = 60000
+SECURED_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+ISSUER, AUDIENCE = "https://idp.example", "kafka-broker"
+RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+EC_KEY = ec.generate_private_key(ec.SECP256R1())
+OTHER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)   # not in the JWKS
+
+
+def _b64u(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _n(value: int) -> str:
+    return _b64u(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+
+
+def _jwks() -> dict:
+    r, e = RSA_KEY.public_key().public_numbers(), EC_KEY.public_key().public_numbers()
+    return {"keys": [{"kty": "RSA", "kid": "rsa1", "use": "sig", "alg": "RS256", "n": _n(r.n), "e": _n(r.e)},
+                     {"kty": "EC", "kid": "ec1", "crv": "P-256", "x": _b64u(e.x.to_bytes(32, "big")),
+                      "y": _b64u(e.y.to_bytes(32, "big"))}]}
+
+
+def _signed(claims: dict, alg: str = "RS256", kid: str | None = "rsa1", key=None) -> str:
+    header = {"alg": alg, "typ": "JWT", **({"kid": kid} if kid else {})}
+    data = f"{_b64u(json.dumps(header).encode())}.{_b64u(json.dumps(claims).encode())}"
+    if alg == "ES256":
+        r, s = decode_dss_signature((key or EC_KEY).sign(data.encode(), ec.ECDSA(hashes.SHA256())))
+        sig = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    else:
+        sig = (key or RSA_KEY).sign(data.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{data}.{_b64u(sig)}"
+
+
+def _jwt_claims(**kw) -> dict:
+    now = int(time.time())
+    return {"sub": "dave", "iss": ISSUER, "aud": [AUDIENCE, "other"], "iat": now, "exp": now + 600, **kw}
 
 
 class OAuthBroker:
-    def __init__(self, data_dir: str, pki):
+    def __init__(self, data_dir: str, pki, jwks_path: str):
         import engine
         from engine.server import BackgroundBroker
         cfg = {"sasl.enabled.mechanisms": "OAUTHBEARER",
+               "listener.security.protocol.map":
+                   "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,SECURED:SASL_PLAINTEXT",
+               "listener.name.secured.oauthbearer.sasl.jaas.config": f"{JAAS.split(' required ')[0]} required;",
+               "listener.name.secured.oauthbearer.sasl.server.callback.handler.class": SECURED_HANDLER,
+               "listener.name.secured.sasl.oauthbearer.jwks.endpoint.url": "file://" + jwks_path,
+               "listener.name.secured.sasl.oauthbearer.expected.audience": AUDIENCE,
+               "listener.name.secured.sasl.oauthbearer.expected.issuer": ISSUER,
+               "listener.name.secured.sasl.oauthbearer.clock.skew.seconds": "5",
                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": JAAS,
                "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": JAAS,
                "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms": str(REAUTH_MS),
@@ -46,11 +95,13 @@ class OAuthBroker:
                "super.users": "User:admin", "connection.failed.authentication.delay.ms": "0"}
         self.engine = engine.open(data_dir, cfg, background=False)
         listeners, _ = listeners_from_configs(
-            {**cfg, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"})
+            {**cfg, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,"
+                                 "SECURED://127.0.0.1:0"})
         self._bg = BackgroundBroker(self.engine, listeners=listeners)
         self.broker = self._bg.broker
         self.sasl_port = listeners[1].port
-        self.sasl_plaintext, self.sasl_ssl = (f"127.0.0.1:{li.port}" for li in listeners[1:])
+        self.sasl_plaintext, self.sasl_ssl, self.secured = (f"127.0.0.1:{li.port}" for li in listeners[1:])
+        self.secured_port = listeners[3].port
         self.cafile = pki.path("ca.pem")
 
     def conf(self, protocol: str, principal: str, scope: str = "kafka", **extra) -> dict:
@@ -70,7 +121,9 @@ class OAuthBroker:
 @pytest.fixture(scope="module")
 def ob(tmp_path_factory):
     pki = make_pki(str(tmp_path_factory.mktemp("oauth-pki")))
-    b = OAuthBroker(str(tmp_path_factory.mktemp("oauth") / "data"), pki)
+    jwks = tmp_path_factory.mktemp("oauth-jwks") / "jwks.json"
+    jwks.write_text(json.dumps(_jwks()))
+    b = OAuthBroker(str(tmp_path_factory.mktemp("oauth") / "data"), pki, str(jwks))
     yield b
     b.stop()
 
@@ -93,8 +146,8 @@ def _claims(**kw) -> dict:
     return {"sub": "alice", "iat": now, "exp": now + 3600, "scope": "kafka", **kw}
 
 
-def _login(ob, token: str, *, authzid: str = ""):
-    s = socket.create_connection(("127.0.0.1", ob.sasl_port), timeout=5)
+def _login(ob, token: str, *, authzid: str = "", port: int | None = None):
+    s = socket.create_connection(("127.0.0.1", port or ob.sasl_port), timeout=5)
     assert _handshake(s, "OAUTHBEARER").error_code == 0
     return s, _authenticate(s, _initial(token, authzid))
 
@@ -259,7 +312,13 @@ def test_confluent_kafka_without_the_required_scope_fails_authentication(ob):
       "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Mine"},
      "is not served"),
     ({"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": JAAS,
-      "sasl.oauthbearer.jwks.endpoint.url": "file:///tmp/jwks.json"}, "secured OAUTHBEARER validator"),
+      "sasl.oauthbearer.jwks.endpoint.url": "file:///tmp/jwks.json"}, "set the handler class"),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": JAAS,
+      "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": SECURED_HANDLER},
+     "jwks.endpoint.url is required"),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": JAAS,
+      "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": SECURED_HANDLER,
+      "sasl.oauthbearer.jwks.endpoint.url": "file:///nonexistent/jwks.json"}, "cannot read the JWKS"),
     ({"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
       'org.apache.kafka.common.security.plain.PlainLoginModule required;'}, "login module"),
     ({"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
@@ -326,3 +385,75 @@ def test_kafka_console_producer_with_the_unsecured_login_module(ob, tmp_path):
         assert got == [b"one", b"two"]
     finally:
         c.close()
+
+
+# -- the secured validator (KIP-768) -------------------------------------------------------------
+@pytest.mark.parametrize("alg,kid", [("RS256", "rsa1"), ("ES256", "ec1"), ("RS256", None), ("ES256", None)],
+                         ids=["rs256", "es256", "rs256-no-kid", "es256-no-kid"])
+def test_secured_signed_token_authenticates(ob, alg, kid):
+    s, resp = _login(ob, _signed(_jwt_claims(), alg, kid), port=ob.secured_port)
+    with s:
+        assert resp.error_code == 0 and bytes(resp.auth_bytes) == b""
+        assert 590_000 < resp.session_lifetime <= 600_000          # the token's exp bounds it
+        assert _metadata(s) is not None
+
+
+def test_secured_token_expired_within_the_clock_skew_is_taken(ob):
+    s, resp = _login(ob, _signed(_jwt_claims(exp=int(time.time()) - 2, iat=int(time.time()) - 60)),
+                     port=ob.secured_port)
+    with s:
+        assert resp.error_code == 0 and resp.session_lifetime == 0
+
+
+def _without(claims: dict, name: str) -> dict:
+    return {k: v for k, v in claims.items() if k != name}
+
+
+@pytest.mark.parametrize("token", [
+    _signed(_jwt_claims(), key=OTHER_KEY),                                  # a key not in the JWKS
+    _signed(_jwt_claims(), kid="nope"),                                     # unknown kid
+    _signed(_jwt_claims(), "ES256", kid="rsa1"),                            # kid of another key type
+    _token(_jwt_claims()),                                                  # alg none
+    _signed(_jwt_claims(exp=int(time.time()) - 30)),                        # expired beyond the skew
+    _signed(_jwt_claims(nbf=int(time.time()) + 600)),                       # not yet valid
+    _signed(_jwt_claims(aud="someone-else")),                               # audience
+    _signed(_without(_jwt_claims(), "aud")),
+    _signed(_jwt_claims(iss="https://evil.example")),                       # issuer
+    _signed(_without(_jwt_claims(), "iat")),                                # iat required
+    _signed(_without(_jwt_claims(), "exp")),                                # exp required
+    _signed(_without(_jwt_claims(), "sub")),                                # no principal
+    _signed(_jwt_claims(scope=["a", "a"])),                                 # duplicate scope
+    ".".join([_signed(_jwt_claims()).split(".")[0], _b64(_jwt_claims(sub="admin")),
+              _signed(_jwt_claims()).split(".")[2]]),                       # claims swapped under a signature
+], ids=["other-key", "unknown-kid", "wrong-kty", "alg-none", "expired", "nbf", "aud", "no-aud", "iss",
+        "no-iat", "no-exp", "no-sub", "dup-scope", "tampered"])
+def test_secured_refused_token_is_invalid_token_then_closed(ob, token):
+    s, resp = _login(ob, token, port=ob.secured_port)
+    with s:
+        assert resp.error_code == 0
+        assert json.loads(bytes(resp.auth_bytes)) == {"status": "invalid_token"}
+        final = _authenticate(s, b"\x01")
+        assert final.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert _closed(s)
+
+
+def test_confluent_kafka_oauth_cb_signed_token_with_acl(ob):
+    topic = "ob-jwt-" + uuid.uuid4().hex[:8]
+    admin = ck_admin.AdminClient(ob.conf("SASL_PLAINTEXT", "admin"))
+    admin.create_topics([ck_admin.NewTopic(topic, 1, 1)])[topic].result(30)
+    for op in (AclOperation.WRITE, AclOperation.DESCRIBE):
+        _allow(ob, ResourceType.TOPIC, topic, op, principal="User:dave")
+
+    def token(_config):
+        claims = _jwt_claims()
+        return _signed(claims, "ES256", "ec1"), claims["exp"]
+    conf = {"bootstrap.servers": ob.secured, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "oauth_cb": token}
+    p = ck.Producer({**conf, "enable.idempotence": False, "message.timeout.ms": 10000})
+    results: dict = {}
+    p.produce(topic, b"signed", on_delivery=lambda e, m: results.__setitem__(m.value(), e))
+    p.produce("ob-jwt-not-granted-" + uuid.uuid4().hex[:8], b"refused",
+              on_delivery=lambda e, m: results.__setitem__(m.value(), e))
+    p.flush(30)
+    assert results[b"signed"] is None
+    assert results[b"refused"].code() == ErrorCode.TOPIC_AUTHORIZATION_FAILED    # the principal is the JWT's sub
