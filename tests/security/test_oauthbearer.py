@@ -457,3 +457,37 @@ def test_confluent_kafka_oauth_cb_signed_token_with_acl(ob):
     p.flush(30)
     assert results[b"signed"] is None
     assert results[b"refused"].code() == ErrorCode.TOPIC_AUTHORIZATION_FAILED    # the principal is the JWT's sub
+
+
+def test_secured_validator_over_an_http_jwks_endpoint():
+    """sasl.oauthbearer.jwks.endpoint.url=http://...: fetched from a real HTTP server at start."""
+    import http.server
+    import threading
+    body = json.dumps(_jwks()).encode()
+
+    class Jwks(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):       # noqa: N802 (http.server's name)
+            self.send_response(200 if self.path == "/jwks.json" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cfg = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+               "sasl.enabled.mechanisms": "OAUTHBEARER",
+               "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": JAAS,
+               "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": SECURED_HANDLER,
+               "sasl.oauthbearer.jwks.endpoint.url": f"http://127.0.0.1:{server.server_port}/jwks.json",
+               "sasl.oauthbearer.sub.claim.name": "client_id", "sasl.oauthbearer.scope.claim.name": "scp"}
+        (_plain, listener), _ = listeners_from_configs(cfg)
+    finally:
+        server.shutdown()
+        server.server_close()
+    auth = listener.sasl.create("OAUTHBEARER")
+    claims = _jwt_claims(client_id="svc-1", scp=["read", "write"])
+    assert auth.evaluate(_initial(_signed(claims, "ES256", "ec1"))) == b""
+    assert auth.principal == "User:svc-1" and auth.credential_expiry_ms == claims["exp"] * 1000
