@@ -304,6 +304,7 @@ _INTERNAL = {
     "cluster/zk.py": {"ZooKeeperTimeoutError"},            # a kazoo exception; answered REQUEST_TIMED_OUT
     "cluster/zk_change.py": {"ConcurrentUpdateError"},     # answered UNKNOWN_SERVER_ERROR
     "security/quotas.py": {"DescribeFilterError"},         # answered as DescribeClientQuotas' error code
+    "security/oauthbearer_unsecured.py": {"OAuthBearerTokenError"},   # answered SASL_AUTHENTICATION_FAILED
 }
 
 
