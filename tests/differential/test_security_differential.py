@@ -423,12 +423,15 @@ WITH_ACLS = [
 ]
 
 
-class TestWithAcls:
-    @pytest.fixture(scope="class")
-    def granted(self, sec):
-        with acls(sec, GRANTED):
-            yield sec
+@pytest.fixture(scope="class")
+def granted(sec):
+    """TestWithAcls' ACLs, set once for the class (a module-level fixture: pytest deprecates
+    class-scoped fixtures defined as instance methods)."""
+    with acls(sec, GRANTED):
+        yield sec
 
+
+class TestWithAcls:
     @pytest.mark.parametrize("fn,ignore", WITH_ACLS)
     def test_alice_with_acls(self, granted, fn, ignore):
         _check(granted, fn, ignore)
@@ -536,12 +539,14 @@ DELETES = [
 ]
 
 
-class TestAclApis:
-    @pytest.fixture(scope="class")
-    def erin(self, sec):
-        with acls(sec, FIXTURE_ACLS):
-            yield sec
+@pytest.fixture(scope="class")
+def erin(sec):
+    """TestAclApis' fixture ACLs, set once for the class."""
+    with acls(sec, FIXTURE_ACLS):
+        yield sec
 
+
+class TestAclApis:
     @pytest.mark.parametrize("fn,ignore", DESCRIBES)
     def test_describe_acls(self, erin, fn, ignore):
         _check(erin, fn, ignore)
