@@ -51,7 +51,9 @@ _GENERIC = ("Authentication failed during authentication due to invalid credenti
 
 
 class TokenValidator(Protocol):
-    """What checks a bearer token (UnsecuredValidator; a secured one would verify a JWKS)."""
+    """What checks a bearer token (UnsecuredValidator, JwksValidator).  A validator may also have
+    ``async validate_async(token)`` (JwksValidator: it may refetch its JWKS first), which
+    :meth:`OAuthBearerServer.evaluate_async` then uses."""
 
     def validate(self, token: str) -> OAuthBearerToken: ...
 
@@ -121,6 +123,26 @@ class OAuthBearerServer:
     def evaluate(self, token: bytes) -> bytes:
         """One client message: the initial response (answered empty, or with the JSON error)
         or, after an error, the client's ``^A`` (which fails the exchange)."""
+        value, authzid, extensions = self._initial(token)
+        try:
+            checked = self._validator.validate(value)
+        except OAuthBearerTokenError as e:
+            return self._refused(e)
+        return self._accepted(checked, authzid, extensions)
+
+    async def evaluate_async(self, token: bytes) -> bytes:
+        """:meth:`evaluate`, through the validator's ``validate_async`` where it has one (the
+        secured validator may refetch its JWKS, off the event loop, before it answers)."""
+        value, authzid, extensions = self._initial(token)
+        validate_async = getattr(self._validator, "validate_async", None)
+        try:
+            checked = (await validate_async(value) if validate_async is not None
+                       else self._validator.validate(value))
+        except OAuthBearerTokenError as e:
+            return self._refused(e)
+        return self._accepted(checked, authzid, extensions)
+
+    def _initial(self, token: bytes) -> tuple[str, str, dict[str, str]]:
         if self._token is not None:
             raise IllegalSaslStateError("Unexpected OAUTHBEARER token after the exchange ended")
         message = bytes(token)
@@ -128,16 +150,17 @@ class OAuthBearerServer:
             raise SaslAuthenticationError(self._error)
         self._error = None
         try:
-            value, authzid, extensions = parse_initial_response(message)
+            return parse_initial_response(message)
         except ValueError as e:
             self.failure = str(e)
             raise SaslAuthenticationError(_GENERIC) from None
-        try:
-            checked = self._validator.validate(value)
-        except OAuthBearerTokenError as e:
-            self.failure = e.reason
-            self._error = _json_error(e.status, e.failure_scope)
-            return self._error.encode("utf-8")
+
+    def _refused(self, e: OAuthBearerTokenError) -> bytes:
+        self.failure = e.reason
+        self._error = _json_error(e.status, e.failure_scope)
+        return self._error.encode("utf-8")
+
+    def _accepted(self, checked: OAuthBearerToken, authzid: str, extensions: dict[str, str]) -> bytes:
         if authzid and authzid != checked.principal_name:
             self.failure = (f"Authentication failed: Client requested an authorization id ({authzid}) "
                             f"that is different from the token's principal name ({checked.principal_name})")

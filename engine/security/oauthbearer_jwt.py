@@ -1,9 +1,12 @@
 """Kafka's secured OAUTHBEARER validation (KIP-768, ``OAuthBearerValidatorCallbackHandler``):
 a signed JWT checked against the keys of a JWKS, with the ``sasl.oauthbearer.*`` keys.
 
-- ``sasl.oauthbearer.jwks.endpoint.url`` (required): ``file://`` (read at start, as Kafka's
-  JwksFileVerificationKeyResolver does) or ``http(s)://`` (fetched at start; Kafka refetches it
-  every ``sasl.oauthbearer.jwks.endpoint.refresh.ms`` -- here a key rotation needs a restart).
+- ``sasl.oauthbearer.jwks.endpoint.url`` (required): ``file://`` or ``http(s)://``, read at
+  start and kept fresh by engine/security/jwks_refresh.py (every
+  ``sasl.oauthbearer.jwks.endpoint.refresh.ms``, and on a ``kid`` not in the set, with
+  ``.retry.backoff.ms`` / ``.retry.backoff.max.ms``) between :meth:`JwksValidator.start` and
+  :meth:`JwksValidator.stop`: :meth:`JwksValidator.validate_async` refetches for an unknown ``kid``
+  and then checks the token against the new set (``validate`` never waits: it refuses it).
   RSA and EC (P-256/384/521) keys are used; a key whose ``use`` is not ``sig`` is skipped.
 - The signature: ``alg`` one of RS256/384/512, PS256/384/512, ES256/384/512 (``none`` and the
   HMAC algorithms are refused, as jose4j's DISALLOW_NONE with public keys does), verified with the
@@ -42,6 +45,12 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from engine.errors import InvalidConfigError
+from engine.security.jwks_refresh import (
+    DEFAULT_REFRESH_MS,
+    DEFAULT_RETRY_BACKOFF_MAX_MS,
+    DEFAULT_RETRY_BACKOFF_MS,
+    RefreshingJwks,
+)
 from engine.security.listeners import listener_config
 from engine.security.oauthbearer_unsecured import OAuthBearerToken, OAuthBearerTokenError
 
@@ -163,24 +172,51 @@ def _nonblank(name: str, value: Any) -> str:
     return value.strip()
 
 
+class _UnknownKeyIdError(OAuthBearerTokenError):
+    """The token's ``kid`` names no key of the set (a refresh may find it)."""
+
+    def __init__(self, kid: str) -> None:
+        super().__init__(f"Could not validate the access token: no key {kid!r} in the JWKS")
+        self.kid = kid
+
+    def __reduce__(self):
+        return type(self), (self.kid,)
+
+
 class JwksValidator:
     """Kafka's OAuthBearerValidatorCallbackHandler over the given keys (see the module doc)."""
 
     ALGORITHMS = frozenset(f"{f}{b}" for f in ("RS", "PS", "ES") for b in _HASHES)
 
-    def __init__(self, keys: list[tuple[str | None, PublicKey]], *, expected_audience: list[str] | None = None,
-                 expected_issuer: str | None = None, sub_claim: str = "sub", scope_claim: str = "scope",
+    def __init__(self, keys: list[tuple[str | None, PublicKey]] | RefreshingJwks, *,
+                 expected_audience: list[str] | None = None, expected_issuer: str | None = None,
+                 sub_claim: str = "sub", scope_claim: str = "scope",
                  clock_skew_seconds: int = DEFAULT_CLOCK_SKEW_SECONDS,
                  clock: Callable[[], float] = time.time) -> None:
         if clock_skew_seconds < 0:
             raise InvalidConfigError(f"sasl.oauthbearer.clock.skew.seconds must not be negative: {clock_skew_seconds}")
-        self.keys = keys
+        self.jwks = keys if isinstance(keys, RefreshingJwks) else None
+        self._keys = None if isinstance(keys, RefreshingJwks) else keys
         self.expected_audience = list(expected_audience or [])
         self.expected_issuer = expected_issuer
         self.sub_claim = sub_claim
         self.scope_claim = scope_claim
         self.clock_skew = clock_skew_seconds
         self._clock = clock
+
+    @property
+    def keys(self) -> list[tuple[str | None, PublicKey]]:
+        """The keys in use (the refreshed set's latest)."""
+        return self.jwks.keys if self.jwks is not None else self._keys or []
+
+    def start(self) -> None:
+        """Keep the JWKS fresh from now on (on the broker's loop)."""
+        if self.jwks is not None:
+            self.jwks.start()
+
+    def stop(self) -> None:
+        if self.jwks is not None:
+            self.jwks.stop()
 
     @classmethod
     def from_configs(cls, configs: Mapping[str, Any], listener: str, **kw) -> JwksValidator:
@@ -199,9 +235,29 @@ class JwksValidator:
         except (TypeError, ValueError):
             raise InvalidConfigError("sasl.oauthbearer.clock.skew.seconds must be an integer") from None
         issuer = get("expected.issuer")
-        return cls(load_jwks(url), expected_audience=audience, expected_issuer=str(issuer) if issuer else None,
+
+        def ms(key: str, default: int) -> int:
+            try:
+                return int(get(key, default))
+            except (TypeError, ValueError):
+                raise InvalidConfigError(f"sasl.oauthbearer.{key} must be an integer") from None
+        jwks = RefreshingJwks(url, load_jwks, refresh_ms=ms("jwks.endpoint.refresh.ms", DEFAULT_REFRESH_MS),
+                              retry_backoff_ms=ms("jwks.endpoint.retry.backoff.ms", DEFAULT_RETRY_BACKOFF_MS),
+                              retry_backoff_max_ms=ms("jwks.endpoint.retry.backoff.max.ms",
+                                                      DEFAULT_RETRY_BACKOFF_MAX_MS))
+        return cls(jwks, expected_audience=audience, expected_issuer=str(issuer) if issuer else None,
                    sub_claim=str(get("sub.claim.name") or "sub").strip(),
                    scope_claim=str(get("scope.claim.name") or "scope").strip(), clock_skew_seconds=skew, **kw)
+
+    async def validate_async(self, token: str) -> OAuthBearerToken:
+        """:meth:`validate`, but a ``kid`` not in the set first refreshes it (off the loop, within
+        Kafka's limits) and the token is checked against the new set."""
+        try:
+            return self.validate(token)
+        except _UnknownKeyIdError as e:
+            if self.jwks is None or not await self.jwks.refresh_for_kid(e.kid):
+                raise
+        return self.validate(token)
 
     def validate(self, token: str) -> OAuthBearerToken:
         """The token's principal, scope and lifetime; OAuthBearerTokenError if it is refused."""
@@ -218,7 +274,10 @@ class JwksValidator:
         except (ValueError, binascii.Error):
             raise OAuthBearerTokenError("Could not validate the access token: malformed signature") from None
         kid = header.get("kid")
-        candidates = [k for key_id, k in self.keys if kid is None or key_id == kid]
+        keys = self.keys
+        if isinstance(kid, str) and all(key_id != kid for key_id, _k in keys):
+            raise _UnknownKeyIdError(kid)
+        candidates = [k for key_id, k in keys if kid is None or key_id == kid]
         data = f"{parts[0]}.{parts[1]}".encode("ascii")
         if not any(_verify(alg, key, data, signature) for key in candidates):
             raise OAuthBearerTokenError("Could not validate the access token: no key of the JWKS verifies "

@@ -25,8 +25,10 @@ required): without ``listener.name.<listener>.oauthbearer.sasl.server.callback.h
 tokens are checked by Kafka's default, the unsecured validator
 (engine/security/oauthbearer_unsecured.py); naming Kafka's ``OAuthBearerValidatorCallbackHandler``
 checks signed tokens against ``sasl.oauthbearer.jwks.endpoint.url``
-(engine/security/oauthbearer_jwt.py).  Any other class is refused, and so is a JWKS URL without
-that class (Kafka would then silently keep the unsecured validator).
+(engine/security/oauthbearer_jwt.py), whose JWKS is refreshed between the factory's
+:meth:`~SaslServerFactory.start` and :meth:`~SaslServerFactory.stop` (the broker's).  Any other
+class is refused, and so is a JWKS URL without that class (Kafka would then silently keep the
+unsecured validator).
 """
 
 from __future__ import annotations
@@ -117,6 +119,19 @@ class SaslServerFactory:
         self._scram = scram_credentials
         self._fake_secret = fake_secret if fake_secret is not None else secrets.token_bytes(32)
         self._fake_iterations = fake_iterations
+
+    def start(self) -> None:
+        """Start the mechanisms' background work on the running loop (the broker's start):
+        the secured OAUTHBEARER validator's JWKS refresh."""
+        start = getattr(self._oauthbearer, "start", None)
+        if start is not None:
+            start()
+
+    def stop(self) -> None:
+        """Stop what :meth:`start` started (the broker's stop)."""
+        stop = getattr(self._oauthbearer, "stop", None)
+        if stop is not None:
+            stop()
 
     def create(self, mechanism: str) -> SaslAuthenticator:
         """A fresh authenticator for one exchange of ``mechanism``."""

@@ -188,6 +188,9 @@ class Broker:
             self.enable_request_processing()
         self.watchdog = RequestWatchdog(self._loop, lambda: self._connections)
         self.watchdog.start()
+        for listener in self.listeners:
+            if listener.sasl is not None:
+                listener.sasl.start()     # OAUTHBEARER's JWKS refresh (engine/security/jwks_refresh.py)
         if not self.node.read_only:
             # the group coordinator runs on this loop (no thread hop per group request) unless
             # the node already has one; it starts loading __consumer_offsets now
@@ -209,6 +212,9 @@ class Broker:
         self.node.remove_append_listener(self._appended_elsewhere)
         if self.watchdog is not None:
             self.watchdog.stop()
+        for listener in self.listeners:
+            if listener.sasl is not None:
+                listener.sasl.stop()
         await self.replicas.stop()
         if self._own_txn_coordinator is not None:
             await self.node.release_coordinator("transaction", self._own_txn_coordinator)

@@ -127,15 +127,19 @@ class SaslSession:
         if self.failed_delay:
             await asyncio.sleep(self.failed_delay)
 
-    def evaluate(self, token: bytes, conn) -> bytes:
-        """One client token through the mechanism; the principal is set when it completes.
-        KafkaApiError (SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE) ends the exchange."""
+    async def evaluate(self, token: bytes, conn) -> bytes:
+        """One client token through the mechanism (its ``evaluate_async`` where it has one:
+        OAUTHBEARER's secured validator may refetch its JWKS off the loop); the principal is set
+        when it completes.  KafkaApiError (SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE) ends
+        the exchange."""
         auth = self.authenticator
         assert auth is not None                   # state AUTHENTICATE
         if self.reauth_error is not None:
             raise SaslAuthenticationError(self.reauth_error)
         try:
-            reply = auth.evaluate(bytes(token))
+            evaluate_async = getattr(auth, "evaluate_async", None)
+            reply = (await evaluate_async(bytes(token)) if evaluate_async is not None
+                     else auth.evaluate(bytes(token)))
         except KafkaApiError:
             log.info("connection %s: SASL %s authentication failed: %s", conn.peer,
                      auth.mechanism, auth.failure or "invalid token")
@@ -166,7 +170,7 @@ class SaslSession:
         """A token after a v0 handshake: answer it as a raw size-prefixed frame; False when the
         exchange failed (no answer, the connection closes after the delay)."""
         try:
-            reply = self.evaluate(frame, conn)
+            reply = await self.evaluate(frame, conn)
         except KafkaApiError:
             await self.fail()
             return False
@@ -220,7 +224,7 @@ class SaslHandlers:
                                           "SaslAuthenticate request received after successful "
                                           "authentication")
         try:
-            reply = session.evaluate(req.auth_bytes, conn)
+            reply = await session.evaluate(req.auth_bytes, conn)
         except KafkaApiError as e:
             await session.fail()
             return _authenticate_response(v, e.code, str(e))
