@@ -249,6 +249,9 @@ _OAUTHBEARER_KEYS = frozenset({
     "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
+    # the JWKS refresh (engine/security/jwks_refresh.py)
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
 })
 # The ACL authorizer's keys (Kafka passes every broker key to its authorizer; these two are not in
 # its broker key list): engine/server/access.py reads them when authorizer.class.name names it.
