@@ -188,15 +188,14 @@ class JwksValidator:
 
     ALGORITHMS = frozenset(f"{f}{b}" for f in ("RS", "PS", "ES") for b in _HASHES)
 
-    def __init__(self, keys: list[tuple[str | None, PublicKey]] | RefreshingJwks, *,
+    def __init__(self, jwks: RefreshingJwks, *,
                  expected_audience: list[str] | None = None, expected_issuer: str | None = None,
                  sub_claim: str = "sub", scope_claim: str = "scope",
                  clock_skew_seconds: int = DEFAULT_CLOCK_SKEW_SECONDS,
                  clock: Callable[[], float] = time.time) -> None:
         if clock_skew_seconds < 0:
             raise InvalidConfigError(f"sasl.oauthbearer.clock.skew.seconds must not be negative: {clock_skew_seconds}")
-        self.jwks = keys if isinstance(keys, RefreshingJwks) else None
-        self._keys = None if isinstance(keys, RefreshingJwks) else keys
+        self.jwks = jwks
         self.expected_audience = list(expected_audience or [])
         self.expected_issuer = expected_issuer
         self.sub_claim = sub_claim
@@ -207,16 +206,14 @@ class JwksValidator:
     @property
     def keys(self) -> list[tuple[str | None, PublicKey]]:
         """The keys in use (the refreshed set's latest)."""
-        return self.jwks.keys if self.jwks is not None else self._keys or []
+        return self.jwks.keys
 
     def start(self) -> None:
         """Keep the JWKS fresh from now on (on the broker's loop)."""
-        if self.jwks is not None:
-            self.jwks.start()
+        self.jwks.start()
 
     def stop(self) -> None:
-        if self.jwks is not None:
-            self.jwks.stop()
+        self.jwks.stop()
 
     @classmethod
     def from_configs(cls, configs: Mapping[str, Any], listener: str, **kw) -> JwksValidator:
@@ -255,7 +252,7 @@ class JwksValidator:
         try:
             return self.validate(token)
         except _UnknownKeyIdError as e:
-            if self.jwks is None or not await self.jwks.refresh_for_kid(e.kid):
+            if not await self.jwks.refresh_for_kid(e.kid):
                 raise
         return self.validate(token)
 
