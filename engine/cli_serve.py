@@ -131,10 +131,14 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
     if advertised:
         settings["advertised.listeners"] = advertised
     from .server.listener import listeners_from_configs
-    checked, _ = listeners_from_configs(settings, scram_credentials=lambda user, mech: None)
+    # built (and so checked) once, before anything is created: TLS contexts, SASL mechanisms (an
+    # OAUTHBEARER JWKS read); SCRAM's credential store comes with the data directory, below
+    scram_store: list = []
+    listeners, lsettings = listeners_from_configs(
+        settings, scram_credentials=lambda user, mech: scram_store[0](user, mech) if scram_store else None)
     # the connection limits' keys too, before anything is created (the Broker reads them again)
     from .server.connection_quotas import ConnectionQuotas
-    ConnectionQuotas.from_configs(settings, [li.name for li in checked])
+    ConnectionQuotas.from_configs(settings, [li.name for li in listeners])
     inter_security = None
     if settings.get("zookeeper.connect"):
         # brokers connect to each other (replica fetchers, the coordinators' link) over the
@@ -169,10 +173,10 @@ def cmd_serve(args: argparse.Namespace, parse_kv) -> int:
             from .security.credentials import ScramCredentialStore
             # in cluster mode shared through ZooKeeper once the broker joined (share below)
             scram = ZkScramCredentials(ScramCredentialStore(eng.path))
+            scram_store.append(scram)
             from .cluster.quota_zk import ZkClientQuotas
             from .security.quotas import ClientQuotaStore
             quotas = ZkClientQuotas(ClientQuotaStore(eng.path))     # client quotas: the same
-            listeners, lsettings = listeners_from_configs(settings, scram_credentials=scram)
             # cluster mode registers every advertised listener (engine/cluster/registration.py);
             # the other brokers reach this one on the inter-broker listener's
             inter = next((li for li in listeners if li.name == lsettings.inter_broker_listener),
