@@ -226,12 +226,7 @@ class WireClient:
     # -- Metadata ---------------------------------------------------------------------
     def metadata(self, topics: list[str] | None = None, auto_create: bool = False) -> dict:
         """{topic: [PartitionMetadata, ...]} (all topics when `topics` is None); topic errors raise."""
-        v = self._version(ApiKey.METADATA)
-        body = {"topics": None if topics is None else [{"name": t} for t in topics],
-                "allow_auto_topic_creation": auto_create,
-                "include_cluster_authorized_operations": False,
-                "include_topic_authorized_operations": False}
-        resp = self._call(None, ApiKey.METADATA, body, v)
+        resp = self._metadata_call(topics, auto_create)
         for b in resp["brokers"]:
             self._brokers[b["node_id"]] = (b["host"], b["port"])
         out = {}
@@ -253,13 +248,16 @@ class WireClient:
                     self._epochs.pop((t["name"], p.partition), None)
         return out
 
+    def _metadata_call(self, topics: list[str] | None, auto_create: bool) -> dict:
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": auto_create,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False}
+        return self._call(None, ApiKey.METADATA, body, self._version(ApiKey.METADATA))
+
     def alive_brokers(self) -> set[int]:
         """The broker ids the bootstrap broker's Metadata names alive (its view of the cluster)."""
-        v = self._version(ApiKey.METADATA)
-        resp = self._call(None, ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False,
-                                                   "include_cluster_authorized_operations": False,
-                                                   "include_topic_authorized_operations": False}, v)
-        return {b["node_id"] for b in resp["brokers"]}
+        return {b["node_id"] for b in self._metadata_call([], False)["brokers"]}
 
     def list_topics(self) -> dict[str, int]:
         """{topic: partition count} of every (non-internal) topic."""
